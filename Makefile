@@ -1,0 +1,54 @@
+# make test  - lint, type-check, validate the Bicep, run the test suite (installs what is missing)
+# make demo  - the whole flow offline: local Cosmos server + peek-lock queue + the real function
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+INFRA_VENV := .venv-infra
+DEMO_ARGS ?=
+
+.PHONY: install install-python install-node install-infra lint typecheck infra-lint test demo \
+        chaos bench azurite clean
+
+install: install-python install-node
+
+install-python: $(VENV)/.installed
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+install-node: node_modules/.installed
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# checkov pins many libraries of its own: it gets a venv of its own.
+install-infra: $(INFRA_VENV)/.installed
+$(INFRA_VENV)/.installed: requirements-infra.txt
+	test -x $(INFRA_VENV)/bin/python || $(PYTHON) -m venv $(INFRA_VENV)
+	$(INFRA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(INFRA_VENV)/bin/python -m pip install --quiet -r requirements-infra.txt
+	touch $@
+
+lint: install-python
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install-python
+	$(VENV)/bin/mypy
+
+infra-lint: install-infra
+	$(INFRA_VENV)/bin/checkov -d infra --framework bicep --quiet --compact
+
+test: install install-infra lint typecheck infra-lint
+	$(PY) -m pytest
+
+demo: install
+	$(PY) -m local demo $(DEMO_ARGS)
+
+azurite: install-node
+	npx azurite --silent --location .local/azurite
+
+clean:
+	rm -rf $(VENV) $(INFRA_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

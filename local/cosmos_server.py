@@ -1,0 +1,91 @@
+"""Runs the local Cosmos DB API stand-in, ``@vercel/cosmosdb-server`` (installed by npm into the
+repo), on a free loopback port over HTTPS with its bundled self-signed certificate.
+
+What it does not do (tests that need these run only against the real emulator, see README):
+transactional batches are not atomic, request charge is always 1, no change feed, no TTL.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+from azure.cosmos import PartitionKey
+from azure.cosmos.aio import ContainerProxy, CosmosClient
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CLI = REPO_ROOT / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
+# The Cosmos DB emulator's published, well-known key: not a secret. cosmosdb-server accepts any.
+EMULATOR_KEY = (
+    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+)
+_READY = re.compile(rb"connections at (\S+):(\d+)")
+
+
+class LocalCosmosServer:
+    def __init__(self, start_timeout_s: float = 30.0) -> None:
+        self._start_timeout_s = start_timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self.endpoint = ""
+
+    def start(self) -> str:
+        node = shutil.which("node")
+        if node is None or not CLI.exists():
+            raise RuntimeError(
+                "the local Cosmos DB server is not installed: run `make install` (needs node/npm)"
+            )
+        self._process = subprocess.Popen(
+            [node, str(CLI), "--host", "127.0.0.1", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        assert self._process.stdout is not None
+        deadline = time.monotonic() + self._start_timeout_s
+        output = b""
+        while time.monotonic() < deadline:
+            line = self._process.stdout.readline()  # the server prints one line when it listens
+            if not line:
+                break
+            output += line
+            match = _READY.search(line)
+            if match:
+                host, port = match.group(1).decode(), int(match.group(2))
+                self.endpoint = f"https://{host}:{port}/"
+                return self.endpoint
+        self.stop()
+        raise RuntimeError(f"cosmosdb-server did not start: {output.decode(errors='replace')}")
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+            self._process = None
+
+    def __enter__(self) -> LocalCosmosServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+async def ensure_container(
+    client: CosmosClient, database: str = "orders", container: str = "orders"
+) -> ContainerProxy:
+    """Create the database and the container (partition key ``/orderId``) if missing."""
+    db = await client.create_database_if_not_exists(database)
+    return await db.create_container_if_not_exists(
+        container, partition_key=PartitionKey(path="/orderId")
+    )

@@ -1,0 +1,147 @@
+"""Fault injection at the real Cosmos SDK boundary: an azure-core transport (the SDK's documented
+extension point) that passes every request to the real server unless a rule fires.
+
+The SDK above it is untouched: its retry policies, error mapping and timeouts run as in
+production. Rules answer with a status (403, 429 + ``x-ms-retry-after-ms``, 503, 408, 449...),
+fail the connection before the request leaves, or let the request commit and then lose the
+response (the ambiguous write).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import threading
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.pipeline.transport import AioHttpTransport, AsyncHttpResponse, HttpRequest
+from azure.core.utils import CaseInsensitiveDict
+
+
+class FaultKind(enum.Enum):
+    STATUS = "status"  # answer with a status code; the request never reaches the server
+    CONNECTION_ERROR = "connection_error"  # fail before sending: nothing written
+    LOST_RESPONSE = "lost_response"  # send, let it commit, then lose the response
+    DELAY = "delay"  # wait, then send (use with a short client timeout)
+
+
+@dataclass
+class FaultRule:
+    kind: FaultKind
+    method: str | None = None  # e.g. "POST"
+    path_suffix: str | None = None  # e.g. "/docs" (creates and batches)
+    path_contains: str | None = None
+    status: int = 503
+    sub_status: int | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    times: int | None = 1  # None: every matching request
+    fired: int = 0
+
+    def matches(self, request: HttpRequest) -> bool:
+        if self.times is not None and self.fired >= self.times:
+            return False
+        path = request.url.split("?", 1)[0]
+        if self.method is not None and request.method.upper() != self.method:
+            return False
+        if self.path_suffix is not None and not path.rstrip("/").endswith(self.path_suffix):
+            return False
+        return self.path_contains is None or self.path_contains in path
+
+
+# Request shapes of the operations the consumer performs.
+WRITES = {"method": "POST", "path_suffix": "/docs"}  # create_item and execute_item_batch
+POINT_READS = {"method": "GET", "path_contains": "/docs/"}
+
+
+class FaultInjectingTransport(AioHttpTransport):  # type: ignore[misc]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._rules: list[FaultRule] = []
+        self._lock = threading.Lock()
+        self.requests_sent = 0
+
+    def add(self, rule: FaultRule) -> FaultRule:
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    def _take(self, request: HttpRequest) -> FaultRule | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.matches(request):
+                    rule.fired += 1
+                    return rule
+        return None
+
+    async def send(self, request: HttpRequest, **kwargs: Any) -> AsyncHttpResponse:
+        rule = self._take(request)
+        if rule is None:
+            self.requests_sent += 1
+            return await self._forward(request, **kwargs)
+        if rule.kind is FaultKind.STATUS:
+            return SyntheticResponse(request, rule.status, rule.sub_status, rule.headers)
+        if rule.kind is FaultKind.CONNECTION_ERROR:
+            raise ServiceRequestError("injected: connection reset before the request was sent")
+        if rule.kind is FaultKind.DELAY:
+            await asyncio.sleep(rule.delay_s)
+            self.requests_sent += 1
+            return await self._forward(request, **kwargs)
+        self.requests_sent += 1
+        response = await self._forward(request, **kwargs)
+        await response.load_body()  # type: ignore[attr-defined]  # committed; answer lost
+        raise ServiceResponseError("injected: connection reset after the request was sent")
+
+    async def _forward(self, request: HttpRequest, **kwargs: Any) -> AsyncHttpResponse:
+        response: AsyncHttpResponse = await super().send(request, **kwargs)
+        return response
+
+
+class SyntheticResponse(AsyncHttpResponse):
+    """A response that never came from a server, shaped like Cosmos DB's error responses."""
+
+    def __init__(
+        self,
+        request: HttpRequest,
+        status: int,
+        sub_status: int | None,
+        headers: Mapping[str, str],
+    ) -> None:
+        super().__init__(request, None)
+        self.status_code = status
+        self.reason = "Injected"
+        self.content_type = "application/json"
+        self.headers = CaseInsensitiveDict(
+            {"content-type": "application/json", "x-ms-request-charge": "0", **headers}
+        )
+        if sub_status is not None:
+            self.headers["x-ms-substatus"] = str(sub_status)
+        self._body = json.dumps(
+            {"code": str(status), "message": f"injected fault: status {status}"}
+        ).encode()
+
+    def body(self) -> bytes:
+        return self._body
+
+    def text(self, encoding: str | None = None) -> str:
+        return self._body.decode(encoding or "utf-8")
+
+    async def load_body(self) -> None:
+        return None
+
+    def stream_download(self, pipeline: Any, **kwargs: Any) -> AsyncIterator[bytes]:
+        async def chunks() -> AsyncIterator[bytes]:
+            yield self._body
+
+        return chunks()
+
+    def parts(self) -> AsyncIterator[AsyncHttpResponse]:
+        raise NotImplementedError("multipart responses are not synthesised")

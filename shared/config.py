@@ -1,0 +1,77 @@
+"""App settings, read once and validated; an invalid setting fails with its name in the message.
+
+| setting | default | meaning |
+|---|---|---|
+| ``ORDERS_QUEUE_NAME`` | (required) | queue the trigger reads; also the span's destination name |
+| ``COSMOS_ENDPOINT`` | (required) | ``https://<account>.documents.azure.com:443/`` |
+| ``COSMOS_KEY`` | unset | account key (emulators only); unset -> ``DefaultAzureCredential`` |
+| ``COSMOS_DATABASE`` | ``orders`` | database name |
+| ``COSMOS_CONTAINER`` | ``orders`` | container name, partition key ``/orderId`` |
+| ``COSMOS_VERIFY_TLS`` | ``true`` | ``false`` only for local emulators with self-signed certs |
+| ``OUTBOX_ENABLED`` | ``true`` | write an OrderAccepted outbox event in the same batch |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from shared.errors import ConfigurationError
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    queue_name: str
+    cosmos_endpoint: str
+    cosmos_key: str | None = None
+    cosmos_database: str = "orders"
+    cosmos_container: str = "orders"
+    cosmos_verify_tls: bool = True
+    outbox_enabled: bool = True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        endpoint = _required(env, "COSMOS_ENDPOINT")
+        parsed = urlparse(endpoint)
+        if parsed.scheme != "https" or not parsed.hostname:
+            raise ConfigurationError(
+                "COSMOS_ENDPOINT", f"must be an https:// URL, got {endpoint[:80]!r}"
+            )
+        return cls(
+            queue_name=_required(env, "ORDERS_QUEUE_NAME"),
+            cosmos_endpoint=endpoint,
+            cosmos_key=env.get("COSMOS_KEY") or None,
+            cosmos_database=_name(env, "COSMOS_DATABASE", "orders"),
+            cosmos_container=_name(env, "COSMOS_CONTAINER", "orders"),
+            cosmos_verify_tls=_flag(env, "COSMOS_VERIFY_TLS", default=True),
+            outbox_enabled=_flag(env, "OUTBOX_ENABLED", default=True),
+        )
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise ConfigurationError(name, "is required but not set")
+    return value
+
+
+def _name(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip() or default
+    if any(char in value for char in "/\\?#") or len(value) > 255:
+        raise ConfigurationError(name, f"is not a valid Cosmos DB resource name: {value[:80]!r}")
+    return value
+
+
+def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConfigurationError(name, f"must be true or false, got {raw[:20]!r}")

@@ -1,0 +1,233 @@
+"""The decision core: a message in, an outcome and its settlement out. No Azure imports.
+
+The create itself is the deduplication check: the order document's id is the MessageId, so a
+second create of the same order conflicts (409) inside Cosmos DB's own uniqueness guarantee. Only
+then is the stored order read to tell a duplicate (same fingerprint: complete) from a different
+request reusing the id (dead-letter ``HashMismatch``). A new order therefore costs one write; there
+is no "in progress" record to write first and clean up after, as two-phase designs need.
+
+Nothing is completed unless its effect is committed: ``Settlement.COMPLETE`` is only decided after
+the store confirmed the write or a stored order with the same fingerprint was read back.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from shared.contract import (
+    CONTRACT_FIELDS,
+    FINGERPRINT_ALGORITHMS,
+    DeadletterReason,
+    InvalidMessage,
+    ValidOrder,
+    bound,
+    parse_order,
+)
+from shared.errors import (
+    OrderAlreadyExists,
+    SystemicStoreError,
+    TransientStoreError,
+)
+
+OUTBOX_EVENT_TYPE = "OrderAccepted"
+# Fixed namespace so the outbox event id is the same on every delivery and every replica.
+_EVENT_ID_NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
+
+
+class Outcome(enum.StrEnum):
+    PROCESSED = "processed"
+    DUPLICATE = "duplicate"
+    MISMATCH = "mismatch"
+    INVALID = "invalid"
+    TRANSIENT = "transient"
+    SYSTEMIC = "systemic"
+    UNEXPECTED = "unexpected"
+
+
+class Settlement(enum.StrEnum):
+    COMPLETE = "complete"
+    ABANDON = "abandon"
+    DEADLETTER = "deadletter"
+
+
+SETTLEMENT_BY_OUTCOME: Mapping[Outcome, Settlement] = {
+    Outcome.PROCESSED: Settlement.COMPLETE,
+    Outcome.DUPLICATE: Settlement.COMPLETE,
+    Outcome.MISMATCH: Settlement.DEADLETTER,
+    Outcome.INVALID: Settlement.DEADLETTER,
+    Outcome.TRANSIENT: Settlement.ABANDON,
+    Outcome.SYSTEMIC: Settlement.ABANDON,
+    Outcome.UNEXPECTED: Settlement.ABANDON,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """What the core needs of a Service Bus message; transport details stay out of the hash."""
+
+    message_id: str | None
+    body: bytes
+    correlation_id: str | None = None
+    delivery_count: int | None = None
+    application_properties: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    outcome: Outcome
+    order_id: str | None = None
+    request_hash: str | None = None
+    deadletter_reason: str | None = None
+    description: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def settlement(self) -> Settlement:
+        return SETTLEMENT_BY_OUTCOME[self.outcome]
+
+
+class OrderStore(Protocol):
+    """The persistence port. Adapters translate their errors into ``shared.errors``."""
+
+    async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
+        """Write all documents of one order atomically, or raise ``OrderAlreadyExists`` if the
+        first (the order) exists. One request: a single create, or one transactional batch."""
+        ...
+
+    async def read_order(self, order_id: str) -> Mapping[str, Any] | None: ...
+
+
+def build_documents(
+    valid: ValidOrder,
+    message: IncomingMessage,
+    *,
+    outbox_enabled: bool,
+    accepted_at: datetime,
+) -> list[dict[str, Any]]:
+    """The order document, then (with the outbox on) its OrderAccepted event, same partition."""
+    order_id = valid.order_id
+    accepted = accepted_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    total_minor = valid.order.total_minor
+    order = {
+        "id": order_id,
+        "type": "order",
+        "status": "accepted",
+        **valid.fields,
+        "totalMinor": total_minor,
+        "requestHash": valid.request_hash,
+        "hashAlgorithm": valid.hash_algorithm,
+        "messageId": message.message_id,
+        "correlationId": message.correlation_id,
+        "firstDeliveryCount": message.delivery_count,
+        "acceptedAt": accepted,
+    }
+    if not outbox_enabled:
+        return [order]
+    event_id = str(uuid.uuid5(_EVENT_ID_NAMESPACE, f"{order_id}/{OUTBOX_EVENT_TYPE}"))
+    outbox = {
+        "id": outbox_document_id(order_id),
+        "orderId": order_id,
+        "type": "outbox",
+        "eventType": OUTBOX_EVENT_TYPE,
+        "eventId": event_id,
+        "status": "pending",
+        "payload": {
+            "orderId": order_id,
+            "customerId": valid.fields["customerId"],
+            "currency": valid.fields["currency"],
+            "totalMinor": total_minor,
+            "placedAt": valid.fields["placedAt"],
+            "lineCount": len(valid.fields["lines"]),
+        },
+        # What a relay needs to publish with trace continuity and idempotence downstream.
+        "correlationId": message.correlation_id,
+        "causationId": message.message_id,
+        "createdAt": accepted,
+    }
+    return [order, outbox]
+
+
+def outbox_document_id(order_id: str) -> str:
+    # Cannot collide with an order: ids are unique per partition, and this partition's order id
+    # is ``order_id`` itself.
+    return f"{order_id}:{OUTBOX_EVENT_TYPE}"
+
+
+async def decide(
+    message: IncomingMessage,
+    store: OrderStore,
+    *,
+    outbox_enabled: bool = True,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Decision:
+    """Validate, write once, and classify. Never raises for a message-level problem."""
+    try:
+        valid = parse_order(message.body, message.message_id)
+    except InvalidMessage as invalid:
+        return Decision(
+            Outcome.INVALID,
+            order_id=message.message_id,
+            deadletter_reason=invalid.reason,
+            description=invalid.description,
+        )
+    try:
+        documents = build_documents(
+            valid, message, outbox_enabled=outbox_enabled, accepted_at=clock()
+        )
+        try:
+            await store.create(documents)
+        except OrderAlreadyExists:
+            return await _compare_with_stored(valid, store)
+        return Decision(Outcome.PROCESSED, order_id=valid.order_id, request_hash=valid.request_hash)
+    except TransientStoreError as error:
+        return _failed(Outcome.TRANSIENT, valid, error)
+    except SystemicStoreError as error:
+        return _failed(Outcome.SYSTEMIC, valid, error)
+    except Exception as error:  # noqa: BLE001 - anything else: abandon, log with stack trace
+        return _failed(Outcome.UNEXPECTED, valid, error)
+
+
+async def _compare_with_stored(valid: ValidOrder, store: OrderStore) -> Decision:
+    stored = await store.read_order(valid.order_id)
+    if stored is None:
+        # A conflict on create, yet no order: only possible if the order was deleted in between.
+        # Redelivery will simply create it again.
+        raise TransientStoreError(f"order {valid.order_id} conflicted but could not be read")
+    algorithm = stored.get("hashAlgorithm")
+    fingerprint = FINGERPRINT_ALGORITHMS.get(str(algorithm))
+    if fingerprint is None:
+        # Written by a newer deployment with an algorithm this one does not know (rolling
+        # upgrade). Dead-lettering would park a probably-healthy duplicate: let the newer code
+        # handle the redelivery instead.
+        raise SystemicStoreError(f"stored order uses unknown hash algorithm {algorithm!r}")
+    incoming_hash = fingerprint(valid.fields)
+    stored_hash = stored.get("requestHash")
+    if incoming_hash == stored_hash:
+        return Decision(Outcome.DUPLICATE, order_id=valid.order_id, request_hash=incoming_hash)
+    differing = [name for name in CONTRACT_FIELDS if stored.get(name) != valid.fields[name]]
+    return Decision(
+        Outcome.MISMATCH,
+        order_id=valid.order_id,
+        request_hash=incoming_hash,
+        deadletter_reason=DeadletterReason.HASH_MISMATCH,
+        description=bound(
+            f"order {valid.order_id} already exists with {algorithm} hash {stored_hash}; this "
+            f"message hashes to {incoming_hash}; differing fields: "
+            f"{', '.join(differing) or 'none visible (stored document changed)'}"
+        ),
+    )
+
+
+def _failed(outcome: Outcome, valid: ValidOrder, error: BaseException) -> Decision:
+    return Decision(
+        outcome,
+        order_id=valid.order_id,
+        request_hash=valid.request_hash,
+        description=bound(f"{type(error).__name__}: {error}"),
+        error=error,
+    )

@@ -1,0 +1,168 @@
+"""The Cosmos DB (NoSQL API) adapter of the ``OrderStore`` port, on the azure-cosmos aio client.
+
+A new order is one request: ``create_item`` (outbox off) or one ``execute_item_batch`` (outbox
+on, order first so a conflict surfaces at index 0). Errors are translated into ``shared.errors``
+by what a redelivery can fix; the request charge of every call goes to the telemetry adapter.
+
+Client settings (see README "Timeouts and retries"): every operation carries an absolute timeout
+so that create + conflict read + settlement fit inside one message lock even before the host
+renews it, and the SDK's own throttling retries are capped below that timeout. Non-idempotent
+writes are not retried by the SDK on connection errors (its default): an ambiguous write is
+resolved by the redelivery, whose create then conflicts and is recognised as a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+import aiohttp
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.cosmos import exceptions as cosmos_errors
+from azure.cosmos.aio import ContainerProxy, CosmosClient
+
+from shared.config import Settings
+from shared.errors import (
+    OrderAlreadyExists,
+    StoreError,
+    SystemicStoreError,
+    TransientStoreError,
+)
+
+# Seconds. Two sequential operations (create, then the conflict read) plus settlement must fit
+# in the 60 s lock; the host also renews the lock while the function runs.
+OPERATION_TIMEOUT_S = 20
+CLIENT_OPTIONS: dict[str, Any] = {
+    "connection_timeout": 5,  # TCP/TLS connect
+    "read_timeout": 15,  # waiting for one response
+    "retry_total": 4,  # throttling (429) retries inside the SDK
+    "retry_backoff_max": 10,  # cumulative throttling wait, below OPERATION_TIMEOUT_S
+    "no_response_on_write": True,  # the body of a create is never used: don't download it
+}
+
+RequestChargeSink = Callable[[str, float], None]
+
+_TRANSIENT_STATUS = {408, 410, 429, 449, 500, 502, 503, 504}
+_SYSTEMIC_STATUS = {401, 403}
+
+
+def create_client(settings: Settings, **overrides: Any) -> CosmosClient:
+    """One client per worker process: it owns the connection pool and the account metadata.
+    ``overrides`` are extra client options (the local stand-ins pass a transport)."""
+    credential: Any
+    if settings.cosmos_key:
+        credential = settings.cosmos_key
+    else:
+        from azure.identity.aio import DefaultAzureCredential  # only where it is used
+
+        credential = DefaultAzureCredential()
+    return CosmosClient(
+        settings.cosmos_endpoint,
+        credential=credential,
+        connection_verify=settings.cosmos_verify_tls,
+        **{**CLIENT_OPTIONS, **overrides},
+    )
+
+
+class CosmosOrderStore:
+    def __init__(
+        self, container: ContainerProxy, on_request_charge: RequestChargeSink | None = None
+    ) -> None:
+        self._container = container
+        self._on_request_charge = on_request_charge
+
+    async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
+        partition_key = documents[0]["orderId"]
+        try:
+            if len(documents) == 1:
+                await self._container.create_item(
+                    dict(documents[0]),
+                    timeout=OPERATION_TIMEOUT_S,
+                    response_hook=self._charge_hook("create"),
+                )
+            else:
+                await self._container.execute_item_batch(
+                    [("create", (dict(document),)) for document in documents],
+                    partition_key=partition_key,
+                    timeout=OPERATION_TIMEOUT_S,
+                    response_hook=self._charge_hook("batch"),
+                )
+        except cosmos_errors.CosmosBatchOperationError as error:
+            if error.status_code == 409:
+                raise OrderAlreadyExists(partition_key) from error
+            _raise_classified(error, writing=True)
+        except cosmos_errors.CosmosResourceExistsError as error:
+            raise OrderAlreadyExists(partition_key) from error
+        except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
+            _raise_classified(error, writing=True)
+
+    async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
+        try:
+            document: Mapping[str, Any] = await self._container.read_item(
+                order_id,
+                partition_key=order_id,
+                timeout=OPERATION_TIMEOUT_S,
+                response_hook=self._charge_hook("read"),
+            )
+        except cosmos_errors.CosmosResourceNotFoundError:
+            return None
+        except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
+            _raise_classified(error, writing=False)
+        return document
+
+    def _charge_hook(self, operation: str) -> Callable[[Mapping[str, str], Any], None] | None:
+        sink = self._on_request_charge
+        if sink is None:
+            return None
+
+        def hook(headers: Mapping[str, str], _body: Any) -> None:
+            charge = headers.get("x-ms-request-charge")
+            if charge is not None:
+                sink(operation, float(charge))
+
+        return hook
+
+
+def _raise_classified(error: Exception, *, writing: bool) -> NoReturn:
+    translated = _classify(error, writing=writing)
+    if translated is None:
+        # Unknown: re-raise as is; the core treats it as unexpected (abandon, stack trace).
+        raise error
+    raise translated from error
+
+
+def _classify(error: Exception, *, writing: bool) -> StoreError | None:
+    """Map an SDK or transport error to what a redelivery can fix; None if we cannot tell."""
+    if isinstance(error, cosmos_errors.CosmosHttpResponseError):
+        status = error.status_code or 0
+        if status in _SYSTEMIC_STATUS or (status == 404 and writing):
+            # 404 on a write: the database or container does not exist.
+            return SystemicStoreError(f"Cosmos DB answered {status}: {_first_line(error)}")
+        if status in _TRANSIENT_STATUS or isinstance(error, cosmos_errors.CosmosClientTimeoutError):
+            return TransientStoreError(f"Cosmos DB answered {status}: {_first_line(error)}")
+        return None
+    if isinstance(error, ClientAuthenticationError):
+        return SystemicStoreError(f"credential failed: {_first_line(error)}")
+    if isinstance(
+        error,
+        (
+            cosmos_errors.CosmosClientTimeoutError,
+            ServiceRequestError,
+            ServiceResponseError,
+            aiohttp.ClientError,
+            asyncio.TimeoutError,
+            ConnectionError,
+        ),
+    ):
+        return TransientStoreError(f"{type(error).__name__}: {_first_line(error)}")
+    return None
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:300] if text else type(error).__name__

@@ -1,0 +1,38 @@
+"""Every error the core understands, classified by what a redelivery can fix.
+
+- the message is wrong: the contract rejects it (``shared.contract.InvalidMessage``),
+  dead-letter;
+- the moment is wrong: ``TransientStoreError``, abandon, a redelivery will likely succeed;
+- the system is wrong: ``SystemicStoreError`` / ``ConfigurationError``, abandon and alert, never
+  dead-letter (a healthy order must not be parked because our RBAC or config is broken).
+"""
+
+from __future__ import annotations
+
+
+class ConsumerError(Exception):
+    """Base of the errors raised on purpose by this package."""
+
+
+class ConfigurationError(ConsumerError):
+    """An app setting is missing or invalid; the message names the setting."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting}: {problem}")
+        self.setting = setting
+
+
+class StoreError(ConsumerError):
+    """Base of the errors an ``OrderStore`` adapter raises."""
+
+
+class OrderAlreadyExists(StoreError):
+    """The create met an existing order with the same id: the dedup check fired (HTTP 409)."""
+
+
+class TransientStoreError(StoreError):
+    """Throttling, timeouts, 5xx, connection trouble: redelivery can fix it."""
+
+
+class SystemicStoreError(StoreError):
+    """Authentication, authorisation or a missing database/container: an operator must fix it."""

@@ -1,0 +1,97 @@
+"""Composition root: builds the consumer once per worker process, lazily, from app settings.
+
+Lazily, so importing ``function_app`` (worker indexing, cold start) opens no connection and
+reads no setting. Once per event loop: the aio Cosmos client belongs to the loop it was created
+on; the Functions worker runs one loop for its whole life, so in production this is one client
+per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from azure.cosmos.aio import CosmosClient
+
+from shared.config import Settings
+from shared.consumer import OrderConsumer
+from shared.core import Decision, Outcome
+from shared.cosmos_store import CosmosOrderStore, create_client
+from shared.errors import ConfigurationError
+from shared.settlement import MessageActions, settle, to_incoming
+from shared.telemetry import ConsumerTelemetry, configure_exporters
+
+logger = logging.getLogger("orders.consumer")
+
+
+@dataclass
+class _Runtime:
+    loop: asyncio.AbstractEventLoop
+    client: CosmosClient
+    consumer: OrderConsumer
+
+
+_runtime: _Runtime | None = None
+
+
+def build_consumer(settings: Settings, client: CosmosClient) -> OrderConsumer:
+    telemetry = ConsumerTelemetry(settings.queue_name)
+    container = client.get_database_client(settings.cosmos_database).get_container_client(
+        settings.cosmos_container
+    )
+    store = CosmosOrderStore(container, on_request_charge=telemetry.record_request_charge)
+    return OrderConsumer(store, telemetry, outbox_enabled=settings.outbox_enabled)
+
+
+async def get_consumer(env: Mapping[str, str] | None = None) -> OrderConsumer:
+    global _runtime
+    loop = asyncio.get_running_loop()
+    if _runtime is not None and _runtime.loop is loop:
+        return _runtime.consumer
+    # No await between the check and the assignment: concurrent first messages cannot race.
+    environment = os.environ if env is None else env
+    settings = Settings.from_env(environment)
+    configure_exporters(environment)
+    client = create_client(settings)
+    _runtime = _Runtime(loop, client, build_consumer(settings, client))
+    return _runtime.consumer
+
+
+def install(settings: Settings, client: CosmosClient) -> OrderConsumer:
+    """Use this client for the current event loop (the local host and tests inject one with a
+    fault-injecting transport or a self-signed endpoint). Production never calls this."""
+    global _runtime
+    _runtime = _Runtime(asyncio.get_running_loop(), client, build_consumer(settings, client))
+    return _runtime.consumer
+
+
+async def handle_order_message(message: Any, actions: MessageActions) -> Decision:
+    """The function body. Bad configuration abandons the message and logs loudly: the order is
+    healthy, the app is not, so the message must survive until an operator fixes the settings."""
+    try:
+        consumer = await get_consumer()
+    except ConfigurationError as error:
+        decision = Decision(Outcome.SYSTEMIC, description=str(error), error=error)
+        logger.critical(
+            "invalid configuration, abandoning message: %s",
+            error,
+            extra={"outcome": decision.outcome.value, "setting": error.setting},
+        )
+        try:
+            await settle(actions, message, decision)
+        except Exception:  # noqa: BLE001 - the lock will lapse instead
+            logger.warning("abandon failed for %s", to_incoming(message).message_id)
+        return decision
+    return await consumer.handle(message, actions)
+
+
+async def close() -> None:
+    """Close the Cosmos client (tests, local host shutdown)."""
+    global _runtime
+    if _runtime is not None:
+        await _runtime.client.close()
+        _runtime = None

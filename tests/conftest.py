@@ -1,0 +1,117 @@
+"""Shared fixtures: the real azure-cosmos aio client against a local Cosmos DB API server, the
+peek-lock queue model, the gRPC settlement server, and the local Functions host that indexes
+``function_app.app`` and calls it as the worker does.
+
+Set ``COSMOS_EMULATOR_ENDPOINT`` (and ``COSMOS_EMULATOR_KEY`` if not the well-known one) to run
+everything against the real Cosmos DB emulator or an account instead of cosmosdb-server; tests
+marked ``emulator`` run only then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+
+import pytest
+from azure.cosmos.aio import ContainerProxy, CosmosClient
+
+import function_app
+from local.broker import ManualClock, PeekLockQueue, QueueSettings
+from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
+from local.host import LocalFunctionsHost
+from local.settlement_server import SettlementServer, bind_message_actions
+from shared import runtime
+
+REAL_COSMOS = os.environ.get("COSMOS_EMULATOR_ENDPOINT", "")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if REAL_COSMOS:
+        return
+    skip = pytest.mark.skip(reason="needs the real Cosmos DB emulator (COSMOS_EMULATOR_ENDPOINT)")
+    for item in items:
+        if "emulator" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cosmos_account() -> Iterator[tuple[str, str]]:
+    if REAL_COSMOS:
+        yield REAL_COSMOS, os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY)
+        return
+    with LocalCosmosServer() as server:
+        yield server.endpoint, EMULATOR_KEY
+
+
+@pytest.fixture
+def app_env(cosmos_account: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """App settings of a fresh, isolated container, exported as the worker would see them."""
+    endpoint, key = cosmos_account
+    env = {
+        "ORDERS_QUEUE_NAME": "orders",
+        "COSMOS_ENDPOINT": endpoint,
+        "COSMOS_KEY": key,
+        "COSMOS_DATABASE": "orders",
+        "COSMOS_CONTAINER": f"test-{uuid.uuid4().hex[:12]}",
+        "COSMOS_VERIFY_TLS": "false",
+        "OUTBOX_ENABLED": "true",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("APPLICATIONINSIGHTS_CONNECTION_STRING", raising=False)
+    return env
+
+
+@pytest.fixture
+async def container(app_env: dict[str, str]) -> AsyncIterator[ContainerProxy]:
+    """The test's container, read through a separate client (the app has its own)."""
+    async with CosmosClient(
+        app_env["COSMOS_ENDPOINT"], credential=app_env["COSMOS_KEY"], connection_verify=False
+    ) as client:
+        proxy = await ensure_container(
+            client, app_env["COSMOS_DATABASE"], app_env["COSMOS_CONTAINER"]
+        )
+        yield proxy
+        database = client.get_database_client(app_env["COSMOS_DATABASE"])
+        await database.delete_container(app_env["COSMOS_CONTAINER"])
+
+
+@pytest.fixture
+async def fresh_runtime() -> AsyncIterator[None]:
+    """Each test gets the app's lazily-built client anew, as a fresh worker would."""
+    await runtime.close()
+    yield
+    await runtime.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
+
+
+@pytest.fixture
+def queue(clock: ManualClock) -> PeekLockQueue:
+    return PeekLockQueue(QueueSettings.from_messaging_file(), clock=clock)
+
+
+@pytest.fixture
+def settlement_server(queue: PeekLockQueue) -> Iterator[SettlementServer]:
+    argv = list(sys.argv)
+    with SettlementServer(queue) as server:
+        bind_message_actions(server.port)
+        yield server
+    sys.argv[:] = argv
+
+
+@pytest.fixture
+def host(
+    queue: PeekLockQueue,
+    settlement_server: SettlementServer,
+    app_env: dict[str, str],
+    container: ContainerProxy,
+    fresh_runtime: None,
+) -> LocalFunctionsHost:
+    return LocalFunctionsHost(queue, function_app.app, app_settings=app_env)

@@ -1,0 +1,67 @@
+"""The app as the Functions worker indexes it: one Service Bus queue trigger, explicit
+settlement, no network or settings touched at import."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import function_app
+from local.host import indexed_functions
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_binding_json_is_a_peek_lock_queue_trigger_with_explicit_settlement() -> None:
+    [(name, function_json, _)] = indexed_functions(function_app.app)
+    [binding] = json.loads(function_json)["bindings"]
+
+    assert name == "consume_order"
+    assert binding == {
+        "direction": "IN",
+        "type": "serviceBusTrigger",
+        "name": "msg",
+        "connection": "ServiceBusConnection",
+        "queueName": "%ORDERS_QUEUE_NAME%",
+        "autoCompleteMessages": False,
+    }
+
+
+def test_host_json_disables_auto_complete_and_bounds_concurrency() -> None:
+    host = json.loads((REPO / "host.json").read_text())
+    service_bus = host["extensions"]["serviceBus"]
+
+    assert host["version"] == "2.0"
+    assert host["extensionBundle"]["version"] == "[4.*, 5.0.0)"
+    assert service_bus["autoCompleteMessages"] is False
+    assert service_bus["maxConcurrentCalls"] >= 1
+    assert service_bus["maxAutoLockRenewalDuration"]
+
+
+def test_importing_the_app_reads_no_setting_and_opens_no_connection() -> None:
+    # A fresh interpreter with no app settings at all, where any socket use fails loudly.
+    probe = textwrap.dedent(
+        """
+        import socket, sys
+        def refuse(*args, **kwargs):
+            raise AssertionError("network access during import")
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        import function_app
+        import opentelemetry.trace as trace, opentelemetry.metrics as metrics
+        assert type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider"
+        assert type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
+        print("ok")
+        """
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+    assert socket  # the probe patches its own interpreter, not this one

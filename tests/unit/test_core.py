@@ -1,0 +1,133 @@
+"""The pure decision core with an in-memory store at the port: fast, no I/O."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from local.memory_store import InMemoryOrderStore
+from shared.core import IncomingMessage, Outcome, Settlement, decide
+from shared.errors import SystemicStoreError, TransientStoreError
+from tests.orders import order_body
+
+
+def incoming(body: dict[str, Any] | bytes, message_id: str | None = "ord-1001") -> IncomingMessage:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return IncomingMessage(message_id=message_id, body=raw, correlation_id="c", delivery_count=1)
+
+
+async def test_new_order_is_processed_with_one_write_request() -> None:
+    store = InMemoryOrderStore()
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.PROCESSED
+    assert decision.settlement is Settlement.COMPLETE
+    assert store.requests == ["batch"]
+    assert sorted(doc["type"] for doc in store.documents.values()) == ["order", "outbox"]
+
+
+async def test_outbox_off_is_a_single_create() -> None:
+    store = InMemoryOrderStore()
+
+    await decide(incoming(order_body()), store, outbox_enabled=False)
+
+    assert store.requests == ["create"]
+    assert [doc["type"] for doc in store.documents.values()] == ["order"]
+
+
+async def test_duplicate_costs_the_conflicting_write_and_one_read() -> None:
+    store = InMemoryOrderStore()
+    await decide(incoming(order_body()), store)
+    store.requests.clear()
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.DUPLICATE
+    assert decision.settlement is Settlement.COMPLETE
+    assert store.requests == ["batch", "read"]
+
+
+async def test_mismatch_is_dead_lettered_and_names_hashes_and_fields() -> None:
+    store = InMemoryOrderStore()
+    first = await decide(incoming(order_body()), store)
+
+    decision = await decide(incoming(order_body(customerId="cust-43", currency="USD")), store)
+
+    assert decision.outcome is Outcome.MISMATCH
+    assert decision.settlement is Settlement.DEADLETTER
+    assert decision.deadletter_reason == "HashMismatch"
+    assert decision.description is not None
+    assert first.request_hash is not None and first.request_hash in decision.description
+    assert decision.request_hash is not None and decision.request_hash in decision.description
+    assert "customerId, currency" in decision.description
+    assert len(decision.description) <= 1024
+
+
+async def test_invalid_message_writes_nothing() -> None:
+    store = InMemoryOrderStore()
+
+    decision = await decide(incoming(order_body(lines=[])), store)
+
+    assert decision.outcome is Outcome.INVALID
+    assert decision.deadletter_reason == "InvalidPayload"
+    assert store.requests == []
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (TransientStoreError("429"), Outcome.TRANSIENT),
+        (SystemicStoreError("403"), Outcome.SYSTEMIC),
+        (RuntimeError("bug"), Outcome.UNEXPECTED),
+    ],
+)
+async def test_store_failures_abandon_and_never_dead_letter(
+    error: Exception, outcome: Outcome
+) -> None:
+    store = InMemoryOrderStore()
+    store.fail_next.append(error)
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is outcome
+    assert decision.settlement is Settlement.ABANDON
+    assert decision.error is error
+    assert store.documents == {}
+
+
+async def test_failure_on_the_conflict_read_abandons() -> None:
+    store = InMemoryOrderStore()
+    await decide(incoming(order_body()), store)
+    store.fail_next = [None, TransientStoreError("503 on read")]  # write conflicts, read fails
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.TRANSIENT
+    assert decision.settlement is Settlement.ABANDON
+
+
+async def test_stored_order_with_an_unknown_hash_algorithm_is_not_dead_lettered() -> None:
+    # Written by a newer deployment during a rolling upgrade: leave it to the newer code.
+    store = InMemoryOrderStore()
+    await decide(incoming(order_body()), store)
+    store.documents[("ord-1001", "ord-1001")]["hashAlgorithm"] = "sha512/canonical-v2"
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.SYSTEMIC
+    assert decision.settlement is Settlement.ABANDON
+
+
+async def test_outbox_event_id_is_deterministic_across_deliveries() -> None:
+    first, second = InMemoryOrderStore(), InMemoryOrderStore()
+    await decide(incoming(order_body()), first)
+    await decide(incoming(order_body()), second)
+
+    def event_ids(store: InMemoryOrderStore) -> list[str]:
+        return [d["eventId"] for d in store.documents.values() if d["type"] == "outbox"]
+
+    assert event_ids(first) == event_ids(second)
+    assert len(event_ids(first)) == 1
