@@ -417,6 +417,17 @@ class PeekLockQueue:
             self._expire_locks(self.clock.now())
             return dataclasses.replace(self._stats)
 
+    def expire_lock(self, lock_token: uuid.UUID) -> None:
+        """Fault injection: this delivery's lock lapses now (the host could not renew it), as if
+        its ``locked_until`` had passed. The message is available again at once."""
+        with self._lock:
+            entry = self._locked.pop(lock_token, None)
+            if entry is None:
+                raise MessageLockLostError(f"no lock held for token {lock_token}")
+            self._retired[lock_token] = "lock expired"
+            self._stats.lock_expired += 1
+            self._release(entry, self.clock.now())
+
     @property
     def settlement_log(self) -> list[SettlementRecord]:
         with self._lock:

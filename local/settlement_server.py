@@ -49,20 +49,30 @@ class QueueSettlementServicer(settlement_pb2_grpc.SettlementServicer):  # type: 
 
     def __init__(self, queue: PeekLockQueue) -> None:
         self.queue = queue
+        # Fault injection: settlements for these lock tokens never reach the broker, as when
+        # the host process dies after the function committed its work but before settling.
+        self.lost_settlements: set[uuid.UUID] = set()
+
+    def _lost(self, token: uuid.UUID, context: _Context) -> None:
+        if token in self.lost_settlements:
+            _abort(context, grpc.StatusCode.UNAVAILABLE, "injected: host stopped before settling")
 
     def Complete(self, request: Any, context: _Context) -> Empty:  # noqa: N802
         token = _parse_token(request.locktoken, context)
+        self._lost(token, context)
         _settle(context, lambda: self.queue.complete(token))
         return Empty()
 
     def Abandon(self, request: Any, context: _Context) -> Empty:  # noqa: N802
         token = _parse_token(request.locktoken, context)
+        self._lost(token, context)
         _reject_property_changes(request, context)
         _settle(context, lambda: self.queue.abandon(token))
         return Empty()
 
     def Deadletter(self, request: Any, context: _Context) -> Empty:  # noqa: N802
         token = _parse_token(request.locktoken, context)
+        self._lost(token, context)
         _reject_property_changes(request, context)
         # StringValue wrappers distinguish "not given" from "": only HasField tells them apart.
         reason = request.deadletterReason.value if request.HasField("deadletterReason") else None
@@ -138,9 +148,8 @@ class SettlementServer:
         self.queue = queue
         self.host = host
         self._server = grpc.server(ThreadPoolExecutor(max_workers=max_workers))
-        settlement_pb2_grpc.add_SettlementServicer_to_server(
-            QueueSettlementServicer(queue), self._server
-        )
+        self.servicer = QueueSettlementServicer(queue)
+        settlement_pb2_grpc.add_SettlementServicer_to_server(self.servicer, self._server)
         self.port: int = self._server.add_insecure_port(f"{host}:0")
         self._started = False
 

@@ -362,3 +362,19 @@ def test_sent_message_is_isolated_from_later_caller_mutation() -> None:
     original.application_properties["k"] = 2
 
     assert receive_one(queue).message.application_properties == {"k": 1}
+
+
+def test_expire_lock_makes_the_message_available_and_the_old_token_stale() -> None:
+    queue, _ = make_queue()
+    queue.send(msg())
+    [first] = queue.receive(1)
+
+    queue.expire_lock(first.lock_token)
+    [second] = queue.receive(1)
+
+    assert second.delivery_count == 2
+    assert second.lock_token != first.lock_token
+    with pytest.raises(MessageLockLostError):
+        queue.complete(first.lock_token)
+    queue.complete(second.lock_token)
+    assert queue.is_idle()

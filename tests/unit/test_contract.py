@@ -153,9 +153,7 @@ def test_key_order_whitespace_and_unknown_fields_do_not_change_the_fingerprint(
     seed: int, extra: dict[str, int]
 ) -> None:
     body = order_body()
-    items = list(body.items()) + [
-        (key, value) for key, value in extra.items() if key not in body
-    ]
+    items = list(body.items()) + [(key, value) for key, value in extra.items() if key not in body]
     random.Random(seed).shuffle(items)
     shuffled = json.dumps(dict(items), indent=random.Random(seed).choice([None, 0, 2])).encode()
     assert parse(shuffled) == parse(order_body())

@@ -1,0 +1,94 @@
+"""``python -m local``: the local stand-ins' command line.
+
+- ``demo``: the whole flow offline (``make demo``), see ``local/demo.py``;
+- ``send``: sample orders to a REAL Service Bus namespace or the Service Bus emulator, for people
+  running ``func start``;
+- ``init-cosmos``: create the database and container (partition key ``/orderId``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+from datetime import UTC, datetime, timedelta
+
+from local import demo
+
+
+def _send(arguments: argparse.Namespace) -> int:
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+    queue = arguments.queue or os.environ.get("ORDERS_QUEUE_NAME", "orders")
+    if arguments.namespace:
+        from azure.identity import DefaultAzureCredential
+
+        client = ServiceBusClient(arguments.namespace, credential=DefaultAzureCredential())
+    else:
+        # The Functions app setting name, case and all.
+        connection = arguments.connection_string or os.environ.get("ServiceBusConnection", "")  # noqa: SIM112
+        if not connection:
+            print("give --namespace or --connection-string (or set ServiceBusConnection)")
+            return 2
+        client = ServiceBusClient.from_connection_string(connection)
+    rng = random.Random(arguments.seed)
+    placed = datetime.now(UTC).replace(microsecond=0)
+    with client, client.get_queue_sender(queue) as sender:
+        for index in range(arguments.count):
+            order_id = f"ord-{arguments.seed}-{index:05d}"
+            body = demo.order_document(rng, order_id, placed + timedelta(seconds=index))
+            sender.send_messages(
+                ServiceBusMessage(
+                    json.dumps(body),
+                    message_id=order_id,  # the idempotency key: MessageId = orderId
+                    content_type="application/json",
+                    correlation_id=f"send-{arguments.seed}",
+                )
+            )
+            print(f"sent {order_id}")
+    return 0
+
+
+def _init_cosmos(arguments: argparse.Namespace) -> int:
+    from azure.cosmos.aio import CosmosClient
+
+    from local.cosmos_server import ensure_container
+    from shared.config import Settings
+    from shared.cosmos_store import create_client
+
+    settings = Settings.from_env({"ORDERS_QUEUE_NAME": "-", **os.environ})
+
+    async def create() -> None:
+        client: CosmosClient = create_client(settings)
+        async with client:
+            await ensure_container(client, settings.cosmos_database, settings.cosmos_container)
+
+    asyncio.run(create())
+    print(f"{settings.cosmos_database}/{settings.cosmos_container} ready (partition key /orderId)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo.add_arguments(commands.add_parser("demo", help="the whole flow offline"))
+    send = commands.add_parser("send", help="send sample orders to a real Service Bus")
+    send.add_argument("--count", type=int, default=10)
+    send.add_argument("--seed", type=int, default=1)
+    send.add_argument("--queue", help="default: $ORDERS_QUEUE_NAME or 'orders'")
+    send.add_argument("--namespace", help="<name>.servicebus.windows.net (Entra ID auth)")
+    send.add_argument("--connection-string", help="default: $ServiceBusConnection")
+    commands.add_parser("init-cosmos", help="create database and container from app settings")
+    arguments = parser.parse_args(argv)
+    if arguments.command == "demo":
+        return demo.main(arguments)
+    if arguments.command == "send":
+        return _send(arguments)
+    return _init_cosmos(arguments)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,479 @@
+"""``make demo``: orders in, exactly-once effect out, on local stand-ins, with realistic trouble.
+
+A seeded producer sends a stream of orders through the peek-lock queue model; the local
+Functions host calls the real function (real message decoding, real Cosmos SDK, real settlement
+client). Trouble, each at its own rate:
+- producer retries: most arrive inside the duplicate-detection window and are dropped by the
+  broker; some arrive after it (a day later) and reach the consumer, which completes them as
+  duplicates;
+- lock expiry while a delivery is still writing: a second delivery of the same message runs
+  concurrently; one writes, the other sees a duplicate; the first one's settlement fails with a
+  lost lock and is swallowed;
+- a crash after the commit, before the settlement reaches the broker: the lock lapses, the
+  redelivery is a duplicate and completed;
+- the same order id with a different body (sent after the window): dead-lettered HashMismatch;
+- poison messages (no id, not JSON, wrong schema, wrong version, id mismatch, too large).
+
+Time is a ``ManualClock``: lock expiry and "a day later" happen by advancing it, never by sleeping.
+At the end a summary and invariant checks; exit status 1 if any invariant fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from azure.cosmos.aio import ContainerProxy
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import function_app
+from local.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue, QueueSettings
+from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
+from local.host import LocalFunctionsHost
+from local.settlement_server import SettlementServer, bind_message_actions
+from shared import runtime
+from shared.config import Settings
+from shared.contract import MAX_BODY_BYTES, parse_order
+from shared.cosmos_store import create_client
+
+POISON_KINDS = {
+    "no-message-id": "MissingMessageId",
+    "not-json": "InvalidPayload",
+    "schema": "InvalidPayload",
+    "version": "UnsupportedSchemaVersion",
+    "id-mismatch": "MessageIdMismatch",
+    "too-large": "PayloadTooLarge",
+}
+
+
+@dataclass
+class DemoOptions:
+    orders: int = 500
+    seed: int = 7
+    concurrency: int = 16
+    duplicate_rate: float = 0.2
+    crash_rate: float = 0.05
+    lock_expiry_rate: float = 0.02
+    mismatch_rate: float = 0.02
+    poison_rate: float = 0.02
+    outbox: bool = True
+    cosmos_endpoint: str | None = None
+    cosmos_key: str | None = None
+    verify_tls: bool = True
+    quiet: bool = False
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class DemoReport:
+    figures: dict[str, int] = field(default_factory=dict)
+    dead_lettered_by_reason: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+
+@dataclass
+class _Plan:
+    """What the producer will do, decided up front from the seed."""
+
+    bodies: dict[str, bytes]
+    early_retries: list[str]
+    late_retries: list[str]
+    crash: set[str]
+    lock_expiry: set[str]
+    mismatches: dict[str, bytes]
+    poison: list[tuple[str, OutgoingMessage]]
+
+
+def order_document(rng: random.Random, order_id: str, placed: datetime) -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "orderId": order_id,
+        "customerId": f"cust-{rng.randrange(1, 200):04d}",
+        "currency": rng.choice(["EUR", "USD", "GBP"]),
+        "placedAt": placed.isoformat(timespec="seconds"),
+        "lines": [
+            {
+                "sku": f"SKU-{rng.randrange(1, 5000):05d}",
+                "quantity": rng.randrange(1, 5),
+                "unitPriceMinor": rng.randrange(100, 50_000),
+            }
+            for _ in range(rng.randrange(1, 11))
+        ],
+    }
+
+
+def plan(options: DemoOptions) -> _Plan:
+    rng = random.Random(options.seed)
+    start = datetime(2026, 11, 29, 8, 0, tzinfo=timezone(timedelta(hours=1)))
+    bodies: dict[str, bytes] = {}
+    for index in range(options.orders):
+        order_id = f"ord-{options.seed}-{index:05d}"
+        placed = start + timedelta(seconds=17 * index)
+        bodies[order_id] = json.dumps(order_document(rng, order_id, placed)).encode()
+    ids = list(bodies)
+
+    def pick(rate: float) -> list[str]:
+        return [order_id for order_id in ids if rng.random() < rate]
+
+    retried = pick(options.duplicate_rate)
+    late = {order_id for order_id in retried if rng.random() < 0.25}
+    mismatches: dict[str, bytes] = {}
+    for order_id in pick(options.mismatch_rate):
+        changed = json.loads(bodies[order_id])
+        changed["lines"][0]["quantity"] += 1
+        mismatches[order_id] = json.dumps(changed).encode()
+    poison: list[tuple[str, OutgoingMessage]] = []
+    kinds = list(POISON_KINDS)
+    for number in range(round(options.orders * options.poison_rate)):
+        kind = kinds[number % len(kinds)]
+        poison.append((kind, _poison(kind, f"bad-{options.seed}-{number:04d}", rng, start)))
+    return _Plan(
+        bodies=bodies,
+        early_retries=[order_id for order_id in retried if order_id not in late],
+        late_retries=sorted(late),
+        crash=set(pick(options.crash_rate)),
+        lock_expiry=set(pick(options.lock_expiry_rate)),
+        mismatches=mismatches,
+        poison=poison,
+    )
+
+
+def _poison(kind: str, message_id: str, rng: random.Random, start: datetime) -> OutgoingMessage:
+    valid = order_document(rng, message_id, start)
+    if kind == "no-message-id":
+        return OutgoingMessage(message_id=None, body=json.dumps(valid).encode())
+    if kind == "not-json":
+        return OutgoingMessage(message_id=message_id, body=b"<order id='" + message_id.encode())
+    if kind == "schema":
+        valid["lines"] = []
+    elif kind == "version":
+        valid["schemaVersion"] = 2
+    elif kind == "id-mismatch":
+        return OutgoingMessage(message_id=message_id + "-x", body=json.dumps(valid).encode())
+    elif kind == "too-large":
+        valid["notes"] = "x" * MAX_BODY_BYTES
+    return OutgoingMessage(message_id=message_id, body=json.dumps(valid).encode())
+
+
+class _OutcomeLog(logging.Handler):
+    """Counts the consumer's own structured log records: the telemetry an operator sees."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.outcomes: Counter[str] = Counter()
+        self.settlement_failures = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if hasattr(record, "settlement_error"):
+            self.settlement_failures += 1
+        elif isinstance(getattr(record, "outcome", None), str):
+            self.outcomes[record.outcome] += 1  # type: ignore[attr-defined]
+
+
+async def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport:
+    console = console or Console(quiet=options.quiet)
+    server: LocalCosmosServer | None = None
+    endpoint, key = options.cosmos_endpoint, options.cosmos_key
+    if endpoint is None:
+        server = LocalCosmosServer()
+        endpoint, key = server.start(), EMULATOR_KEY
+        console.print(f"[dim]local Cosmos DB API server at {endpoint}[/dim]")
+    local_server = server is not None
+    container_name = f"demo-{options.seed}-{uuid.uuid4().hex[:8]}"
+    env = {
+        "ORDERS_QUEUE_NAME": QueueSettings.from_messaging_file().queue_name,
+        "COSMOS_ENDPOINT": endpoint,
+        "COSMOS_DATABASE": "orders",
+        "COSMOS_CONTAINER": container_name,
+        "COSMOS_VERIFY_TLS": "true" if options.verify_tls and not local_server else "false",
+        "OUTBOX_ENABLED": "true" if options.outbox else "false",
+        **({"COSMOS_KEY": key} if key else {}),
+    }
+    settings = Settings.from_env(env)
+    argv = list(sys.argv)
+    handler = _OutcomeLog()
+    consumer_logger = logging.getLogger("orders.consumer")
+    consumer_logger.addHandler(handler)
+    consumer_logger.setLevel(logging.INFO)
+    consumer_logger.propagate = False  # the summary tells the story; no log spam on the console
+    client = create_client(settings)
+    try:
+        container = await ensure_container(client, settings.cosmos_database, container_name)
+        runtime.install(settings, client)
+        report = await _drive(options, env, container, handler, console)
+        if not local_server:
+            await client.get_database_client(settings.cosmos_database).delete_container(
+                container_name
+            )
+        return report
+    finally:
+        consumer_logger.removeHandler(handler)
+        consumer_logger.propagate = True
+        await runtime.close()
+        await client.close()
+        sys.argv[:] = argv
+        if server is not None:
+            server.stop()
+
+
+async def _drive(
+    options: DemoOptions,
+    env: dict[str, str],
+    container: ContainerProxy,
+    log: _OutcomeLog,
+    console: Console,
+) -> DemoReport:
+    the_plan = plan(options)
+    clock = ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
+    queue = PeekLockQueue(QueueSettings.from_messaging_file(), clock=clock)
+    with SettlementServer(queue) as settlement:
+        bind_message_actions(settlement.port)
+        host = LocalFunctionsHost(
+            queue, function_app.app, app_settings=env, max_concurrent_calls=options.concurrency
+        )
+        sent = 0
+
+        def send(message: OutgoingMessage) -> None:
+            nonlocal sent
+            sent += 1
+            queue.send(message)
+
+        # Phase 1: the stream, immediate producer retries, poison.
+        for order_id, body in the_plan.bodies.items():
+            send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
+        for order_id in the_plan.early_retries:
+            send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="retry"))
+        for _, message in the_plan.poison:
+            send(message)
+
+        troubled: set[str] = set()
+
+        async def with_trouble(delivery: Delivery, invoke: Callable[[], Awaitable[None]]) -> None:
+            message_id = delivery.message.message_id or ""
+            if delivery.delivery_count == 1 and message_id not in troubled:
+                if message_id in the_plan.crash:
+                    troubled.add(message_id)
+                    settlement.servicer.lost_settlements.add(delivery.lock_token)
+                elif message_id in the_plan.lock_expiry:
+                    troubled.add(message_id)
+                    queue.expire_lock(delivery.lock_token)  # a second delivery starts now
+            await invoke()
+            progress.update(task, completed=_settled_for_good(queue))
+
+        progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        with progress:
+            accepted = queue.stats.accepted
+            task = progress.add_task("phase 1: stream", total=accepted)
+            await host.run_until_idle(on_delivery=with_trouble)
+
+            # Phase 2: a day later, outside the duplicate-detection window.
+            clock.advance(queue.settings.duplicate_detection_window + timedelta(seconds=1))
+            for order_id in the_plan.late_retries:
+                send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="late"))
+            for order_id, body in the_plan.mismatches.items():
+                send(OutgoingMessage(order_id, body, correlation_id="changed"))
+            progress.update(task, description="phase 2: a day later", total=queue.stats.accepted)
+            await host.run_until_idle(on_delivery=with_trouble)
+            progress.update(task, completed=_settled_for_good(queue))
+
+        return await _report(the_plan, queue, host, container, log, sent, options)
+
+
+def _settled_for_good(queue: PeekLockQueue) -> int:
+    stats = queue.stats
+    return stats.completed + stats.dead_lettered
+
+
+async def _report(
+    the_plan: _Plan,
+    queue: PeekLockQueue,
+    host: LocalFunctionsHost,
+    container: ContainerProxy,
+    log: _OutcomeLog,
+    sent: int,
+    options: DemoOptions,
+) -> DemoReport:
+    documents = [item async for item in container.query_items("SELECT * FROM c")]
+    orders = [doc for doc in documents if doc["type"] == "order"]
+    outbox = [doc for doc in documents if doc["type"] == "outbox"]
+    stats = queue.stats
+    report = DemoReport(outcomes=log.outcomes)
+    report.figures = {
+        "sent": sent,
+        "dropped by duplicate detection": stats.dropped_duplicates,
+        "deliveries": stats.deliveries,
+        "processed": log.outcomes["processed"],
+        "duplicates": log.outcomes["duplicate"],
+        "dead-lettered": stats.dead_lettered,
+        "abandoned": stats.abandoned,
+        "settlements lost (crash / lock expiry)": log.settlement_failures,
+        "order documents": len(orders),
+        "outbox documents": len(outbox),
+    }
+    report.dead_lettered_by_reason = Counter(dead.reason for dead in queue.dead_letters)
+
+    expected_hash = {
+        order_id: parse_order(body, order_id).request_hash
+        for order_id, body in the_plan.bodies.items()
+    }
+    stored = Counter(doc["orderId"] for doc in orders)
+    doubled = [order_id for order_id, count in stored.items() if count > 1]
+    missing = sorted(set(expected_hash) - set(stored))
+    strangers = sorted(set(stored) - set(expected_hash))
+    wrong_body = [
+        d["orderId"] for d in orders if d["requestHash"] != expected_hash.get(d["orderId"])
+    ]
+    dead_by_id: dict[str | None, list[str]] = {}
+    for dead in queue.dead_letters:
+        dead_by_id.setdefault(dead.message.message_id, []).append(dead.reason)
+    mismatches_ok = all(
+        dead_by_id.get(order_id, []).count("HashMismatch") == 1 for order_id in the_plan.mismatches
+    )
+    poison_ok = all(
+        POISON_KINDS[kind] in dead_by_id.get(message.message_id, [])
+        for kind, message in the_plan.poison
+    )
+    unexpected_dead = [
+        (message_id, reason)
+        for message_id, reasons in dead_by_id.items()
+        for reason in reasons
+        if message_id in expected_hash and reason != "HashMismatch"
+    ]
+    outbox_ids = sorted(doc["orderId"] for doc in outbox)
+    report.checks = [
+        Check(
+            "one order document per valid order id",
+            not doubled and not strangers,
+            f"{len(stored)} orders, {len(doubled)} doubled, {len(strangers)} unexpected",
+        ),
+        Check("no valid order lost", not missing, f"{len(missing)} missing {missing[:3]}"),
+        Check(
+            "every stored order is the original request",
+            not wrong_body,
+            f"{len(wrong_body)} differ {wrong_body[:3]}",
+        ),
+        Check(
+            "every mismatch dead-lettered HashMismatch",
+            mismatches_ok,
+            f"{len(the_plan.mismatches)} sent, {report.dead_lettered_by_reason['HashMismatch']} "
+            "dead-lettered",
+        ),
+        Check(
+            "every poison message dead-lettered with its reason",
+            poison_ok,
+            f"{len(the_plan.poison)} sent",
+        ),
+        Check(
+            "no valid order dead-lettered",
+            not unexpected_dead,
+            f"{len(unexpected_dead)} {unexpected_dead[:3]}",
+        ),
+        Check(
+            "one outbox event per order" if options.outbox else "no outbox events (outbox off)",
+            outbox_ids == sorted(stored) if options.outbox else not outbox,
+            f"{len(outbox)} events",
+        ),
+        Check("queue drained", queue.is_idle(), f"{queue.active_count()} still active"),
+        Check(
+            "no invocation failed",
+            host.stats.failed_invocations == 0,
+            "; ".join(host.stats.errors[:3]) or "none",
+        ),
+    ]
+    return report
+
+
+def print_report(report: DemoReport, console: Console) -> None:
+    figures = Table(title="Idempotent consumer demo", show_header=False)
+    figures.add_column("figure")
+    figures.add_column("value", justify="right")
+    for name, value in report.figures.items():
+        figures.add_row(name, str(value))
+    for reason, count in sorted(report.dead_lettered_by_reason.items()):
+        figures.add_row(f"  dead-lettered: {reason}", str(count))
+    console.print(figures)
+    checks = Table(title="Invariants")
+    checks.add_column("check")
+    checks.add_column("result")
+    checks.add_column("detail")
+    for check in report.checks:
+        verdict = "[green]PASS[/green]" if check.passed else "[red]FAIL[/red]"
+        checks.add_row(check.name, verdict, check.detail)
+    console.print(checks)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = DemoOptions()
+    parser.add_argument("--orders", type=int, default=defaults.orders)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
+    for rate in ("duplicate", "crash", "lock-expiry", "mismatch", "poison"):
+        attribute = f"{rate.replace('-', '_')}_rate"
+        parser.add_argument(f"--{rate}-rate", type=float, default=getattr(defaults, attribute))
+    parser.add_argument("--no-outbox", action="store_true", help="write the order alone")
+    parser.add_argument(
+        "--cosmos-endpoint", help="a real Cosmos DB account or emulator instead of the local server"
+    )
+    parser.add_argument(
+        "--cosmos-key",
+        default=os.environ.get("COSMOS_KEY") or None,
+        help="account key (default: $COSMOS_KEY); omit both to use DefaultAzureCredential",
+    )
+    parser.add_argument(
+        "--no-verify-tls",
+        action="store_true",
+        help="accept a self-signed certificate (the Cosmos DB emulator)",
+    )
+
+
+def main(arguments: argparse.Namespace) -> int:
+    options = DemoOptions(
+        orders=arguments.orders,
+        seed=arguments.seed,
+        concurrency=arguments.concurrency,
+        duplicate_rate=arguments.duplicate_rate,
+        crash_rate=arguments.crash_rate,
+        lock_expiry_rate=arguments.lock_expiry_rate,
+        mismatch_rate=arguments.mismatch_rate,
+        poison_rate=arguments.poison_rate,
+        outbox=not arguments.no_outbox,
+        cosmos_endpoint=arguments.cosmos_endpoint,
+        cosmos_key=arguments.cosmos_key,
+        verify_tls=not arguments.no_verify_tls,
+    )
+    logging.basicConfig(level=logging.ERROR)  # the summary tells the story, not library logs
+    console = Console()
+    report = asyncio.run(run_demo(options, console))
+    print_report(report, console)
+    return 0 if report.passed else 1
