@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INFRA_VENV := .venv-infra
 DEMO_ARGS ?=
+CHAOS_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: install install-python install-node install-infra lint typecheck infra-lint test demo \
         chaos bench azurite clean
@@ -39,13 +41,20 @@ typecheck: install-python
 	$(VENV)/bin/mypy
 
 infra-lint: install-infra
-	$(INFRA_VENV)/bin/checkov -d infra --framework bicep --quiet --compact
+	$(INFRA_VENV)/bin/checkov -d infra --framework bicep --quiet --compact --skip-download
 
 test: install install-infra lint typecheck infra-lint
 	$(PY) -m pytest
 
 demo: install
 	$(PY) -m local demo $(DEMO_ARGS)
+
+# Long runs, outside `make test` (the suite runs small versions of both).
+chaos: install
+	$(PY) -m local chaos $(CHAOS_ARGS)
+
+bench: install
+	$(PY) -m bench $(BENCH_ARGS)
 
 azurite: install-node
 	npx azurite --silent --location .local/azurite

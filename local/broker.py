@@ -18,6 +18,7 @@ import json
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -270,6 +271,7 @@ class PeekLockQueue:
         self._log: list[SettlementRecord] = []
         self._stats = QueueStats()
         self._next_sequence = 1
+        self._listeners: list[Callable[[], None]] = []
 
     # -- sending -----------------------------------------------------------------------
 
@@ -298,7 +300,8 @@ class PeekLockQueue:
             self._entries[entry.sequence_number] = entry
             self._next_sequence += 1
             self._stats.accepted += 1
-            return True
+        self._notify()
+        return True
 
     # -- receiving ---------------------------------------------------------------------
 
@@ -351,6 +354,7 @@ class PeekLockQueue:
             self._stats.abandoned += 1
             self._release(entry, now)
             self._record("abandon", lock_token, entry, now)
+        self._notify()
 
     def dead_letter(
         self,
@@ -427,6 +431,24 @@ class PeekLockQueue:
             self._retired[lock_token] = "lock expired"
             self._stats.lock_expired += 1
             self._release(entry, self.clock.now())
+        self._notify()
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from any thread, without the queue's lock held) whenever a
+        message becomes available by send, abandon or a forced lock expiry, so a receiver can
+        wake up instead of polling."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        with self._lock:
+            self._listeners.remove(listener)
+
+    def _notify(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener()
 
     @property
     def settlement_log(self) -> list[SettlementRecord]:

@@ -12,12 +12,17 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import random
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.exceptions import (
+    ServiceRequestError,
+    ServiceResponseError,
+    ServiceResponseTimeoutError,
+)
 from azure.core.pipeline.transport import AioHttpTransport, AsyncHttpResponse, HttpRequest
 from azure.core.utils import CaseInsensitiveDict
 
@@ -26,7 +31,7 @@ class FaultKind(enum.Enum):
     STATUS = "status"  # answer with a status code; the request never reaches the server
     CONNECTION_ERROR = "connection_error"  # fail before sending: nothing written
     LOST_RESPONSE = "lost_response"  # send, let it commit, then lose the response
-    DELAY = "delay"  # wait, then send (use with a short client timeout)
+    SLOW_RESPONSE = "slow_response"  # the server commits, its answer takes ``delay_s``
 
 
 @dataclass
@@ -40,17 +45,24 @@ class FaultRule:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     times: int | None = 1  # None: every matching request
+    active: Callable[[], bool] | None = None  # e.g. an outage window on a manual clock
+    probability: float = 1.0  # chaos: fire on this share of matching requests
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
     fired: int = 0
 
     def matches(self, request: HttpRequest) -> bool:
         if self.times is not None and self.fired >= self.times:
+            return False
+        if self.active is not None and not self.active():
             return False
         path = request.url.split("?", 1)[0]
         if self.method is not None and request.method.upper() != self.method:
             return False
         if self.path_suffix is not None and not path.rstrip("/").endswith(self.path_suffix):
             return False
-        return self.path_contains is None or self.path_contains in path
+        if self.path_contains is not None and self.path_contains not in path:
+            return False
+        return self.probability >= 1.0 or self.rng.random() < self.probability
 
 
 # Request shapes of the operations the consumer performs.
@@ -91,12 +103,16 @@ class FaultInjectingTransport(AioHttpTransport):  # type: ignore[misc]
             return SyntheticResponse(request, rule.status, rule.sub_status, rule.headers)
         if rule.kind is FaultKind.CONNECTION_ERROR:
             raise ServiceRequestError("injected: connection reset before the request was sent")
-        if rule.kind is FaultKind.DELAY:
-            await asyncio.sleep(rule.delay_s)
-            self.requests_sent += 1
-            return await self._forward(request, **kwargs)
         self.requests_sent += 1
         response = await self._forward(request, **kwargs)
+        if rule.kind is FaultKind.SLOW_RESPONSE:
+            # As aiohttp's read timeout would: wait up to the client's read timeout, then fail.
+            read_timeout = float(kwargs.get("read_timeout") or rule.delay_s)
+            await asyncio.sleep(min(rule.delay_s, read_timeout))
+            if rule.delay_s <= read_timeout:
+                return response
+            await response.load_body()  # type: ignore[attr-defined]
+            raise ServiceResponseTimeoutError("injected: read timeout, the server had committed")
         await response.load_body()  # type: ignore[attr-defined]  # committed; answer lost
         raise ServiceResponseError("injected: connection reset after the request was sent")
 

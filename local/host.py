@@ -171,6 +171,7 @@ class LocalFunctionsHost:
                 delivery_count=delivery.delivery_count,
                 enqueued_time=delivery.enqueued_time,
                 sequence_number=delivery.sequence_number,
+                locked_until=delivery.locked_until,
             ),
         )
         kwargs: dict[str, Any] = {self.function.trigger_arg: decode_host_binding(content)}
@@ -202,6 +203,11 @@ class LocalFunctionsHost:
         ``on_delivery(delivery, invoke)`` lets a caller wrap an invocation (fault injection).
         """
         in_flight: set[asyncio.Task[None]] = set()
+        loop = asyncio.get_running_loop()
+        available = asyncio.Event()
+
+        def wake() -> None:  # called by the queue, possibly from a gRPC server thread
+            loop.call_soon_threadsafe(available.set)
 
         async def run(delivery: Delivery) -> None:
             async def invoke() -> None:
@@ -212,26 +218,40 @@ class LocalFunctionsHost:
             else:
                 await on_delivery(delivery, invoke)
 
-        for _ in range(max_rounds):
-            free = self.max_concurrent_calls - len(in_flight)
-            for delivery in self.queue.receive(free) if free > 0 else []:
-                in_flight.add(asyncio.create_task(run(delivery)))
-            if in_flight:
-                done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    task.result()  # surface bugs in the host itself or in a hook
-                continue
-            if self.queue.is_idle():
-                return self.stats
-            expiry = self.queue.next_lock_expiry()
-            if expiry is None:
-                continue  # messages became available (e.g. scheduled); receive again
-            self.stats.lock_expiry_waits += 1
-            clock = self.queue.clock
-            if isinstance(clock, ManualClock):
-                clock.advance(max(expiry - clock.now(), timedelta(0)))
-            elif wait_for_lock_expiry is not None:
-                await wait_for_lock_expiry(expiry)
-            else:
-                await asyncio.sleep(max(0.0, (expiry - clock.now()).total_seconds()))
+        self.queue.add_listener(wake)
+        try:
+            for _ in range(max_rounds):
+                available.clear()
+                free = self.max_concurrent_calls - len(in_flight)
+                for delivery in self.queue.receive(free) if free > 0 else []:
+                    in_flight.add(asyncio.create_task(run(delivery)))
+                if in_flight:
+                    # Like the host's receive loop: react to a finished invocation or to a
+                    # message becoming available (an abandon, an expired lock), whichever first.
+                    waiter = asyncio.create_task(available.wait())
+                    done, _ = await asyncio.wait(
+                        {*in_flight, waiter}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    waiter.cancel()
+                    for task in done - {waiter}:
+                        in_flight.discard(task)
+                        task.result()  # surface bugs in the host itself or in a hook
+                    continue
+                if self.queue.is_idle():
+                    return self.stats
+                expiry = self.queue.next_lock_expiry()
+                if expiry is None:
+                    continue  # a message became available meanwhile; receive again
+                self.stats.lock_expiry_waits += 1
+                clock = self.queue.clock
+                if isinstance(clock, ManualClock):
+                    clock.advance(max(expiry - clock.now(), timedelta(0)))
+                elif wait_for_lock_expiry is not None:
+                    await wait_for_lock_expiry(expiry)
+                else:
+                    await asyncio.sleep(max(0.0, (expiry - clock.now()).total_seconds()))
+        finally:
+            self.queue.remove_listener(wake)
+            for task in in_flight:
+                task.cancel()
         raise RuntimeError(f"queue not idle after {max_rounds} rounds")

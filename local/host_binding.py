@@ -44,6 +44,7 @@ def encode_amqp(
     delivery_count: int = 1,
     enqueued_time: datetime | None = None,
     sequence_number: int = 0,
+    locked_until: datetime | None = None,
 ) -> bytes:
     properties = MessageProperties(
         message_id=message_id,
@@ -63,7 +64,7 @@ def encode_amqp(
     message.annotations = {
         b"x-opt-enqueued-time": int(enqueued.timestamp() * 1000),
         b"x-opt-sequence-number": sequence_number,
-        b"x-opt-locked-until": int(enqueued.timestamp() * 1000),
+        b"x-opt-locked-until": int((locked_until or enqueued).timestamp() * 1000),
     }
     encoded: bytes = message.encode_message()
     return encoded

@@ -75,6 +75,7 @@ class IncomingMessage:
     correlation_id: str | None = None
     delivery_count: int | None = None
     application_properties: Mapping[str, Any] = field(default_factory=dict)
+    locked_until: datetime | None = None  # the broker's lock expiry at delivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,41 @@ class Decision:
     @property
     def settlement(self) -> Settlement:
         return SETTLEMENT_BY_OUTCOME[self.outcome]
+
+
+# Outcomes worth retrying within the same delivery: the moment or the system is wrong, and
+# waiting (while holding the lock) is cheaper than burning a delivery attempt.
+RETRIED_IN_DELIVERY = frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How one delivery rides out a transient (or systemic) failure before abandoning.
+
+    Abandoning at once would redeliver at once: a one-minute Cosmos DB outage would burn
+    ``maxDeliveryCount`` deliveries in seconds and dead-letter healthy orders. Instead the
+    delivery retries with capped exponential backoff (full jitter) while its lock lasts, and
+    abandons ``lock_margin_s`` before the lock expires. Each delivery thus spans about one
+    ``lockDuration``, and an outage shorter than about ``maxDeliveryCount x (lockDuration -
+    lock_margin_s)`` dead-letters nothing. The host renews the lock while the function runs, so
+    an attempt that overruns the margin is still covered; if not, the settlement fails and the
+    redelivery resolves it.
+    """
+
+    first_delay_s: float = 1.0
+    max_delay_s: float = 8.0
+    lock_margin_s: float = 5.0
+    budget_without_lock_s: float = 50.0  # when the message does not carry its lock expiry
+
+    def next_delay(self, attempt: int, remaining_s: float, jitter: float) -> float | None:
+        """Delay before retry ``attempt`` (1-based), or None to abandon now.
+
+        ``remaining_s`` is the time left until the lock expires; ``jitter`` is in [0, 1]."""
+        available = remaining_s - self.lock_margin_s
+        if available <= 0:
+            return None
+        ceiling = min(self.max_delay_s, self.first_delay_s * 2.0 ** (attempt - 1))
+        return min(available, max(0.05, ceiling * jitter))
 
 
 class OrderStore(Protocol):

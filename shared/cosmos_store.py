@@ -93,12 +93,15 @@ class CosmosOrderStore:
                     response_hook=self._charge_hook("batch"),
                 )
         except cosmos_errors.CosmosBatchOperationError as error:
+            self._charge_of_error("batch", error)
             if error.status_code == 409:
                 raise OrderAlreadyExists(partition_key) from error
             _raise_classified(error, writing=True)
         except cosmos_errors.CosmosResourceExistsError as error:
+            self._charge_of_error("create", error)
             raise OrderAlreadyExists(partition_key) from error
         except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
+            self._charge_of_error("create" if len(documents) == 1 else "batch", error)
             _raise_classified(error, writing=True)
 
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
@@ -109,11 +112,20 @@ class CosmosOrderStore:
                 timeout=OPERATION_TIMEOUT_S,
                 response_hook=self._charge_hook("read"),
             )
-        except cosmos_errors.CosmosResourceNotFoundError:
+        except cosmos_errors.CosmosResourceNotFoundError as error:
+            self._charge_of_error("read", error)
             return None
         except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
+            self._charge_of_error("read", error)
             _raise_classified(error, writing=False)
         return document
+
+    def _charge_of_error(self, operation: str, error: Exception) -> None:
+        # The SDK calls response hooks on success only; a conflict costs RU too.
+        headers = getattr(error, "headers", None)
+        charge = headers.get("x-ms-request-charge") if headers is not None else None
+        if charge is not None and self._on_request_charge is not None:
+            self._on_request_charge(operation, float(charge))
 
     def _charge_hook(self, operation: str) -> Callable[[Mapping[str, str], Any], None] | None:
         sink = self._on_request_charge

@@ -38,13 +38,20 @@ class _Runtime:
 _runtime: _Runtime | None = None
 
 
-def build_consumer(settings: Settings, client: CosmosClient) -> OrderConsumer:
-    telemetry = ConsumerTelemetry(settings.queue_name)
+def build_consumer(
+    settings: Settings,
+    client: CosmosClient,
+    *,
+    telemetry: ConsumerTelemetry | None = None,
+    **options: Any,
+) -> OrderConsumer:
+    """``options`` go to ``OrderConsumer`` (retry policy, clock, sleep: tests and stand-ins)."""
+    telemetry = telemetry or ConsumerTelemetry(settings.queue_name)
     container = client.get_database_client(settings.cosmos_database).get_container_client(
         settings.cosmos_container
     )
     store = CosmosOrderStore(container, on_request_charge=telemetry.record_request_charge)
-    return OrderConsumer(store, telemetry, outbox_enabled=settings.outbox_enabled)
+    return OrderConsumer(store, telemetry, outbox_enabled=settings.outbox_enabled, **options)
 
 
 async def get_consumer(env: Mapping[str, str] | None = None) -> OrderConsumer:
@@ -61,11 +68,18 @@ async def get_consumer(env: Mapping[str, str] | None = None) -> OrderConsumer:
     return _runtime.consumer
 
 
-def install(settings: Settings, client: CosmosClient) -> OrderConsumer:
-    """Use this client for the current event loop (the local host and tests inject one with a
-    fault-injecting transport or a self-signed endpoint). Production never calls this."""
+def install(
+    settings: Settings,
+    client: CosmosClient,
+    *,
+    telemetry: ConsumerTelemetry | None = None,
+    **options: Any,
+) -> OrderConsumer:
+    """Use this client (and consumer options) for the current event loop: the local host and
+    tests inject a fault-injecting transport or a manual clock. Production never calls this."""
     global _runtime
-    _runtime = _Runtime(asyncio.get_running_loop(), client, build_consumer(settings, client))
+    consumer = build_consumer(settings, client, telemetry=telemetry, **options)
+    _runtime = _Runtime(asyncio.get_running_loop(), client, consumer)
     return _runtime.consumer
 
 

@@ -37,6 +37,7 @@ def to_incoming(message: Any) -> IncomingMessage:
         correlation_id=_text(message.correlation_id),
         delivery_count=message.delivery_count,
         application_properties=_properties(message.application_properties),
+        locked_until=message.locked_until_utc,
     )
 
 

@@ -2,7 +2,14 @@
 line per delivery, through the OpenTelemetry API (a no-op until an SDK is configured).
 
 Exporters are configured at most once per worker process, and only when
-``APPLICATIONINSIGHTS_CONNECTION_STRING`` is set: tests and local runs stay offline.
+``APPLICATIONINSIGHTS_CONNECTION_STRING`` is set: tests and local runs stay offline. The app
+configures the Azure Monitor distro itself; the Functions worker must not (see docs/telemetry.md:
+``PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY`` stays unset, ``PYTHON_ENABLE_OPENTELEMETRY=true``).
+
+Span attributes follow the OpenTelemetry messaging semantic conventions (``messaging.*``, as of
+semconv 1.27+: ``messaging.operation.type``, ``messaging.message.conversation_id``,
+``messaging.servicebus.*``). The names below are also the contract of the KQL queries and alert
+rules in ``infra/``: change them together.
 
 Metric attributes are bounded by construction (outcome, settlement, operation): a message id,
 order id or customer id in a metric attribute would create one time series per order.
@@ -11,21 +18,68 @@ order id or customer id in a metric attribute would create one time series per o
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from shared.core import Decision, IncomingMessage, Outcome
+from shared.core import Decision, IncomingMessage, Outcome, Settlement
 
 INSTRUMENTATION_SCOPE = "orders.consumer"
-SPAN_NAME_PREFIX = "process"
-logger = logging.getLogger("orders.consumer")
+LOGGER_NAME = "orders.consumer"
+# The distro's logging handler goes on this logger: our records only, not every library's.
+EXPORTED_LOGGER_NAME = "orders"
+CONNECTION_STRING_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
+AUTHENTICATION_STRING_SETTING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
+WORKER_TELEMETRY_SETTING = "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"
+RESOURCE_DETECTORS_SETTING = "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS"
 
+# Span names and attributes (semconv messaging, Azure Service Bus).
+MESSAGING_SYSTEM = "servicebus"
+OPERATION_TYPE = "process"
+ATTR_SYSTEM = "messaging.system"
+ATTR_OPERATION_TYPE = "messaging.operation.type"
+ATTR_OPERATION_NAME = "messaging.operation.name"
+ATTR_DESTINATION = "messaging.destination.name"
+ATTR_MESSAGE_ID = "messaging.message.id"
+ATTR_CONVERSATION_ID = "messaging.message.conversation_id"
+ATTR_DELIVERY_COUNT = "messaging.servicebus.message.delivery_count"
+ATTR_DISPOSITION = "messaging.servicebus.disposition_status"
+ATTR_ERROR_TYPE = "error.type"
+# Ours: what the consumer decided, in the vocabulary of the README and the metrics.
+ATTR_OUTCOME = "orders.outcome"
+ATTR_SETTLEMENT = "orders.settlement"
+ATTR_ATTEMPTS = "orders.attempts"
+ATTR_DEADLETTER_REASON = "orders.deadletter_reason"
+ATTR_REQUEST_CHARGE = "orders.cosmos.request_charge"
+
+# Metric names: the alert rules and KQL in infra/ query these.
+METRIC_MESSAGES = "orders.messages"
+METRIC_DURATION = "orders.processing.duration"
+METRIC_REQUEST_CHARGE = "orders.cosmos.request_charge"
+METRIC_DELIVERY_COUNT = "orders.delivery_count"
+METRIC_RETRIES = "orders.retries"
+# The settlement attribute when the settlement call itself failed (lock lost, host gone).
+NOT_SETTLED = "none"
+
+# Bucket advice for backends that keep buckets (Azure Monitor keeps count/sum/min/max only).
+# The SDK's default buckets (0, 5, 10, 25 ... 10000) are meant for milliseconds.
+_DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 10, 30)
+_REQUEST_CHARGE_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 50, 100, 200)
+_DELIVERY_COUNT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10)
+
+# Semconv values of messaging.servicebus.disposition_status.
+_DISPOSITION = {
+    Settlement.COMPLETE: "complete",
+    Settlement.ABANDON: "abandon",
+    Settlement.DEADLETTER: "dead_letter",
+}
 _LOG_LEVEL_BY_OUTCOME = {
     Outcome.PROCESSED: logging.INFO,
     Outcome.DUPLICATE: logging.INFO,
@@ -35,32 +89,79 @@ _LOG_LEVEL_BY_OUTCOME = {
     Outcome.SYSTEMIC: logging.ERROR,
     Outcome.UNEXPECTED: logging.ERROR,
 }
+# A delivery that ends abandoned failed: the span is an error. A dead-lettered one was handled:
+# the message was at fault, not the consumer (as a 4xx on an HTTP server span), so its status
+# stays unset and the reason is an attribute.
+_FAILED_OUTCOMES = frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC, Outcome.UNEXPECTED})
+# Exceptions worth a stack trace on the span (and an entry in App Insights' exceptions table);
+# a throttled or unavailable Cosmos DB is routine and stays a status + error.type.
+_RECORDED_OUTCOMES = frozenset({Outcome.SYSTEMIC, Outcome.UNEXPECTED})
+# Of the distro's default instrumentations, only the Azure SDK one is of use here; the others
+# would only trace the managed identity token requests (requests/urllib3) or web frameworks.
+_UNUSED_INSTRUMENTATIONS = (
+    "django",
+    "fastapi",
+    "flask",
+    "httpx",
+    "psycopg2",
+    "requests",
+    "urllib",
+    "urllib3",
+)
+
+logger = logging.getLogger(LOGGER_NAME)
 _propagator = TraceContextTextMapPropagator()
 _configure_lock = threading.Lock()
 _configured = False
+# Request units charged during the current delivery (set by ``processing``).
+_delivery_charge: ContextVar[list[float] | None] = ContextVar("orders_charge", default=None)
 
 
 def configure_exporters(env: Mapping[str, str]) -> bool:
-    """Send traces, metrics and logs to Application Insights, once, if a connection string is set.
+    """Send traces, metrics and logs to Application Insights, once per process, if a connection
+    string is set. Returns whether this module's exporters are (now) configured.
 
-    With managed identity (``APPLICATIONINSIGHTS_AUTHENTICATION_STRING`` = ``ClientId=...;
-    Authorization=AAD``) the exporter authenticates with that identity: App Insights has local
-    auth disabled, so an instrumentation key alone is not enough.
+    Not configured, and False, when:
+
+    - ``APPLICATIONINSIGHTS_CONNECTION_STRING`` is unset or blank: nothing is exported, no
+      exporter exists, nothing connects anywhere (tests, local runs).
+    - ``PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY`` is true: the Functions worker has then
+      already configured the distro, and a second configuration would export every log twice.
+
+    With ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING`` = ``ClientId=...;Authorization=AAD`` the
+    exporters authenticate with that managed identity: local auth is disabled on the
+    Application Insights resource, so an instrumentation key alone is not enough.
     """
     global _configured
-    connection_string = env.get("APPLICATIONINSIGHTS_CONNECTION_STRING", "").strip()
+    connection_string = env.get(CONNECTION_STRING_SETTING, "").strip()
     if not connection_string:
+        return False
+    if env.get(WORKER_TELEMETRY_SETTING, "").strip().lower() in {"true", "1"}:
+        logger.warning(
+            "%s is true: the Functions worker configured Azure Monitor, the app does not "
+            "(unset it: the worker's configuration lacks the managed identity and the logger "
+            "name this app uses)",
+            WORKER_TELEMETRY_SETTING,
+        )
         return False
     with _configure_lock:
         if _configured:
             return True
+        # The distro's default detectors include azure_vm, which probes the instance metadata
+        # endpoint over the network; the Functions worker sets this same default.
+        os.environ.setdefault(RESOURCE_DETECTORS_SETTING, "azure_functions")
         from azure.monitor.opentelemetry import configure_azure_monitor  # heavy: import on use
 
         options: dict[str, Any] = {
             "connection_string": connection_string,
-            "logger_name": "orders",  # our logs only, not every library's debug chatter
+            "logger_name": EXPORTED_LOGGER_NAME,
+            # azure_sdk stays on: the distro then sets azure-core's tracing_implementation to
+            # OpenTelemetry, and the Cosmos DB calls become child spans of the consumer span.
+            "instrumentation_options": {
+                name: {"enabled": False} for name in _UNUSED_INSTRUMENTATIONS
+            },
         }
-        credential = _aad_credential(env.get("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", ""))
+        credential = _aad_credential(env.get(AUTHENTICATION_STRING_SETTING, ""))
         if credential is not None:
             options["credential"] = credential
         configure_azure_monitor(**options)
@@ -69,19 +170,24 @@ def configure_exporters(env: Mapping[str, str]) -> bool:
 
 
 def _aad_credential(authentication_string: str) -> Any | None:
-    parts = dict(part.split("=", 1) for part in authentication_string.split(";") if "=" in part)
-    if parts.get("Authorization", "").upper() != "AAD":
+    parts = {
+        key.strip().lower(): value.strip()
+        for key, _, value in (part.partition("=") for part in authentication_string.split(";"))
+        if value
+    }
+    if parts.get("authorization", "").upper() != "AAD":
         return None
-    from azure.identity import ManagedIdentityCredential
+    from azure.identity import ManagedIdentityCredential  # constructing it opens no connection
 
-    client_id = parts.get("ClientId")
+    client_id = parts.get("clientid")
     return (
         ManagedIdentityCredential(client_id=client_id) if client_id else ManagedIdentityCredential()
     )
 
 
 class ConsumerTelemetry:
-    """Instruments are created once, here, not per message."""
+    """Instruments are created once, here, not per message. Providers default to the global
+    ones (configured by ``configure_exporters``); tests inject SDK providers instead."""
 
     def __init__(
         self,
@@ -90,49 +196,85 @@ class ConsumerTelemetry:
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         self.queue_name = queue_name
+        self.span_name = f"{OPERATION_TYPE} {queue_name}"
         self._tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_SCOPE, meter_provider=meter_provider)
         self._messages = meter.create_counter(
-            "orders.messages", unit="{message}", description="Messages handled, by outcome"
+            METRIC_MESSAGES,
+            unit="{message}",
+            description="Deliveries handled, by outcome and settlement",
         )
         self._duration = meter.create_histogram(
-            "orders.processing.duration", unit="s", description="Decide + settle time"
+            METRIC_DURATION,
+            unit="s",
+            description="Time to decide and settle one delivery, by outcome",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS_S,
         )
         self._request_charge = meter.create_histogram(
-            "orders.cosmos.request_charge", unit="RU", description="Cosmos DB request units"
+            METRIC_REQUEST_CHARGE,
+            unit="{request_unit}",
+            description="Cosmos DB request charge of one operation, by operation",
+            explicit_bucket_boundaries_advisory=_REQUEST_CHARGE_BUCKETS,
+        )
+        self._retries = meter.create_counter(
+            METRIC_RETRIES,
+            unit="{retry}",
+            description="In-delivery retries of transient or systemic failures, by outcome",
         )
         self._delivery_count = meter.create_histogram(
-            "orders.delivery_count", unit="{delivery}", description="Delivery count on arrival"
+            METRIC_DELIVERY_COUNT,
+            unit="{delivery}",
+            description="Service Bus delivery count of each handled delivery, by outcome",
+            explicit_bucket_boundaries_advisory=_DELIVERY_COUNT_BUCKETS,
         )
 
     @contextmanager
     def processing(self, message: IncomingMessage) -> Iterator[Span]:
-        """The consumer span of one delivery; Cosmos calls made inside it become its children."""
-        links = _producer_links(message.application_properties)
+        """The consumer span of one delivery. It is current while the delivery is handled, so
+        the Cosmos DB SDK's spans become its children. It is linked to the producer's span when
+        the message carries trace context; its parent is the ambient context (the Functions
+        host's invocation when the worker propagates it)."""
         attributes: dict[str, Any] = {
-            "messaging.system": "servicebus",
-            "messaging.operation.type": "process",
-            "messaging.operation.name": "process",
-            "messaging.destination.name": self.queue_name,
+            ATTR_SYSTEM: MESSAGING_SYSTEM,
+            ATTR_OPERATION_TYPE: OPERATION_TYPE,
+            ATTR_OPERATION_NAME: OPERATION_TYPE,
+            ATTR_DESTINATION: self.queue_name,
         }
         if message.message_id is not None:
-            attributes["messaging.message.id"] = message.message_id
+            attributes[ATTR_MESSAGE_ID] = message.message_id
         if message.correlation_id is not None:
-            attributes["messaging.message.conversation_id"] = message.correlation_id
+            attributes[ATTR_CONVERSATION_ID] = message.correlation_id
         if message.delivery_count is not None:
-            attributes["messaging.servicebus.message.delivery_count"] = message.delivery_count
-        with self._tracer.start_as_current_span(
-            f"{SPAN_NAME_PREFIX} {self.queue_name}",
-            kind=SpanKind.CONSUMER,
-            attributes=attributes,
-            links=links,
-            record_exception=False,  # exceptions are classified into outcomes, not thrown
-            set_status_on_exception=True,
-        ) as span:
-            yield span
+            attributes[ATTR_DELIVERY_COUNT] = message.delivery_count
+        charge_token = _delivery_charge.set([])
+        try:
+            with self._tracer.start_as_current_span(
+                self.span_name,
+                kind=SpanKind.CONSUMER,
+                attributes=attributes,
+                links=producer_links(message.application_properties),
+                # Decisions are not exceptions; what does escape is handled below.
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as span:
+                try:
+                    yield span
+                except BaseException as error:
+                    # Only cancellation (or a bug in the consumer) gets here: nothing was
+                    # settled, the lock will lapse and the message come back.
+                    span.set_attribute(ATTR_ERROR_TYPE, _qualified_name(type(error)))
+                    span.set_status(Status(StatusCode.ERROR, f"not settled: {error!r}"))
+                    span.record_exception(error)
+                    raise
+        finally:
+            _delivery_charge.reset(charge_token)
 
     def record_request_charge(self, operation: str, request_units: float) -> None:
+        """The Cosmos DB store's request charge hook (operation: create, batch or read)."""
         self._request_charge.record(request_units, {"operation": operation})
+        charges = _delivery_charge.get()
+        if charges is not None:
+            charges.append(request_units)
 
     def record_outcome(
         self,
@@ -142,17 +284,32 @@ class ConsumerTelemetry:
         *,
         settled: bool,
         duration_s: float,
+        attempts: int = 1,
     ) -> None:
         outcome = decision.outcome.value
-        settlement = decision.settlement.value if settled else "none"
-        span.set_attribute("messaging.servicebus.disposition_status", settlement)
-        span.set_attribute("orders.outcome", outcome)
+        settlement = decision.settlement.value if settled else NOT_SETTLED
+
+        span.set_attribute(ATTR_OUTCOME, outcome)
+        span.set_attribute(ATTR_SETTLEMENT, settlement)
+        span.set_attribute(ATTR_ATTEMPTS, attempts)
+        if settled:
+            span.set_attribute(ATTR_DISPOSITION, _DISPOSITION[decision.settlement])
         if decision.deadletter_reason:
-            span.set_attribute("orders.deadletter_reason", decision.deadletter_reason)
-        if decision.outcome in (Outcome.SYSTEMIC, Outcome.UNEXPECTED, Outcome.TRANSIENT):
-            span.set_status(Status(StatusCode.ERROR, decision.description))
-            if decision.error is not None:
+            span.set_attribute(ATTR_DEADLETTER_REASON, decision.deadletter_reason)
+        charges = _delivery_charge.get()
+        if charges:
+            span.set_attribute(ATTR_REQUEST_CHARGE, sum(charges))
+        if decision.outcome in _FAILED_OUTCOMES:
+            error_type = (
+                _qualified_name(type(decision.error)) if decision.error is not None else outcome
+            )
+            span.set_attribute(ATTR_ERROR_TYPE, error_type)
+            span.set_status(Status(StatusCode.ERROR, decision.description or outcome))
+            if decision.error is not None and decision.outcome in _RECORDED_OUTCOMES:
                 span.record_exception(decision.error)
+        elif not settled:
+            # settlement_failed() has set error.type to the settlement error.
+            span.set_status(Status(StatusCode.ERROR, f"{decision.settlement.value} failed"))
 
         self._messages.add(1, {"outcome": outcome, "settlement": settlement})
         self._duration.record(duration_s, {"outcome": outcome})
@@ -178,9 +335,49 @@ class ConsumerTelemetry:
             },
         )
 
+    def retrying(
+        self, message: IncomingMessage, decision: Decision, attempt: int, delay_s: float
+    ) -> None:
+        """A transient or systemic failure that the delivery rides out while holding its lock.
+        Counted, so an outage shows up on dashboards before any message is abandoned."""
+        span = trace.get_current_span()
+        span.add_event(
+            "retry",
+            {
+                "orders.outcome": decision.outcome.value,
+                "orders.attempt": attempt,
+                "delay_s": delay_s,
+            },
+        )
+        self._retries.add(1, {"outcome": decision.outcome.value})
+        # Not ``outcome``: one log record per delivery carries the outcome, so that counting
+        # outcomes in App Insights counts deliveries. The final record is logged at its
+        # outcome's level (error for systemic) once the delivery gives up.
+        logger.warning(
+            "order message %s: %s on attempt %d, retrying in %.1f s",
+            message.message_id,
+            decision.outcome.value,
+            attempt,
+            delay_s,
+            extra={
+                "attempt_outcome": decision.outcome.value,
+                "message_id": message.message_id,
+                "correlation_id": message.correlation_id,
+                "delivery_count": message.delivery_count,
+                "order_id": decision.order_id,
+                "description": decision.description,
+                "attempt": attempt,
+                "retry_delay_s": delay_s,
+            },
+        )
+
     def settlement_failed(
         self, message: IncomingMessage, decision: Decision, error: Exception
     ) -> None:
+        """Called inside ``processing``: the current span is the delivery's."""
+        span = trace.get_current_span()
+        span.set_attribute(ATTR_ERROR_TYPE, _qualified_name(type(error)))
+        span.record_exception(error)
         # Expected after a lock loss: the redelivery is classified as a duplicate.
         logger.warning(
             "settling message %s (%s) failed: %s",
@@ -191,24 +388,32 @@ class ConsumerTelemetry:
                 "outcome": decision.outcome.value,
                 "settlement": decision.settlement.value,
                 "message_id": message.message_id,
+                "correlation_id": message.correlation_id,
+                "delivery_count": message.delivery_count,
+                "order_id": decision.order_id,
                 "settlement_error": type(error).__name__,
             },
         )
 
 
-def _producer_links(properties: Mapping[str, Any]) -> list[Link]:
-    """Link to the producer when the message carries W3C trace context (traceparent or the
-    Service Bus SDKs' Diagnostic-Id, which holds a traceparent value)."""
-    carrier = {}
+def producer_links(properties: Mapping[str, Any]) -> list[Link]:
+    """A link to the producer's span when the message carries W3C trace context: a
+    ``traceparent`` application property, or the Service Bus SDKs' ``Diagnostic-Id`` (which
+    holds a traceparent value). The first valid one wins; an invalid value yields no link."""
     for key in ("traceparent", "Diagnostic-Id"):
         value = properties.get(key)
-        if isinstance(value, str) and value:
-            carrier["traceparent"] = value
-            break
-    if not carrier:
-        return []
-    state = properties.get("tracestate")
-    if isinstance(state, str):
-        carrier["tracestate"] = state
-    context = trace.get_current_span(_propagator.extract(carrier)).get_span_context()
-    return [Link(context)] if context.is_valid else []
+        if not isinstance(value, str) or not value:
+            continue
+        carrier = {"traceparent": value}
+        state = properties.get("tracestate")
+        if isinstance(state, str) and state:
+            carrier["tracestate"] = state
+        context = trace.get_current_span(_propagator.extract(carrier)).get_span_context()
+        if context.is_valid:
+            return [Link(context)]
+    return []
+
+
+def _qualified_name(kind: type[BaseException]) -> str:
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"

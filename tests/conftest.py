@@ -9,11 +9,13 @@ marked ``emulator`` run only then.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
@@ -21,9 +23,12 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 import function_app
 from local.broker import ManualClock, PeekLockQueue, QueueSettings
 from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
+from local.faults import FaultInjectingTransport
 from local.host import LocalFunctionsHost
 from local.settlement_server import SettlementServer, bind_message_actions
 from shared import runtime
+from shared.config import Settings
+from shared.cosmos_store import create_client
 
 REAL_COSMOS = os.environ.get("COSMOS_EMULATOR_ENDPOINT", "")
 
@@ -106,6 +111,34 @@ def settlement_server(queue: PeekLockQueue) -> Iterator[SettlementServer]:
     sys.argv[:] = argv
 
 
+# The SDK's own retries (503, connection errors) back off in real time, a second apiece; the
+# consumer's policy under test runs on the manual clock. Shorten only the SDK's real-time wait.
+FAST_SDK_BACKOFF: dict[str, Any] = {"retry_backoff_factor": 0.01}
+
+
+def manual_time(clock: ManualClock) -> dict[str, Any]:
+    """Consumer options that make in-delivery retries wait on the queue's manual clock:
+    no sleeping, and lock expiry and backoff measured on one time line."""
+
+    async def sleep(seconds: float) -> None:
+        clock.advance(timedelta(seconds=seconds))
+        await asyncio.sleep(0)
+
+    return {"now": clock.now, "sleep": sleep, "jitter": lambda: 1.0}
+
+
+@pytest.fixture
+async def faulty(
+    app_env: dict[str, str], clock: ManualClock, host: LocalFunctionsHost
+) -> FaultInjectingTransport:
+    """The app's Cosmos client with a fault-injecting transport, on the manual clock."""
+    transport = FaultInjectingTransport(connection_verify=False)
+    settings = Settings.from_env(app_env)
+    client = create_client(settings, transport=transport, **FAST_SDK_BACKOFF)
+    runtime.install(settings, client, **manual_time(clock))
+    return transport
+
+
 @pytest.fixture
 def host(
     queue: PeekLockQueue,
@@ -113,5 +146,9 @@ def host(
     app_env: dict[str, str],
     container: ContainerProxy,
     fresh_runtime: None,
-) -> LocalFunctionsHost:
-    return LocalFunctionsHost(queue, function_app.app, app_settings=app_env)
+) -> Iterator[LocalFunctionsHost]:
+    host = LocalFunctionsHost(queue, function_app.app, app_settings=app_env)
+    yield host
+    # The host treats an exception escaping the function as the real host does (the lock just
+    # expires), which would hide a bug: the function must never raise.
+    assert host.stats.errors == [], "the function raised"

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import PeekLockQueue, QueueSettings
+from local.broker import ManualClock, PeekLockQueue, QueueSettings
 from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from shared import runtime
 from shared.config import Settings
 from shared.cosmos_store import create_client
+from tests.conftest import FAST_SDK_BACKOFF, manual_time
 from tests.orders import message, order_body
 
 
@@ -204,9 +205,10 @@ async def test_invalid_messages_are_dead_lettered_with_their_reason_and_write_no
 
 
 async def test_unreachable_cosmos_abandons_and_never_completes(
-    host: LocalFunctionsHost, queue: PeekLockQueue, monkeypatch: pytest.MonkeyPatch
+    host: LocalFunctionsHost, queue: PeekLockQueue, app_env: dict[str, str], clock: ManualClock
 ) -> None:
-    monkeypatch.setenv("COSMOS_ENDPOINT", "https://127.0.0.1:9/")  # discard port: refused
+    settings = Settings.from_env({**app_env, "COSMOS_ENDPOINT": "https://127.0.0.1:9/"})  # refused
+    runtime.install(settings, create_client(settings, **FAST_SDK_BACKOFF), **manual_time(clock))
     queue.send(message(order_body()))
 
     delivery = queue.receive(1)[0]
@@ -221,13 +223,10 @@ async def test_forbidden_from_cosmos_abandons_and_never_dead_letters(
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
     container: ContainerProxy,
-    app_env: dict[str, str],
+    faulty: FaultInjectingTransport,
 ) -> None:
     # A missing RBAC role: every write answers 403. The order is healthy, the system is not.
-    transport = FaultInjectingTransport(connection_verify=False)
-    transport.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))  # type: ignore[arg-type]
-    settings = Settings.from_env(app_env)
-    runtime.install(settings, create_client(settings, transport=transport))
+    faulty.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))  # type: ignore[arg-type]
     queue.send(message(order_body()))
 
     for _ in range(3):

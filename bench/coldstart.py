@@ -1,0 +1,131 @@
+"""Target 4: cold start. Importing ``function_app`` against importing its third-party
+dependencies alone, each in a fresh interpreter, alternately, several times.
+
+The dependency set is derived from the source: every module-level import statement of
+``function_app`` and of the project modules it imports (transitively), keeping those whose top-level
+package is neither this repository's nor the standard library's. The same statements are executed
+in the baseline process, so both sides load exactly the same third-party code; the difference is
+this repository's own modules (and the few standard-library modules only they import).
+"""
+
+from __future__ import annotations
+
+import ast
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.stats import rounds
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_PACKAGES = {"function_app", "shared", "local", "bench", "tests"}
+TARGET_OVERHEAD = 0.15
+
+_TIMER = "import time\n_t = time.perf_counter()\n{body}\nprint(repr(time.perf_counter() - _t))\n"
+
+
+def _module_path(module: str) -> Path | None:
+    parts = module.split(".")
+    for candidate in (
+        REPO_ROOT.joinpath(*parts).with_suffix(".py"),
+        REPO_ROOT.joinpath(*parts, "__init__.py"),
+    ):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def third_party_imports(entry: str = "function_app") -> list[str]:
+    """Module-level import statements of third-party code, reached from ``entry``."""
+    seen: set[str] = set()
+    statements: list[str] = []
+    pending = [entry]
+    while pending:
+        module = pending.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = _module_path(module)
+        if path is None:
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+                if node.module.split(".")[0] in PROJECT_PACKAGES:
+                    # ``from shared import runtime`` imports a module; follow it too.
+                    pending.extend(f"{node.module}.{alias.name}" for alias in node.names)
+            else:
+                continue
+            top = names[0].split(".")[0]
+            if top in PROJECT_PACKAGES:
+                pending.extend(names)
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                statement = ast.unparse(node)
+                if statement not in statements:
+                    statements.append(statement)
+    return statements
+
+
+def _run(body: str) -> float:
+    completed = subprocess.run(
+        [sys.executable, "-c", _TIMER.format(body=body)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(completed.stdout.strip().splitlines()[-1])
+
+
+def own_module_times() -> dict[str, float]:
+    """Self time (ms) of this repository's modules in one ``-X importtime`` run."""
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import function_app"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    times: dict[str, float] = {}
+    for line in completed.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        fields = [field.strip() for field in line.removeprefix("import time:").split("|")]
+        name = fields[2]
+        if name.split(".")[0] in PROJECT_PACKAGES and fields[0].isdigit():
+            times[name] = int(fields[0]) / 1000
+    return dict(sorted(times.items(), key=lambda item: -item[1]))
+
+
+def measure(runs: int = 15) -> dict[str, Any]:
+    deps = third_party_imports()
+    deps_body = "\n".join(deps)
+    app_body = "import function_app"
+    # One untimed run each: bytecode caches written, files in the page cache.
+    _run(deps_body)
+    _run(app_body)
+    app_times: list[float] = []
+    deps_times: list[float] = []
+    for index in range(runs):
+        pair = [(app_body, app_times), (deps_body, deps_times)]
+        for body, sink in pair if index % 2 == 0 else reversed(pair):
+            sink.append(_run(body) * 1000)
+    overhead = statistics.median(app_times) / statistics.median(deps_times) - 1
+    own = own_module_times()
+    return {
+        "runs": runs,
+        "dependency_imports": deps,
+        "function_app_ms": rounds(app_times),
+        "dependencies_ms": rounds(deps_times),
+        "overhead": overhead,
+        "own_modules_self_ms": own,
+        # Less noisy than the difference of two medians: this repository's modules' own import
+        # time (one -X importtime run) against the dependencies' median.
+        "own_self_time_share": sum(own.values()) / statistics.median(deps_times),
+        "target_overhead": TARGET_OVERHEAD,
+        "ok": overhead <= TARGET_OVERHEAD,
+    }

@@ -1,0 +1,270 @@
+// Alert rules for the idempotent consumer + an action group (optional e-mail receiver).
+// Log alerts query the Application Insights component (classic table names: traces, requests,
+// customMetrics). The telemetry names are the ones the consumer emits (see docs/operations.md).
+param namePrefix string
+param location string
+param tags object = {}
+
+param serviceBusNamespaceName string
+param queueName string
+param applicationInsightsName string
+
+@description('E-mail address notified by the action group. Empty = action group without receivers.')
+param alertEmail string = ''
+
+@description('Alert when more than this percentage of settled deliveries were abandoned in the window.')
+@minValue(1)
+@maxValue(100)
+param abandonRateThresholdPercent int = 10
+
+@description('Minimum settled deliveries in the window before the abandon rate is evaluated (avoids noise).')
+@minValue(1)
+param abandonRateMinMessages int = 20
+
+@description('Alert when the p95 duration of the `process orders` consumer span exceeds this (milliseconds).')
+@minValue(100)
+param processingP95ThresholdMs int = 2000
+
+@description('Minimum deliveries in the window before the p95 is evaluated.')
+@minValue(1)
+param processingP95MinDeliveries int = 10
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
+  name: serviceBusNamespaceName
+}
+
+resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {
+  name: 'ag-${namePrefix}'
+  location: 'global'
+  tags: tags
+  properties: {
+    groupShortName: 'orders'
+    enabled: true
+    emailReceivers: empty(alertEmail) ? [] : [
+      {
+        name: 'oncall'
+        emailAddress: alertEmail
+        useCommonAlertSchema: true
+      }
+    ]
+  }
+}
+
+// 1. Anything sitting in the orders dead-letter queue.
+resource deadLetteredAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
+  name: 'alert-${namePrefix}-deadlettered'
+  location: 'global'
+  tags: tags
+  properties: {
+    description: 'Messages in the dead-letter queue of the orders queue. Runbook: docs/operations.md#dead-lettered-messages'
+    severity: 2
+    enabled: true
+    scopes: [
+      namespace.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    targetResourceType: 'Microsoft.ServiceBus/namespaces'
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'DeadletteredMessages'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'DeadletteredMessages'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                queueName
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          timeAggregation: 'Maximum'
+        }
+      ]
+    }
+    actions: [
+      {
+        actionGroupId: actionGroup.id
+      }
+    ]
+  }
+}
+
+// 2. Same MessageId, different payload: a producer bug, the message was dead-lettered.
+var hashMismatchQuery = 'traces | where tostring(customDimensions["deadletter_reason"]) == "HashMismatch" | project timestamp, message, message_id = tostring(customDimensions["message_id"]), order_id = tostring(customDimensions["order_id"])'
+
+// 3. Systemic failures (configuration / RBAC / dependency down): every message will fail alike.
+var systemicQuery = 'traces | where tostring(customDimensions["outcome"]) == "systemic" | project timestamp, message, severityLevel, message_id = tostring(customDimensions["message_id"])'
+
+// 4. Share of settled deliveries that were abandoned (redelivered later).
+var abandonRateQuery = 'customMetrics | where name == "orders.messages" | extend settlement = tostring(customDimensions["settlement"]) | where settlement in ("complete", "abandon", "deadletter") | summarize Settled = sum(valueSum), Abandoned = sumif(valueSum, settlement == "abandon") | where Settled >= ${abandonRateMinMessages} | extend AbandonRatePct = round(100.0 * Abandoned / Settled, 2)'
+
+// 5. p95 of the consumer span `process <queue>` (CONSUMER spans land in the requests table, duration in ms).
+var processingP95Query = 'requests | where name == "process ${queueName}" | summarize P95Ms = percentile(duration, 95), Deliveries = count() | where Deliveries >= ${processingP95MinDeliveries}'
+
+resource hashMismatchAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${namePrefix}-hash-mismatch'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders: HashMismatch dead-letter'
+    description: 'A redelivered MessageId carried a different payload than the stored order. Runbook: docs/operations.md#hashmismatch'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    criteria: {
+      allOf: [
+        {
+          query: hashMismatchQuery
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: false
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource systemicAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${namePrefix}-systemic'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders: systemic errors'
+    description: 'The consumer classified a failure as systemic (config, RBAC, dependency). Runbook: docs/operations.md#systemic-errors'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    criteria: {
+      allOf: [
+        {
+          query: systemicQuery
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource abandonRateAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${namePrefix}-abandon-rate'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders: abandon rate above ${abandonRateThresholdPercent}%'
+    description: 'Too many deliveries are abandoned (transient failures, redelivery). Runbook: docs/operations.md#abandon-rate'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      allOf: [
+        {
+          query: abandonRateQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'AbandonRatePct'
+          operator: 'GreaterThan'
+          threshold: abandonRateThresholdPercent
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource processingP95Alert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${namePrefix}-processing-p95'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders: processing p95 above ${processingP95ThresholdMs} ms'
+    description: 'The p95 duration of the process orders span is above the threshold. Runbook: docs/operations.md#processing-latency'
+    severity: 3
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      allOf: [
+        {
+          query: processingP95Query
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'P95Ms'
+          operator: 'GreaterThan'
+          threshold: processingP95ThresholdMs
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+output actionGroupId string = actionGroup.id

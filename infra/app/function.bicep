@@ -1,0 +1,163 @@
+// Flex Consumption (FC1) plan + Python 3.11 Function App running as the user-assigned identity.
+// All connections are identity-based: no key, SAS or connection string with a secret is stored.
+param planName string
+param functionAppName string
+param location string
+param tags object = {}
+
+@description('azd service name (azure.yaml); azd finds the app to deploy by this tag.')
+param serviceName string = 'consumer'
+
+param identityId string
+param identityClientId string
+
+param storageAccountName string
+param storageBlobEndpoint string
+param deploymentContainerName string
+
+param serviceBusFullyQualifiedNamespace string
+param queueName string
+param topicName string
+
+param cosmosEndpoint string
+param cosmosDatabaseName string
+param cosmosContainerName string
+
+param applicationInsightsConnectionString string
+
+@description('Extra app settings merged over the defaults (must not contain secrets).')
+param extraAppSettings object = {}
+
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+@minValue(1)
+@maxValue(1000)
+param maximumInstanceCount int = 40
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_225: Flex Consumption zone redundancy is region-dependent; opt in with properties.zoneRedundant where offered
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_17: no HTTP function (Service Bus trigger only); client certificates would not protect anything
+  //checkov:skip=CKV_AZURE_212: Flex Consumption scales out per queue length (and to zero); no always-ready instance needed
+  //checkov:skip=CKV_AZURE_213: no HTTP endpoint to probe; health is observed through the alerts in alerts.bicep
+  //checkov:skip=CKV_AZURE_222: no VNet in the reference; `azd deploy` reaches the app's deployment endpoint over the public network
+  name: functionAppName
+  location: location
+  tags: union(tags, {
+    'azd-service-name': serviceName
+  })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    clientCertEnabled: false
+    siteConfig: {
+      minTlsVersion: '1.2'
+      scmMinTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+      http20Enabled: true
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${storageBlobEndpoint}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        instanceMemoryMB: instanceMemoryMB
+        maximumInstanceCount: maximumInstanceCount
+      }
+      runtime: {
+        name: 'python'
+        version: '3.11'
+      }
+    }
+  }
+}
+
+// Setting names are the ones read by the Functions host (ServiceBusConnection__*, AzureWebJobsStorage__*)
+// and by the application code (ORDERS_*, COSMOS_*, OUTBOX_ENABLED, AZURE_CLIENT_ID).
+resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_13: false positive, this config resource holds app settings only (no HTTP function to authenticate)
+  //checkov:skip=CKV_AZURE_63: false positive, app settings resource; HTTP logging is a web config setting and there is no HTTP traffic
+  //checkov:skip=CKV_AZURE_65: false positive, app settings resource; detailed error pages concern HTTP traffic, which the app has none of
+  //checkov:skip=CKV_AZURE_66: false positive, app settings resource; failed request tracing concerns HTTP traffic, which the app has none of
+  //checkov:skip=CKV_AZURE_80: false positive, Python app; .NET Framework version does not apply
+  //checkov:skip=CKV_AZURE_88: Flex Consumption has no Azure Files content share; the package lives in blob storage
+  //checkov:skip=CKV_AZURE_222: false positive, app settings resource; public network access is set on the site (see above)
+  parent: functionApp
+  name: 'appsettings'
+  properties: union({
+    ORDERS_QUEUE_NAME: queueName
+    ORDER_EVENTS_TOPIC_NAME: topicName
+    ServiceBusConnection__fullyQualifiedNamespace: serviceBusFullyQualifiedNamespace
+    ServiceBusConnection__credential: 'managedidentity'
+    ServiceBusConnection__clientId: identityClientId
+    AzureWebJobsStorage__accountName: storageAccountName
+    AzureWebJobsStorage__credential: 'managedidentity'
+    AzureWebJobsStorage__clientId: identityClientId
+    COSMOS_ENDPOINT: cosmosEndpoint
+    COSMOS_DATABASE: cosmosDatabaseName
+    COSMOS_CONTAINER: cosmosContainerName
+    COSMOS_VERIFY_TLS: 'true'
+    OUTBOX_ENABLED: 'true'
+    AZURE_CLIENT_ID: identityClientId
+    APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
+    APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+    // The app configures the OpenTelemetry distro itself; this tells the host to stop
+    // re-exporting worker logs and to pass its trace context (docs/telemetry.md). Never set
+    // PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: the worker would configure a second pipeline.
+    PYTHON_ENABLE_OPENTELEMETRY: 'true'
+  }, extraAppSettings)
+}
+
+// Basic-auth (publishing credential) access to FTP and SCM is off: azd deploys with Entra ID.
+resource ftpPolicy 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: functionApp
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+resource scmPolicy 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: functionApp
+  name: 'scm'
+  properties: {
+    allow: false
+  }
+}
+
+output id string = functionApp.id
+output name string = functionApp.name
+output defaultHostName string = functionApp.properties.defaultHostName
+output planId string = plan.id

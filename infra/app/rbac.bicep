@@ -1,0 +1,172 @@
+// Least-privilege role assignments. Every assignment is scoped to the single resource the principal
+// needs (queue, topic, database, storage account, Application Insights), never the resource group.
+param managedIdentityPrincipalId string
+
+@description('Object id of the developer running `azd up` (AZURE_PRINCIPAL_ID). Empty = no developer roles.')
+param principalId string = ''
+
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param principalType string = 'User'
+
+param serviceBusNamespaceName string
+param queueName string
+param topicName string
+param cosmosAccountName string
+param cosmosDatabaseName string
+param storageAccountName string
+param applicationInsightsName string
+
+@description('Also grant Azure Service Bus Data Owner on the queue so the Flex Consumption scaler can read the exact queue length (otherwise it falls back to peek-based estimates).')
+param grantQueueDataOwnerForScaling bool = false
+
+// Documented built-in role definition ids (learn.microsoft.com/azure/role-based-access-control/built-in-roles).
+var serviceBusDataReceiverRoleId = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0' // Azure Service Bus Data Receiver
+var serviceBusDataSenderRoleId = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39' // Azure Service Bus Data Sender
+var serviceBusDataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419' // Azure Service Bus Data Owner
+var storageBlobDataOwnerRoleId = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b' // Storage Blob Data Owner
+var monitoringMetricsPublisherRoleId = '3913510d-42f4-4e42-8a64-420c390055eb' // Monitoring Metrics Publisher
+// Cosmos DB data-plane built-in role (not an Azure RBAC role): Cosmos DB Built-in Data Contributor.
+var cosmosDataContributorRoleId = '00000000-0000-0000-0000-000000000002'
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
+  name: serviceBusNamespaceName
+}
+
+resource queue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existing = {
+  parent: namespace
+  name: queueName
+}
+
+resource topic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' existing = {
+  parent: namespace
+  name: topicName
+}
+
+resource cosmosAccount 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' existing = {
+  name: cosmosAccountName
+}
+
+resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+var cosmosDatabaseScope = '${cosmosAccount.id}/dbs/${cosmosDatabaseName}'
+var cosmosDataContributorRoleDefinitionId = '${cosmosAccount.id}/sqlRoleDefinitions/${cosmosDataContributorRoleId}'
+
+// ---- Function App identity -------------------------------------------------------------------
+
+// Receive + complete/abandon/dead-letter on the orders queue only.
+resource appQueueReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(queue.id, managedIdentityPrincipalId, serviceBusDataReceiverRoleId)
+  scope: queue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    principalId: managedIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Opt-in: exact queue-length reads for the scale controller (Data Owner includes Manage).
+resource appQueueOwnerForScaling 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantQueueDataOwnerForScaling) {
+  name: guid(queue.id, managedIdentityPrincipalId, serviceBusDataOwnerRoleId)
+  scope: queue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataOwnerRoleId)
+    principalId: managedIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Publish OrderAccepted events (outbox relay) to the topic only.
+resource appTopicSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(topic.id, managedIdentityPrincipalId, serviceBusDataSenderRoleId)
+  scope: topic
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSenderRoleId)
+    principalId: managedIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Read/write items in the orders database only (orders + leases containers).
+resource appCosmosDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: cosmosAccount
+  name: guid(cosmosDatabaseScope, managedIdentityPrincipalId, cosmosDataContributorRoleId)
+  properties: {
+    roleDefinitionId: cosmosDataContributorRoleDefinitionId
+    principalId: managedIdentityPrincipalId
+    scope: cosmosDatabaseScope
+  }
+}
+
+// Host storage (AzureWebJobsStorage) and the Flex Consumption deployment package container.
+resource appStorageBlobOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(storage.id, managedIdentityPrincipalId, storageBlobDataOwnerRoleId)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwnerRoleId)
+    principalId: managedIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Entra-authenticated telemetry ingestion (local auth is disabled on Application Insights).
+resource appMetricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(applicationInsights.id, managedIdentityPrincipalId, monitoringMetricsPublisherRoleId)
+  scope: applicationInsights
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', monitoringMetricsPublisherRoleId)
+    principalId: managedIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// ---- Developer principal (optional): run the consumer locally against the cloud resources ----
+
+resource devQueueSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
+  name: guid(queue.id, principalId, serviceBusDataSenderRoleId)
+  scope: queue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSenderRoleId)
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+resource devQueueReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
+  name: guid(queue.id, principalId, serviceBusDataReceiverRoleId)
+  scope: queue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+resource devTopicSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
+  name: guid(topic.id, principalId, serviceBusDataSenderRoleId)
+  scope: topic
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSenderRoleId)
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+resource devCosmosDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = if (!empty(principalId)) {
+  parent: cosmosAccount
+  name: guid(cosmosDatabaseScope, principalId, cosmosDataContributorRoleId)
+  properties: {
+    roleDefinitionId: cosmosDataContributorRoleDefinitionId
+    principalId: principalId
+    scope: cosmosDatabaseScope
+  }
+}

@@ -1,0 +1,221 @@
+// Idempotent Consumer reference implementation: entry point for `azd up` / `azd provision`.
+// Creates the resource group and wires the modules in ./app (one per concern).
+targetScope = 'subscription'
+
+@minLength(1)
+@maxLength(64)
+@description('azd environment name; used to derive a unique suffix for every resource name.')
+param environmentName string
+
+@minLength(1)
+@description('Region for all resources. Must offer Flex Consumption (az functionapp list-flexconsumption-locations).')
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
+param location string
+
+@description('Object id of the developer running azd (AZURE_PRINCIPAL_ID): gets data roles to run the consumer locally against the cloud. Empty = none.')
+param principalId string = ''
+
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param principalType string = 'User'
+
+@description('Optional resource group name (default rg-<environmentName>).')
+param resourceGroupName string = ''
+
+@description('Cosmos DB serverless (default). false = provisioned autoscale throughput on the database.')
+param cosmosServerless bool = true
+
+@minValue(1000)
+param cosmosAutoscaleMaxThroughput int = 1000
+
+@description('Optional override of messaging.json duplicateDetectionHistoryTimeWindow (empty = use the file).')
+@allowed([
+  ''
+  'PT1M'
+  'PT5M'
+  'PT10M'
+  'PT30M'
+  'PT1H'
+  'PT6H'
+  'PT12H'
+  'P1D'
+  'P2D'
+  'P3D'
+  'P7D'
+])
+param duplicateDetectionHistoryTimeWindowOverride string = ''
+
+@minValue(1)
+@maxValue(1000)
+param functionMaximumInstanceCount int = 40
+
+@description('Grant Azure Service Bus Data Owner on the queue for exact scaler queue-length reads (broader than least privilege).')
+param grantQueueDataOwnerForScaling bool = false
+
+@description('E-mail address for alert notifications (empty = action group without receivers).')
+param alertEmail string = ''
+
+@minValue(1)
+@maxValue(100)
+param abandonRateThresholdPercent int = 10
+
+@minValue(100)
+param processingP95ThresholdMs int = 2000
+
+var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+var tags = {
+  'azd-env-name': environmentName
+  workload: 'idempotent-consumer'
+}
+var functionAppName = 'func-orders-${resourceToken}'
+var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
+
+resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
+  name: !empty(resourceGroupName) ? resourceGroupName : 'rg-${environmentName}'
+  location: location
+  tags: tags
+}
+
+module identity 'app/identity.bicep' = {
+  name: 'identity'
+  scope: rg
+  params: {
+    name: 'id-orders-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module monitoring 'app/monitoring.bicep' = {
+  name: 'monitoring'
+  scope: rg
+  params: {
+    logAnalyticsName: 'log-${resourceToken}'
+    applicationInsightsName: 'appi-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module storage 'app/storage.bicep' = {
+  name: 'storage'
+  scope: rg
+  params: {
+    name: 'st${resourceToken}'
+    location: location
+    tags: tags
+    deploymentContainerName: deploymentContainerName
+  }
+}
+
+module serviceBus 'app/servicebus.bicep' = {
+  name: 'servicebus'
+  scope: rg
+  params: {
+    name: 'sb-${resourceToken}'
+    location: location
+    tags: tags
+    duplicateDetectionHistoryTimeWindowOverride: duplicateDetectionHistoryTimeWindowOverride
+  }
+}
+
+module cosmos 'app/cosmos.bicep' = {
+  name: 'cosmos'
+  scope: rg
+  params: {
+    accountName: 'cosmos-${resourceToken}'
+    location: location
+    tags: tags
+    databaseName: 'orders'
+    containerName: 'orders'
+    leasesContainerName: 'leases'
+    serverless: cosmosServerless
+    autoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
+  }
+}
+
+module functionApp 'app/function.bicep' = {
+  name: 'function'
+  scope: rg
+  params: {
+    planName: 'plan-${resourceToken}'
+    functionAppName: functionAppName
+    location: location
+    tags: tags
+    serviceName: 'consumer'
+    identityId: identity.outputs.id
+    identityClientId: identity.outputs.clientId
+    storageAccountName: storage.outputs.name
+    storageBlobEndpoint: storage.outputs.blobEndpoint
+    deploymentContainerName: storage.outputs.deploymentContainerName
+    serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    queueName: serviceBus.outputs.queueName
+    topicName: serviceBus.outputs.topicName
+    cosmosEndpoint: cosmos.outputs.endpoint
+    cosmosDatabaseName: cosmos.outputs.databaseName
+    cosmosContainerName: cosmos.outputs.containerName
+    applicationInsightsConnectionString: monitoring.outputs.connectionString
+    maximumInstanceCount: functionMaximumInstanceCount
+  }
+  dependsOn: [
+    rbac
+  ]
+}
+
+module rbac 'app/rbac.bicep' = {
+  name: 'rbac'
+  scope: rg
+  params: {
+    managedIdentityPrincipalId: identity.outputs.principalId
+    principalId: principalId
+    principalType: principalType
+    serviceBusNamespaceName: serviceBus.outputs.name
+    queueName: serviceBus.outputs.queueName
+    topicName: serviceBus.outputs.topicName
+    cosmosAccountName: cosmos.outputs.accountName
+    cosmosDatabaseName: cosmos.outputs.databaseName
+    storageAccountName: storage.outputs.name
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    grantQueueDataOwnerForScaling: grantQueueDataOwnerForScaling
+  }
+}
+
+module alerts 'app/alerts.bicep' = {
+  name: 'alerts'
+  scope: rg
+  params: {
+    namePrefix: 'orders-${resourceToken}'
+    location: location
+    tags: tags
+    serviceBusNamespaceName: serviceBus.outputs.name
+    queueName: serviceBus.outputs.queueName
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    alertEmail: alertEmail
+    abandonRateThresholdPercent: abandonRateThresholdPercent
+    processingP95ThresholdMs: processingP95ThresholdMs
+  }
+}
+
+// azd writes these into .azure/<env>/.env (used to run the consumer locally against the cloud).
+output AZURE_LOCATION string = location
+output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_RESOURCE_GROUP string = rg.name
+output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
+output SERVICE_CONSUMER_NAME string = functionApp.outputs.name
+output AZURE_USER_ASSIGNED_IDENTITY_CLIENT_ID string = identity.outputs.clientId
+output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
+output ORDERS_QUEUE_NAME string = serviceBus.outputs.queueName
+output ORDER_EVENTS_TOPIC_NAME string = serviceBus.outputs.topicName
+output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
+output COSMOS_DATABASE string = cosmos.outputs.databaseName
+output COSMOS_CONTAINER string = cosmos.outputs.containerName
+output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.connectionString
+output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName
+output LOG_ANALYTICS_WORKSPACE_ID string = monitoring.outputs.logAnalyticsId

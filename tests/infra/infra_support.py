@@ -1,0 +1,114 @@
+"""Helpers for the offline infrastructure tests (no Azure account, no Bicep CLI, no Docker)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from datetime import timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pycep import BicepParser
+
+REPO = Path(__file__).resolve().parents[2]
+INFRA = REPO / "infra"
+EMULATORS = REPO / "emulators"
+
+_PARSER = BicepParser()
+
+_ISO_DURATION = re.compile(
+    r"^P(?:(?P<days>\d+)D)?(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+)S)?)?$"
+)
+
+
+@cache
+def parse_bicep(path: Path) -> dict[str, Any]:
+    """Parse one .bicep file with pycep (the parser checkov uses) into its JSON form."""
+    result = _PARSER.parse(file_path=path)
+    return dict(result)
+
+
+def messaging() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((INFRA / "messaging.json").read_text(encoding="utf-8"))
+    return data
+
+
+def iso_duration(value: str) -> timedelta:
+    """Parse the ISO 8601 durations Service Bus uses (PnD, PTnHnMnS); years/months are rejected."""
+    match = _ISO_DURATION.match(value)
+    if match is None or value in ("P", "PT") or value.endswith("T"):
+        raise ValueError(f"not a day/time ISO 8601 duration: {value!r}")
+    parts = {name: int(number) for name, number in match.groupdict().items() if number}
+    return timedelta(**parts)
+
+
+def _scalar(token: str) -> str:
+    if len(token) >= 2 and token[0] == token[-1] and token[0] in "\"'":
+        return token[1:-1]
+    return token
+
+
+def _block(lines: list[tuple[int, str]], pos: int, indent: int) -> tuple[Any, int]:
+    if lines[pos][1].startswith("- "):
+        items: list[str] = []
+        while pos < len(lines) and lines[pos][0] == indent and lines[pos][1].startswith("- "):
+            items.append(_scalar(lines[pos][1][2:].strip()))
+            pos += 1
+        return items, pos
+    mapping: dict[str, Any] = {}
+    while pos < len(lines) and lines[pos][0] == indent:
+        key, sep, rest = lines[pos][1].partition(":")
+        if not sep:
+            raise ValueError(f"expected 'key: value', got {lines[pos][1]!r}")
+        key, rest = _scalar(key.strip()), rest.strip()
+        if key in mapping:
+            raise ValueError(f"duplicate key {key!r}")
+        pos += 1
+        if rest:
+            mapping[key] = _scalar(rest)
+        elif pos < len(lines) and lines[pos][0] > indent:
+            mapping[key], pos = _block(lines, pos, lines[pos][0])
+        else:
+            mapping[key] = None
+    if pos < len(lines) and lines[pos][0] > indent:
+        raise ValueError(f"unexpected indentation at {lines[pos][1]!r}")
+    return mapping, pos
+
+
+def parse_block_yaml(text: str) -> dict[str, Any]:
+    """Parse the block-style YAML subset used by azure.yaml and the compose file.
+
+    Mappings, lists of scalars, quoted or plain scalars, full-line comments. Anything else
+    (flow style, anchors, multi-line scalars, inline comments) raises, so the files stay simple
+    enough to be checked without PyYAML.
+    """
+    lines: list[tuple[int, str]] = []
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if "\t" in raw[: len(raw) - len(raw.lstrip())]:
+            raise ValueError("tabs are not allowed for indentation")
+        if stripped[0] in "{[&*|>" or " #" in stripped:
+            raise ValueError(f"unsupported YAML construct in {stripped!r}")
+        lines.append((len(raw) - len(raw.lstrip(" ")), stripped))
+    if not lines:
+        return {}
+    value, pos = _block(lines, 0, lines[0][0])
+    if pos != len(lines) or not isinstance(value, dict):
+        raise ValueError("trailing content or top level is not a mapping")
+    return value
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    """Parse a YAML file with parse_block_yaml; cross-checked with PyYAML when it is installed."""
+    text = path.read_text(encoding="utf-8")
+    data = parse_block_yaml(text)
+    try:
+        yaml = importlib.import_module("yaml")
+    except ImportError:
+        return data
+    assert yaml.safe_load(text) == data, f"tiny YAML parser disagrees with PyYAML on {path}"
+    return data

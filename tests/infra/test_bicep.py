@@ -1,0 +1,736 @@
+"""Offline checks of the Bicep templates (parsed with pycep, no Bicep CLI or Azure account).
+
+Every assertion compares values parsed from the files with the expected contract: queue
+semantics from infra/messaging.json, identity-only access, least-privilege role assignments
+with documented built-in role ids, alerts on the telemetry names the consumer emits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.infra.infra_support import (
+    INFRA,
+    REPO,
+    iso_duration,
+    load_yaml,
+    messaging,
+    parse_bicep,
+)
+
+APP = INFRA / "app"
+MAIN = INFRA / "main.bicep"
+BICEP_FILES = sorted(INFRA.rglob("*.bicep"))
+
+EXPECTED_MODULES = {
+    "identity.bicep",
+    "monitoring.bicep",
+    "storage.bicep",
+    "servicebus.bicep",
+    "cosmos.bicep",
+    "function.bicep",
+    "rbac.bicep",
+    "alerts.bicep",
+}
+
+# Documented built-in role definition ids
+# (learn.microsoft.com/azure/role-based-access-control/built-in-roles).
+SERVICE_BUS_DATA_RECEIVER = "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0"
+SERVICE_BUS_DATA_SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
+SERVICE_BUS_DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"
+STORAGE_BLOB_DATA_OWNER = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
+MONITORING_METRICS_PUBLISHER = "3913510d-42f4-4e42-8a64-420c390055eb"
+# Cosmos DB data-plane built-in role "Cosmos DB Built-in Data Contributor".
+COSMOS_DATA_CONTRIBUTOR = "00000000-0000-0000-0000-000000000002"
+
+QUEUE_TYPE = "Microsoft.ServiceBus/namespaces/queues"
+TOPIC_TYPE = "Microsoft.ServiceBus/namespaces/topics"
+STORAGE_TYPE = "Microsoft.Storage/storageAccounts"
+APPINSIGHTS_TYPE = "Microsoft.Insights/components"
+
+# role assignment resource -> (role id, type of the resource it is scoped to, developer-only?)
+EXPECTED_ROLE_ASSIGNMENTS: dict[str, tuple[str, str, bool]] = {
+    "appQueueReceiver": (SERVICE_BUS_DATA_RECEIVER, QUEUE_TYPE, False),
+    "appQueueOwnerForScaling": (SERVICE_BUS_DATA_OWNER, QUEUE_TYPE, False),
+    "appTopicSender": (SERVICE_BUS_DATA_SENDER, TOPIC_TYPE, False),
+    "appStorageBlobOwner": (STORAGE_BLOB_DATA_OWNER, STORAGE_TYPE, False),
+    "appMetricsPublisher": (MONITORING_METRICS_PUBLISHER, APPINSIGHTS_TYPE, False),
+    "devQueueSender": (SERVICE_BUS_DATA_SENDER, QUEUE_TYPE, True),
+    "devQueueReceiver": (SERVICE_BUS_DATA_RECEIVER, QUEUE_TYPE, True),
+    "devTopicSender": (SERVICE_BUS_DATA_SENDER, TOPIC_TYPE, True),
+}
+
+REQUIRED_APP_SETTINGS = {
+    "ORDERS_QUEUE_NAME",
+    "ORDER_EVENTS_TOPIC_NAME",
+    "ServiceBusConnection__fullyQualifiedNamespace",
+    "ServiceBusConnection__credential",
+    "ServiceBusConnection__clientId",
+    "AzureWebJobsStorage__accountName",
+    "AzureWebJobsStorage__credential",
+    "AzureWebJobsStorage__clientId",
+    "COSMOS_ENDPOINT",
+    "COSMOS_DATABASE",
+    "COSMOS_CONTAINER",
+    "COSMOS_VERIFY_TLS",
+    "OUTBOX_ENABLED",
+    "AZURE_CLIENT_ID",
+    "APPLICATIONINSIGHTS_CONNECTION_STRING",
+    "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
+}
+
+SECRET_MARKERS = re.compile(
+    r"listKeys|listConnectionStrings|listAccountSas|AccountKey=|SharedAccessKey|COSMOS_KEY"
+    r"|primaryMasterKey|primaryKey|InstrumentationKey=",
+    re.IGNORECASE,
+)
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+def doc(name: str) -> dict[str, Any]:
+    return parse_bicep(MAIN if name == "main" else APP / f"{name}.bicep")
+
+
+def body(resource: dict[str, Any]) -> dict[str, Any]:
+    """Resource body; conditional resources (`= if (...) {}`) nest it one level deeper."""
+    config: dict[str, Any] = resource["config"]
+    inner: dict[str, Any] = config["config"] if "condition" in config else config
+    return inner
+
+
+def condition(resource: dict[str, Any]) -> Any:
+    return resource["config"].get("condition")
+
+
+def resources_of_type(document: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    return {
+        name: res for name, res in document.get("resources", {}).items() if res["type"] == type_
+    }
+
+
+def only_resource(document: dict[str, Any], type_: str) -> dict[str, Any]:
+    found = resources_of_type(document, type_)
+    assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
+    return next(iter(found.values()))
+
+
+def accessor(expr: Any) -> tuple[str, ...]:
+    """Flatten a property accessor expression (a.b.c) into ('a', 'b', 'c')."""
+    if isinstance(expr, str):
+        return (expr,)
+    operator = expr.get("operator", {}) if isinstance(expr, dict) else {}
+    if operator.get("type") != "property_accessor":
+        return ()
+    operands = operator["operands"]
+    return accessor(operands["operand_1"]) + accessor(operands["operand_2"])
+
+
+def int_literal(expr: Any) -> int:
+    """Integer literal, including pycep's unary-minus form for negative numbers."""
+    if isinstance(expr, int) and not isinstance(expr, bool):
+        return expr
+    operator = expr["operator"]
+    assert operator["type"] == "minus", expr
+    return -int_literal(operator["operands"]["integer_value"])
+
+
+def decorator(definition: dict[str, Any], kind: str) -> Any:
+    for item in definition.get("decorators", []):
+        if item["type"] == kind:
+            return item["argument"]
+    return None
+
+
+def messaging_accessor_var(document: dict[str, Any]) -> str:
+    """Name of the variable bound to loadJsonContent('../messaging.json')."""
+    names = [
+        name
+        for name, var in document.get("variables", {}).items()
+        if isinstance(var["value"], dict)
+        and var["value"].get("function", {}).get("type") == "load_json_content"
+    ]
+    assert len(names) == 1, names
+    return str(names[0])
+
+
+def is_not_empty_check(expr: Any, param: str) -> bool:
+    """True for the condition `!empty(<param>)`."""
+    operator = expr.get("operator", {}) if isinstance(expr, dict) else {}
+    if operator.get("type") != "not":
+        return False
+    inner = operator["operands"]["bool_value"].get("function", {})
+    return bool(inner.get("type") == "empty" and inner["parameters"]["item_to_test"] == param)
+
+
+# ---- parsing and layout -------------------------------------------------------------------------
+
+
+def test_expected_bicep_files_exist() -> None:
+    assert MAIN in BICEP_FILES
+    assert {p.name for p in APP.glob("*.bicep")} >= EXPECTED_MODULES
+
+
+@pytest.mark.parametrize("path", BICEP_FILES, ids=lambda p: str(p.relative_to(INFRA)))
+def test_every_bicep_file_parses(path: Path) -> None:
+    parsed = parse_bicep(path)
+    assert parsed.get("resources") or parsed.get("modules"), f"{path} declares nothing"
+
+
+def test_main_targets_subscription_and_creates_resource_group() -> None:
+    main = doc("main")
+    assert main["globals"]["scope"]["value"] == "subscription"
+    rg = only_resource(main, "Microsoft.Resources/resourceGroups")
+    assert body(rg)["location"] == "location"
+
+
+def test_every_module_of_main_exists_and_is_scoped_to_the_resource_group() -> None:
+    modules = doc("main")["modules"]
+    paths = {module["detail"]["path"] for module in modules.values()}
+    assert paths == {f"app/{name}" for name in EXPECTED_MODULES}
+    for name, module in modules.items():
+        assert (INFRA / module["detail"]["path"]).is_file(), name
+        assert body(module)["scope"] == "rg", name
+
+
+def test_main_parameters_file_feeds_azd_environment() -> None:
+    params = json.loads((INFRA / "main.parameters.json").read_text(encoding="utf-8"))["parameters"]
+    assert params["environmentName"]["value"] == "${AZURE_ENV_NAME}"
+    assert params["location"]["value"] == "${AZURE_LOCATION}"
+    assert params["principalId"]["value"] == "${AZURE_PRINCIPAL_ID}"
+    declared = doc("main")["parameters"]
+    assert set(params) <= set(declared), set(params) - set(declared)
+
+
+def test_azure_yaml_declares_the_function_service_tagged_by_the_template() -> None:
+    azure_yaml = load_yaml(REPO / "azure.yaml")
+    services = azure_yaml["services"]
+    assert len(services) == 1
+    ((service_name, service),) = services.items()
+    assert service == {"project": ".", "language": "python", "host": "function"}
+    function_module = body(doc("main")["modules"]["functionApp"])
+    assert function_module["params"]["serviceName"] == service_name
+    tags = body(only_resource(doc("function"), "Microsoft.Web/sites"))["tags"]
+    assert tags["function"]["parameters"]["arg_2"] == {"'azd-service-name'": "serviceName"}
+
+
+# ---- Service Bus --------------------------------------------------------------------------------
+
+
+def test_servicebus_loads_the_shared_messaging_file() -> None:
+    servicebus = doc("servicebus")
+    var = servicebus["variables"][messaging_accessor_var(servicebus)]
+    relative = var["value"]["function"]["parameters"]["file_path"]
+    assert (APP / relative).resolve() == (INFRA / "messaging.json").resolve()
+
+
+def test_namespace_is_standard_or_premium_with_local_auth_disabled() -> None:
+    namespace = body(only_resource(doc("servicebus"), "Microsoft.ServiceBus/namespaces"))
+    assert namespace["sku"]["name"] in {"Standard", "Premium"}  # duplicate detection needs it
+    assert namespace["properties"]["disableLocalAuth"] is True
+    assert namespace["properties"]["minimumTlsVersion"] == "1.2"
+
+
+def test_queue_semantics_come_from_messaging_json() -> None:
+    servicebus = doc("servicebus")
+    msg = messaging_accessor_var(servicebus)
+    queue = body(only_resource(servicebus, QUEUE_TYPE))
+    props = queue["properties"]
+    assert accessor(queue["name"]) == (msg, "queueName")
+    assert accessor(props["lockDuration"]) == (msg, "lockDuration")
+    assert accessor(props["maxDeliveryCount"]) == (msg, "maxDeliveryCount")
+    assert accessor(props["defaultMessageTimeToLive"]) == (msg, "defaultMessageTimeToLive")
+    assert props["requiresDuplicateDetection"] is True
+    assert props["deadLetteringOnMessageExpiration"] is True
+    assert props["requiresSession"] is False
+    assert props["duplicateDetectionHistoryTimeWindow"] == "duplicateDetectionHistoryTimeWindow"
+
+
+def test_topic_has_duplicate_detection_and_its_name_from_messaging_json() -> None:
+    servicebus = doc("servicebus")
+    msg = messaging_accessor_var(servicebus)
+    topic = body(only_resource(servicebus, TOPIC_TYPE))
+    assert accessor(topic["name"]) == (msg, "topicName")
+    assert topic["properties"]["requiresDuplicateDetection"] is True
+    assert topic["properties"]["duplicateDetectionHistoryTimeWindow"] == (
+        "duplicateDetectionHistoryTimeWindow"
+    )
+
+
+def test_duplicate_detection_window_defaults_to_messaging_json_unless_overridden() -> None:
+    servicebus = doc("servicebus")
+    msg = messaging_accessor_var(servicebus)
+    window = servicebus["variables"]["duplicateDetectionHistoryTimeWindow"]["value"]
+    conditional = window["operator"]
+    assert conditional["type"] == "conditional"
+    empty_check = conditional["operands"]["condition"]["function"]
+    assert empty_check["type"] == "empty"
+    override_name = "duplicateDetectionHistoryTimeWindowOverride"
+    assert empty_check["parameters"]["item_to_test"] == override_name
+    assert accessor(conditional["operands"]["true_value"]) == (
+        msg,
+        "duplicateDetectionHistoryTimeWindow",
+    )
+    assert conditional["operands"]["false_value"] == "duplicateDetectionHistoryTimeWindowOverride"
+    override = servicebus["parameters"]["duplicateDetectionHistoryTimeWindowOverride"]
+    assert override["default"] == ""
+
+
+def test_duplicate_detection_window_is_within_service_bus_limits() -> None:
+    lower, upper = timedelta(seconds=20), timedelta(days=7)
+    assert lower <= iso_duration(messaging()["duplicateDetectionHistoryTimeWindow"]) <= upper
+    allowed_lists = []
+    for name in ("servicebus", "main"):
+        param = doc(name)["parameters"]["duplicateDetectionHistoryTimeWindowOverride"]
+        allowed = decorator(param, "allowed")
+        assert allowed, name
+        assert "" in allowed, name
+        for value in allowed:
+            if value:
+                assert lower <= iso_duration(value) <= upper, (name, value)
+        allowed_lists.append(allowed)
+    assert allowed_lists[0] == allowed_lists[1], "main and servicebus allow different windows"
+    servicebus_module = body(doc("main")["modules"]["serviceBus"])
+    assert servicebus_module["params"]["duplicateDetectionHistoryTimeWindowOverride"] == (
+        "duplicateDetectionHistoryTimeWindowOverride"
+    )
+
+
+def test_messaging_json_values_are_valid_for_service_bus() -> None:
+    data = messaging()
+    assert timedelta(seconds=5) <= iso_duration(data["lockDuration"]) <= timedelta(minutes=5)
+    assert isinstance(data["maxDeliveryCount"], int)
+    assert data["maxDeliveryCount"] >= 1
+    assert iso_duration(data["defaultMessageTimeToLive"]) > timedelta(0)
+
+
+# ---- Cosmos DB ----------------------------------------------------------------------------------
+
+
+def test_cosmos_account_is_keyless_and_serverless_by_default() -> None:
+    cosmos = doc("cosmos")
+    props = body(only_resource(cosmos, "Microsoft.DocumentDB/databaseAccounts"))["properties"]
+    assert props["disableLocalAuth"] is True
+    assert props["minimalTlsVersion"] == "Tls12"
+    assert props["disableKeyBasedMetadataWriteAccess"] is True
+    capabilities = props["capabilities"]["operator"]
+    assert capabilities["type"] == "conditional"
+    assert capabilities["operands"]["condition"] == "serverless"
+    assert capabilities["operands"]["true_value"] == [{"name": "EnableServerless"}]
+    assert cosmos["parameters"]["serverless"]["default"] is True
+    main = doc("main")
+    assert main["parameters"]["cosmosServerless"]["default"] is True
+    assert body(main["modules"]["cosmos"])["params"]["serverless"] == "cosmosServerless"
+
+
+def test_cosmos_provisioned_mode_uses_autoscale() -> None:
+    options = doc("cosmos")["variables"]["databaseOptions"]["value"]["operator"]["operands"]
+    assert options["condition"] == "serverless"
+    assert options["true_value"] == {}
+    assert options["false_value"] == {
+        "autoscaleSettings": {"maxThroughput": "autoscaleMaxThroughput"}
+    }
+
+
+def test_orders_container_partitioning_ttl_and_lean_indexing() -> None:
+    cosmos = doc("cosmos")
+    containers = resources_of_type(
+        cosmos, "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"
+    )
+    orders = body(containers["ordersContainer"])["properties"]["resource"]
+    assert orders["partitionKey"]["paths"] == ["/orderId"]
+    assert int_literal(orders["defaultTtl"]) == -1  # per-item TTL (outbox docs), no default expiry
+    indexing = orders["indexingPolicy"]
+    assert [p["path"] for p in indexing["excludedPaths"]] == ["/*"]
+    assert {p["path"] for p in indexing["includedPaths"]} == {
+        "/type/?",
+        "/status/?",
+        "/eventType/?",
+    }
+    leases = body(containers["leasesContainer"])["properties"]["resource"]
+    assert leases["partitionKey"]["paths"] == ["/id"]
+    module = body(doc("main")["modules"]["cosmos"])["params"]
+    assert module["databaseName"] == "orders"
+    assert module["containerName"] == "orders"
+    assert module["leasesContainerName"] == "leases"
+
+
+# ---- Storage, monitoring ------------------------------------------------------------------------
+
+
+def test_storage_disallows_shared_keys_and_public_blobs() -> None:
+    storage = doc("storage")
+    props = body(only_resource(storage, STORAGE_TYPE))["properties"]
+    assert props["allowSharedKeyAccess"] is False
+    assert props["allowBlobPublicAccess"] is False
+    assert props["minimumTlsVersion"] == "TLS1_2"
+    assert props["supportsHttpsTrafficOnly"] is True
+    container = body(
+        only_resource(storage, "Microsoft.Storage/storageAccounts/blobServices/containers")
+    )
+    assert container["properties"]["publicAccess"] == "None"
+
+
+def test_application_insights_local_auth_disabled_on_log_analytics() -> None:
+    monitoring = doc("monitoring")
+    insights = body(only_resource(monitoring, APPINSIGHTS_TYPE))["properties"]
+    assert insights["DisableLocalAuth"] is True
+    workspace_name = next(
+        iter(resources_of_type(monitoring, "Microsoft.OperationalInsights/workspaces"))
+    )
+    assert accessor(insights["WorkspaceResourceId"]) == (workspace_name, "id")
+
+
+# ---- Function App -------------------------------------------------------------------------------
+
+
+def test_function_app_is_flex_consumption_python_311_with_user_assigned_identity() -> None:
+    function = doc("function")
+    plan = body(only_resource(function, "Microsoft.Web/serverfarms"))
+    assert plan["sku"] == {"name": "FC1", "tier": "FlexConsumption"}
+    site = body(only_resource(function, "Microsoft.Web/sites"))
+    assert site["identity"]["type"] == "UserAssigned"
+    assert site["identity"]["userAssignedIdentities"] == {"'${identityId}'": {}}
+    props = site["properties"]
+    assert props["httpsOnly"] is True
+    assert props["siteConfig"]["minTlsVersion"] == "1.2"
+    assert props["siteConfig"]["ftpsState"] == "Disabled"
+    config = props["functionAppConfig"]
+    assert config["runtime"] == {"name": "python", "version": "3.11"}
+    storage = config["deployment"]["storage"]
+    assert storage["type"] == "blobContainer"
+    assert storage["authentication"] == {
+        "type": "UserAssignedIdentity",
+        "userAssignedIdentityResourceId": "identityId",
+    }
+
+
+def test_basic_publishing_credentials_are_disabled() -> None:
+    policies = resources_of_type(
+        doc("function"), "Microsoft.Web/sites/basicPublishingCredentialsPolicies"
+    )
+    assert {body(p)["name"]: body(p)["properties"]["allow"] for p in policies.values()} == {
+        "ftp": False,
+        "scm": False,
+    }
+
+
+def _app_settings() -> tuple[dict[str, Any], Any]:
+    settings = body(only_resource(doc("function"), "Microsoft.Web/sites/config"))
+    assert settings["name"] == "appsettings"
+    union = settings["properties"]["function"]
+    assert union["type"] == "union"
+    return union["parameters"]["arg_1"], union["parameters"]["arg_2"]
+
+
+def test_app_settings_expose_the_names_the_code_reads() -> None:
+    settings, extra = _app_settings()
+    assert set(settings) >= REQUIRED_APP_SETTINGS, REQUIRED_APP_SETTINGS - set(settings)
+    assert extra == "extraAppSettings"
+    assert settings["ServiceBusConnection__credential"] == "managedidentity"
+    assert settings["AzureWebJobsStorage__credential"] == "managedidentity"
+    assert settings["COSMOS_VERIFY_TLS"] == "true"
+    assert settings["OUTBOX_ENABLED"] == "true"
+    assert settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == (
+        "ClientId=${identityClientId};Authorization=AAD"
+    )
+    # One telemetry pipeline: the app's own distro, with the host told to stand back.
+    assert settings["PYTHON_ENABLE_OPENTELEMETRY"] == "true"
+    assert "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY" not in settings
+    # identity-bound settings all point at the user-assigned identity's client id
+    for name in (
+        "ServiceBusConnection__clientId",
+        "AzureWebJobsStorage__clientId",
+        "AZURE_CLIENT_ID",
+    ):
+        assert settings[name] == "identityClientId", name
+    # values that are module parameters are wired from the right module outputs in main.bicep
+    params = body(doc("main")["modules"]["functionApp"])["params"]
+    wiring = {
+        "ORDERS_QUEUE_NAME": ("queueName", ("serviceBus", "outputs", "queueName")),
+        "ORDER_EVENTS_TOPIC_NAME": ("topicName", ("serviceBus", "outputs", "topicName")),
+        "ServiceBusConnection__fullyQualifiedNamespace": (
+            "serviceBusFullyQualifiedNamespace",
+            ("serviceBus", "outputs", "fullyQualifiedNamespace"),
+        ),
+        "COSMOS_ENDPOINT": ("cosmosEndpoint", ("cosmos", "outputs", "endpoint")),
+        "COSMOS_DATABASE": ("cosmosDatabaseName", ("cosmos", "outputs", "databaseName")),
+        "COSMOS_CONTAINER": ("cosmosContainerName", ("cosmos", "outputs", "containerName")),
+        "AzureWebJobsStorage__accountName": ("storageAccountName", ("storage", "outputs", "name")),
+        "APPLICATIONINSIGHTS_CONNECTION_STRING": (
+            "applicationInsightsConnectionString",
+            ("monitoring", "outputs", "connectionString"),
+        ),
+    }
+    for setting, (param, source) in wiring.items():
+        assert settings[setting] == param, setting
+        assert accessor(params[param]) == source, setting
+    assert accessor(params["identityClientId"]) == ("identity", "outputs", "clientId")
+
+
+def test_cosmos_endpoint_output_is_the_document_endpoint_not_a_key() -> None:
+    outputs = doc("cosmos")["outputs"]
+    assert accessor(outputs["endpoint"]["value"]) == ("account", "properties", "documentEndpoint")
+
+
+def test_no_secret_key_or_connection_string_anywhere_in_infra() -> None:
+    offenders = []
+    for path in [*BICEP_FILES, INFRA / "main.parameters.json"]:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if SECRET_MARKERS.search(line):
+                offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+    settings, _ = _app_settings()
+    for name, value in settings.items():
+        assert not SECRET_MARKERS.search(f"{name}={value}"), name
+        assert "KEY" not in name.upper(), name
+    assert "extraAppSettings" not in body(doc("main")["modules"]["functionApp"])["params"]
+
+
+# ---- RBAC ---------------------------------------------------------------------------------------
+
+
+def test_rbac_has_exactly_the_reviewed_role_assignments() -> None:
+    rbac = doc("rbac")
+    assignments = resources_of_type(rbac, "Microsoft.Authorization/roleAssignments")
+    assert set(assignments) == set(EXPECTED_ROLE_ASSIGNMENTS)
+    for path in BICEP_FILES:
+        if path.name != "rbac.bicep":
+            found = resources_of_type(parse_bicep(path), "Microsoft.Authorization/roleAssignments")
+            assert not found, f"role assignment outside rbac.bicep: {path}"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_ROLE_ASSIGNMENTS))
+def test_role_assignment_uses_documented_role_at_narrowest_scope(name: str) -> None:
+    rbac = doc("rbac")
+    role_id, scope_type, developer = EXPECTED_ROLE_ASSIGNMENTS[name]
+    resource = rbac["resources"][name]
+    assignment = body(resource)
+    # role: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', <var>)
+    role = assignment["properties"]["roleDefinitionId"]["function"]
+    assert role["type"] == "subscription_resource_id"
+    assert role["parameters"]["resource_type"] == "Microsoft.Authorization/roleDefinitions"
+    role_var = role["parameters"]["resource_name_1"]
+    assert rbac["variables"][role_var]["value"] == role_id
+    # scope: a symbolic reference to a resource of the expected (narrow) type
+    scope = assignment["scope"]
+    assert rbac["resources"][scope]["type"] == scope_type
+    assert rbac["resources"][scope]["existing"] is True
+    # the name is a deterministic guid over (scope, principal, role)
+    guid = assignment["name"]["function"]
+    assert guid["type"] == "guid"
+    assert accessor(guid["parameters"]["base_string"]) == (scope, "id")
+    assert guid["parameters"]["extra_string_2"] == role_var
+    principal = assignment["properties"]["principalId"]
+    if developer:
+        assert principal == "principalId"
+        assert is_not_empty_check(condition(resource), "principalId")
+        assert assignment["properties"]["principalType"] == "principalType"
+    else:
+        assert principal == "managedIdentityPrincipalId"
+        assert assignment["properties"]["principalType"] == "ServicePrincipal"
+    if name == "appQueueOwnerForScaling":
+        assert condition(resource) == "grantQueueDataOwnerForScaling"
+        assert rbac["parameters"]["grantQueueDataOwnerForScaling"]["default"] is False
+    elif not developer:
+        assert condition(resource) is None
+
+
+def test_rbac_scopes_point_at_the_deployed_entities() -> None:
+    rbac = doc("rbac")
+    res = rbac["resources"]
+    assert body(res["queue"]) == {"parent": "namespace", "name": "queueName"}
+    assert body(res["topic"]) == {"parent": "namespace", "name": "topicName"}
+    params = body(doc("main")["modules"]["rbac"])["params"]
+    assert accessor(params["queueName"]) == ("serviceBus", "outputs", "queueName")
+    assert accessor(params["topicName"]) == ("serviceBus", "outputs", "topicName")
+    assert accessor(params["storageAccountName"]) == ("storage", "outputs", "name")
+    assert accessor(params["applicationInsightsName"]) == (
+        "monitoring",
+        "outputs",
+        "applicationInsightsName",
+    )
+    assert accessor(params["managedIdentityPrincipalId"]) == ("identity", "outputs", "principalId")
+    assert params["principalId"] == "principalId"
+    assert doc("main")["parameters"]["principalId"]["default"] == ""
+
+
+def test_cosmos_data_contributor_is_scoped_to_the_orders_database() -> None:
+    rbac = doc("rbac")
+    variables = {name: var["value"] for name, var in rbac["variables"].items()}
+    assert variables["cosmosDataContributorRoleId"] == COSMOS_DATA_CONTRIBUTOR
+    assert variables["cosmosDatabaseScope"] == "${cosmosAccount.id}/dbs/${cosmosDatabaseName}"
+    assert variables["cosmosDataContributorRoleDefinitionId"] == (
+        "${cosmosAccount.id}/sqlRoleDefinitions/${cosmosDataContributorRoleId}"
+    )
+    assignments = resources_of_type(
+        rbac, "Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments"
+    )
+    assert set(assignments) == {"appCosmosDataContributor", "devCosmosDataContributor"}
+    principals = {}
+    for name, resource in assignments.items():
+        assignment = body(resource)
+        assert assignment["parent"] == "cosmosAccount"
+        assert assignment["properties"]["scope"] == "cosmosDatabaseScope"
+        assert assignment["properties"]["roleDefinitionId"] == (
+            "cosmosDataContributorRoleDefinitionId"
+        )
+        principals[name] = assignment["properties"]["principalId"]
+    assert principals == {
+        "appCosmosDataContributor": "managedIdentityPrincipalId",
+        "devCosmosDataContributor": "principalId",
+    }
+    assert condition(assignments["appCosmosDataContributor"]) is None
+    assert is_not_empty_check(condition(assignments["devCosmosDataContributor"]), "principalId")
+    params = body(doc("main")["modules"]["rbac"])["params"]
+    assert accessor(params["cosmosDatabaseName"]) == ("cosmos", "outputs", "databaseName")
+
+
+def test_function_app_waits_for_its_role_assignments() -> None:
+    function_module = doc("main")["modules"]["functionApp"]
+    assert "rbac" in body(function_module).get("dependsOn", [])
+
+
+# ---- Alerts -------------------------------------------------------------------------------------
+
+
+def _log_alert_queries() -> dict[str, str]:
+    alerts = doc("alerts")
+    variables = {name: var["value"] for name, var in alerts["variables"].items()}
+    rules = resources_of_type(alerts, "Microsoft.Insights/scheduledQueryRules")
+    queries = {}
+    for name, rule in rules.items():
+        criterion = body(rule)["properties"]["criteria"]["allOf"][0]
+        queries[name] = variables[criterion["query"]]
+    return queries
+
+
+def test_dead_letter_metric_alert_on_the_orders_queue() -> None:
+    alerts = doc("alerts")
+    alert = body(only_resource(alerts, "Microsoft.Insights/metricAlerts"))
+    props = alert["properties"]
+    assert props["scopes"] == [accessor_to_str(("namespace", "id"))]
+    assert alerts["resources"]["namespace"]["type"] == "Microsoft.ServiceBus/namespaces"
+    (criterion,) = props["criteria"]["allOf"]
+    assert criterion["metricName"] == "DeadletteredMessages"
+    assert criterion["operator"] == "GreaterThan"
+    assert criterion["threshold"] == 0
+    assert criterion["dimensions"] == [
+        {"name": "EntityName", "operator": "Include", "values": ["queueName"]}
+    ]
+    params = body(doc("main")["modules"]["alerts"])["params"]
+    assert accessor(params["queueName"]) == ("serviceBus", "outputs", "queueName")
+
+
+def accessor_to_str(parts: tuple[str, ...]) -> Any:
+    """Rebuild pycep's nested property accessor for comparison."""
+    expr: Any = parts[-1]
+    for part in reversed(parts[:-1]):
+        expr = {
+            "operator": {
+                "type": "property_accessor",
+                "operands": {"operand_1": part, "operand_2": expr},
+            }
+        }
+    return expr
+
+
+def test_log_alerts_query_the_telemetry_the_consumer_emits() -> None:
+    queries = _log_alert_queries()
+    assert set(queries) == {
+        "hashMismatchAlert",
+        "systemicAlert",
+        "abandonRateAlert",
+        "processingP95Alert",
+    }
+    hash_mismatch = queries["hashMismatchAlert"]
+    assert hash_mismatch.startswith("traces")
+    assert 'customDimensions["deadletter_reason"]) == "HashMismatch"' in hash_mismatch
+    assert 'customDimensions["outcome"]) == "systemic"' in queries["systemicAlert"]
+    abandon = queries["abandonRateAlert"]
+    assert 'name == "orders.messages"' in abandon
+    assert 'customDimensions["settlement"]' in abandon
+    assert 'settlement in ("complete", "abandon", "deadletter")' in abandon
+    assert "AbandonRatePct" in abandon
+    latency = queries["processingP95Alert"]
+    assert latency.startswith("requests")
+    # the consumer span is named "process <queue name>" ("process orders")
+    assert 'name == "process ${queueName}"' in latency
+    assert "percentile(duration, 95)" in latency
+
+
+def test_log_alert_thresholds_and_wiring() -> None:
+    alerts = doc("alerts")
+    rules = resources_of_type(alerts, "Microsoft.Insights/scheduledQueryRules")
+    expected = {
+        "hashMismatchAlert": ("Count", None, 0),
+        "systemicAlert": ("Count", None, 0),
+        "abandonRateAlert": ("Maximum", "AbandonRatePct", "abandonRateThresholdPercent"),
+        "processingP95Alert": ("Maximum", "P95Ms", "processingP95ThresholdMs"),
+    }
+    for name, (aggregation, column, threshold) in expected.items():
+        props = body(rules[name])["properties"]
+        assert props["scopes"] == [accessor_to_str(("applicationInsights", "id"))], name
+        assert props["actions"]["actionGroups"] == [accessor_to_str(("actionGroup", "id"))]
+        (criterion,) = props["criteria"]["allOf"]
+        assert criterion["timeAggregation"] == aggregation, name
+        assert criterion.get("metricMeasureColumn") == column, name
+        assert criterion["operator"] == "GreaterThan", name
+        assert criterion["threshold"] == threshold, name
+    assert alerts["parameters"]["abandonRateThresholdPercent"]["default"] == 10
+    assert alerts["parameters"]["processingP95ThresholdMs"]["default"] == 2000
+    main = doc("main")
+    assert main["parameters"]["abandonRateThresholdPercent"]["default"] == 10
+    assert main["parameters"]["processingP95ThresholdMs"]["default"] == 2000
+    params = body(main["modules"]["alerts"])["params"]
+    assert params["abandonRateThresholdPercent"] == "abandonRateThresholdPercent"
+    assert params["processingP95ThresholdMs"] == "processingP95ThresholdMs"
+    assert accessor(params["applicationInsightsName"]) == (
+        "monitoring",
+        "outputs",
+        "applicationInsightsName",
+    )
+
+
+def test_action_group_email_is_optional() -> None:
+    alerts = doc("alerts")
+    group = body(only_resource(alerts, "Microsoft.Insights/actionGroups"))
+    receivers = group["properties"]["emailReceivers"]["operator"]
+    assert receivers["type"] == "conditional"
+    assert receivers["operands"]["condition"]["function"]["type"] == "empty"
+    assert receivers["operands"]["true_value"] == []
+    assert receivers["operands"]["false_value"][0]["emailAddress"] == "alertEmail"
+    assert alerts["parameters"]["alertEmail"]["default"] == ""
+
+
+def test_operator_queries_cover_the_runbook() -> None:
+    kql = (INFRA / "monitoring" / "queries.kql").read_text(encoding="utf-8")
+    for needle in (
+        'name == "process orders"',
+        'name == "orders.messages"',
+        'name == "orders.cosmos.request_charge"',
+        'name == "orders.processing.duration"',
+        'customDimensions["deadletter_reason"]',
+        'customDimensions["messaging.servicebus.message.delivery_count"]',
+        'outcome == "duplicate"',
+    ):
+        assert needle in kql, needle
+
+
+def test_every_checkov_skip_is_inline_and_justified() -> None:
+    skip = re.compile(r"checkov:skip=")
+    justified = re.compile(r"^\s*//checkov:skip=CKV2?_[A-Z]+_\d+: \S.{15,}$")
+    skips = []
+    for path in BICEP_FILES:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if skip.search(line):
+                assert justified.match(line), f"{path.name}:{number}: {line.strip()}"
+                skips.append(line)
+    assert skips, "expected the documented skips (no VNet, Flex Consumption specifics)"

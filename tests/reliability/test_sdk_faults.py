@@ -1,0 +1,87 @@
+"""Faults injected below the real azure-cosmos SDK (an azure-core transport), one per kind of
+trouble production has. For each: the settlement is right and the final state is one order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from azure.cosmos.aio import ContainerProxy
+
+from local.broker import ManualClock, PeekLockQueue
+from local.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.host import LocalFunctionsHost
+from shared import runtime
+from shared.config import Settings
+from shared.cosmos_store import create_client
+from tests.conftest import manual_time
+from tests.orders import message, order_body
+
+FAULTS: dict[str, dict[str, Any]] = {
+    "429 absorbed by the SDK's own retries": {
+        "kind": FaultKind.STATUS,
+        "status": 429,
+        "headers": {"x-ms-retry-after-ms": "5"},
+        "times": 2,
+    },
+    "429 beyond the SDK's retries": {
+        "kind": FaultKind.STATUS,
+        "status": 429,
+        "headers": {"x-ms-retry-after-ms": "1"},
+        "times": 8,
+    },
+    "503 service unavailable": {"kind": FaultKind.STATUS, "status": 503, "times": 3},
+    "408 request timeout": {"kind": FaultKind.STATUS, "status": 408, "times": 2},
+    "449 retry with": {"kind": FaultKind.STATUS, "status": 449, "times": 2},
+    "connection reset before sending": {"kind": FaultKind.CONNECTION_ERROR, "times": 2},
+    "ambiguous write: committed, response lost": {"kind": FaultKind.LOST_RESPONSE},
+    "response slower than the client timeout": {"kind": FaultKind.SLOW_RESPONSE, "delay_s": 5},
+}
+
+
+async def documents(container: ContainerProxy) -> list[dict[str, Any]]:
+    return [item async for item in container.query_items("SELECT * FROM c")]
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+async def test_write_fault_ends_in_one_order_and_one_complete(
+    fault: str,
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    container: ContainerProxy,
+    app_env: dict[str, str],
+    clock: ManualClock,
+) -> None:
+    transport = FaultInjectingTransport(connection_verify=False)
+    settings = Settings.from_env(app_env)
+    # A short read timeout so that "slower than the timeout" costs a fraction of a second.
+    client = create_client(settings, transport=transport, read_timeout=0.3)
+    runtime.install(settings, client, **manual_time(clock))
+    rule = transport.add(FaultRule(**FAULTS[fault], **WRITES))  # type: ignore[arg-type]
+    queue.send(message(order_body()))
+
+    await host.run_until_idle()
+
+    assert rule.fired >= 1
+    assert [(r.operation, r.ok) for r in queue.settlement_log] == [("complete", True)]
+    assert queue.dead_letters == []
+    assert sorted(doc["type"] for doc in await documents(container)) == ["order", "outbox"]
+
+
+async def test_fault_on_the_conflict_read_is_retried_and_the_duplicate_completed(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    container: ContainerProxy,
+    faulty: FaultInjectingTransport,
+) -> None:
+    queue.send(message(order_body()))
+    await host.run_until_idle()
+    rule = faulty.add(FaultRule(FaultKind.STATUS, status=503, times=3, **POINT_READS))  # type: ignore[arg-type]
+    queue.clock.advance(queue.settings.duplicate_detection_window)  # type: ignore[attr-defined]
+    queue.send(message(order_body()))
+
+    await host.run_until_idle()
+
+    assert rule.fired == 3
+    assert [(r.operation, r.ok) for r in queue.settlement_log] == [("complete", True)] * 2
+    assert len(await documents(container)) == 2

@@ -1,0 +1,162 @@
+"""Telemetry fixtures: SDK providers with in-memory exporters, injected into a consumer that the
+local Functions host reaches through the real function (``function_app`` ->
+``runtime.handle_order_message`` -> ``runtime.get_consumer``).
+
+The consumer's own providers are injected (the global ones can be set only once per process).
+The Cosmos DB SDK's spans, though, always go to the *global* tracer provider: ``cosmos_spans``
+installs one SDK provider for the whole session, once, as the distro does in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from azure.core.settings import settings as azure_settings
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    HistogramDataPoint,
+    InMemoryMetricReader,
+    NumberDataPoint,
+)
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from local.broker import ManualClock
+from local.host import LocalFunctionsHost
+from shared import runtime
+from shared.config import Settings
+from shared.consumer import OrderConsumer
+from shared.cosmos_store import create_client
+from shared.telemetry import ConsumerTelemetry
+
+
+@dataclass
+class Captured:
+    """What one test's consumer emitted."""
+
+    telemetry: ConsumerTelemetry
+    span_exporter: InMemorySpanExporter
+    metric_reader: InMemoryMetricReader
+
+    def consumer_spans(self) -> list[ReadableSpan]:
+        return [
+            span
+            for span in self.span_exporter.get_finished_spans()
+            if span.name == self.telemetry.span_name
+        ]
+
+    def points(self, name: str) -> list[NumberDataPoint | HistogramDataPoint]:
+        """The data points of one metric (cumulative: one per attribute set)."""
+        found: list[NumberDataPoint | HistogramDataPoint] = []
+        for metric in self.metrics():
+            if metric.name == name:
+                found.extend(
+                    point
+                    for point in metric.data.data_points
+                    if isinstance(point, NumberDataPoint | HistogramDataPoint)
+                )
+        return found
+
+    def metrics(self) -> Iterator[Any]:
+        data = self.metric_reader.get_metrics_data()
+        if data is None:
+            return
+        for resource_metrics in data.resource_metrics:
+            for scope_metrics in resource_metrics.scope_metrics:
+                yield from scope_metrics.metrics
+
+
+def manual_time_options(clock: ManualClock) -> dict[str, Any]:
+    """``OrderConsumer`` options that make in-delivery retries wait on the queue's manual clock
+    (no real sleeping: lock expiry and backoff on one time line)."""
+
+    async def sleep(seconds: float) -> None:
+        clock.advance(timedelta(seconds=seconds))
+        await asyncio.sleep(0)
+
+    return {"now": clock.now, "sleep": sleep, "jitter": lambda: 1.0}
+
+
+InstallConsumer = Callable[..., OrderConsumer]
+
+
+QUEUE_NAME = "orders"  # app_env's ORDERS_QUEUE_NAME
+
+
+def make_captured(queue_name: str = QUEUE_NAME) -> Captured:
+    span_exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+    metric_reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[metric_reader])
+    telemetry = ConsumerTelemetry(
+        queue_name, tracer_provider=tracer_provider, meter_provider=meter_provider
+    )
+    return Captured(telemetry, span_exporter, metric_reader)
+
+
+@pytest.fixture
+def captured() -> Captured:
+    return make_captured()
+
+
+@pytest.fixture
+async def install_consumer(
+    app_env: dict[str, str], captured: Captured, clock: ManualClock, fresh_runtime: None
+) -> InstallConsumer:
+    """Install, for this event loop, a consumer built as ``runtime.build_consumer`` builds it
+    but with the test's telemetry; ``client_options`` go to the Cosmos client (a transport)."""
+    loop = asyncio.get_running_loop()
+
+    def install(telemetry: ConsumerTelemetry | None = None, **client_options: Any) -> OrderConsumer:
+        assert asyncio.get_running_loop() is loop
+        settings = Settings.from_env(app_env)
+        telemetry = telemetry or captured.telemetry
+        assert telemetry.queue_name == settings.queue_name
+        client = create_client(settings, **client_options)
+        return runtime.install(settings, client, telemetry=telemetry, **manual_time_options(clock))
+
+    return install
+
+
+@pytest.fixture(scope="session")
+def global_span_exporter() -> InMemorySpanExporter:
+    """An SDK tracer provider as the process's global one, set once for the session (as
+    ``configure_azure_monitor`` does in production), exporting to memory."""
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider), "another global tracer provider is set"
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+@pytest.fixture
+def cosmos_spans(global_span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
+    """Azure SDK tracing through the azure-core OpenTelemetry plugin, which the distro turns on
+    (``settings.tracing_implementation``), for this test only."""
+    global_span_exporter.clear()
+    azure_settings.tracing_implementation.set_value("opentelemetry")
+    try:
+        yield global_span_exporter
+    finally:
+        azure_settings.tracing_implementation.unset_value()
+        global_span_exporter.clear()
+
+
+@pytest.fixture
+async def telemetry_host(
+    host: LocalFunctionsHost, install_consumer: InstallConsumer
+) -> LocalFunctionsHost:
+    """The local Functions host, its consumer using the test's telemetry."""
+    install_consumer()
+    return host
