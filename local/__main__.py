@@ -1,6 +1,7 @@
 """``python -m local``: the local stand-ins' command line.
 
 - ``demo``: the whole flow offline (``make demo``), see ``local/demo.py``;
+- ``chaos``: the same with every failure mixed in, 10,000 messages by default (``make chaos``);
 - ``send``: sample orders to a REAL Service Bus namespace or the Service Bus emulator, for people
   running ``func start``;
 - ``init-cosmos``: create the database and container (partition key ``/orderId``).
@@ -75,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     demo.add_arguments(commands.add_parser("demo", help="the whole flow offline"))
+    demo.add_chaos_arguments(
+        commands.add_parser("chaos", help="every failure mixed in, at volume (make chaos)")
+    )
     send = commands.add_parser("send", help="send sample orders to a real Service Bus")
     send.add_argument("--count", type=int, default=10)
     send.add_argument("--seed", type=int, default=1)
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     send.add_argument("--connection-string", help="default: $ServiceBusConnection")
     commands.add_parser("init-cosmos", help="create database and container from app settings")
     arguments = parser.parse_args(argv)
-    if arguments.command == "demo":
+    if arguments.command in ("demo", "chaos"):
         return demo.main(arguments)
     if arguments.command == "send":
         return _send(arguments)

@@ -13,6 +13,7 @@ dispatcher receives from the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -154,6 +155,12 @@ class ManualClock:
         with self._lock:
             self._now += delta
             return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        """An ``asyncio.sleep`` on this clock: time passes at once, then other tasks run.
+        Lets a consumer's backoff and the queue's lock expiry share one time line."""
+        self.advance(timedelta(seconds=seconds))
+        await asyncio.sleep(0)
 
 
 # ---------------------------------------------------------------------------------------

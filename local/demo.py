@@ -42,6 +42,7 @@ from rich.table import Table
 import function_app
 from local.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue, QueueSettings
 from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
+from local.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from local.settlement_server import SettlementServer, bind_message_actions
 from shared import runtime
@@ -69,6 +70,7 @@ class DemoOptions:
     lock_expiry_rate: float = 0.02
     mismatch_rate: float = 0.02
     poison_rate: float = 0.02
+    transport_fault_rate: float = 0.0  # chaos: 429/503/timeouts/resets below the Cosmos SDK
     outbox: bool = True
     cosmos_endpoint: str | None = None
     cosmos_key: str | None = None
@@ -87,6 +89,7 @@ class Check:
 class DemoReport:
     figures: dict[str, int] = field(default_factory=dict)
     dead_lettered_by_reason: Counter[str] = field(default_factory=Counter)
+    deliveries_per_message: Counter[int] = field(default_factory=Counter)  # deliveries -> ids
     outcomes: Counter[str] = field(default_factory=Counter)
     checks: list[Check] = field(default_factory=list)
 
@@ -142,7 +145,9 @@ def plan(options: DemoOptions) -> _Plan:
     retried = pick(options.duplicate_rate)
     late = {order_id for order_id in retried if rng.random() < 0.25}
     mismatches: dict[str, bytes] = {}
-    for order_id in pick(options.mismatch_rate):
+    # Not for an id that also has a late retry: both are sent a day later, and the broker's
+    # duplicate detection would (rightly) drop the second one.
+    for order_id in (i for i in pick(options.mismatch_rate) if i not in late):
         changed = json.loads(bodies[order_id])
         changed["lines"][0]["quantity"] += 1
         mismatches[order_id] = json.dumps(changed).encode()
@@ -186,10 +191,13 @@ class _OutcomeLog(logging.Handler):
         super().__init__(logging.INFO)
         self.outcomes: Counter[str] = Counter()
         self.settlement_failures = 0
+        self.retries = 0
 
     def emit(self, record: logging.LogRecord) -> None:
         if hasattr(record, "settlement_error"):
             self.settlement_failures += 1
+        elif hasattr(record, "attempt_outcome"):
+            self.retries += 1
         elif isinstance(getattr(record, "outcome", None), str):
             self.outcomes[record.outcome] += 1  # type: ignore[attr-defined]
 
@@ -220,11 +228,20 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
     consumer_logger.addHandler(handler)
     consumer_logger.setLevel(logging.INFO)
     consumer_logger.propagate = False  # the summary tells the story; no log spam on the console
-    client = create_client(settings)
+    clock = ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
+    transport = _chaos_transport(options) if options.transport_fault_rate > 0 else None
+    client = create_client(
+        settings,
+        **({"transport": transport, "read_timeout": 0.25} if transport is not None else {}),
+    )
     try:
         container = await ensure_container(client, settings.cosmos_database, container_name)
-        runtime.install(settings, client)
-        report = await _drive(options, env, container, handler, console)
+        # Backoff waits on the queue's clock: an outage is ridden out without real sleeping.
+        jitter = random.Random(options.seed).random
+        runtime.install(settings, client, now=clock.now, sleep=clock.sleep, jitter=jitter)
+        report = await _drive(options, env, container, handler, console, clock)
+        if transport is not None:
+            report.figures["injected Cosmos faults"] = sum(r.fired for r in transport.rules)
         if not local_server:
             await client.get_database_client(settings.cosmos_database).delete_container(
                 container_name
@@ -246,9 +263,9 @@ async def _drive(
     container: ContainerProxy,
     log: _OutcomeLog,
     console: Console,
+    clock: ManualClock,
 ) -> DemoReport:
     the_plan = plan(options)
-    clock = ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
     queue = PeekLockQueue(QueueSettings.from_messaging_file(), clock=clock)
     with SettlementServer(queue) as settlement:
         bind_message_actions(settlement.port)
@@ -271,9 +288,11 @@ async def _drive(
             send(message)
 
         troubled: set[str] = set()
+        deliveries: Counter[str] = Counter()
 
         async def with_trouble(delivery: Delivery, invoke: Callable[[], Awaitable[None]]) -> None:
             message_id = delivery.message.message_id or ""
+            deliveries[message_id] += 1
             if delivery.delivery_count == 1 and message_id not in troubled:
                 if message_id in the_plan.crash:
                     troubled.add(message_id)
@@ -307,7 +326,28 @@ async def _drive(
             await host.run_until_idle(on_delivery=with_trouble)
             progress.update(task, completed=_settled_for_good(queue))
 
-        return await _report(the_plan, queue, host, container, log, sent, options)
+        report = await _report(the_plan, queue, host, container, log, sent, options)
+        report.deliveries_per_message = Counter(
+            count for message_id, count in deliveries.items() if message_id
+        )
+        return report
+
+
+def _chaos_transport(options: DemoOptions) -> FaultInjectingTransport:
+    """Faults below the real SDK, each on its share of the requests, from one seeded RNG."""
+    transport = FaultInjectingTransport(connection_verify=False)
+    rng = random.Random(options.seed * 7919)
+    share = options.transport_fault_rate / 5
+    for rule in (
+        FaultRule(FaultKind.STATUS, status=429, headers={"x-ms-retry-after-ms": "1"}, **WRITES),
+        FaultRule(FaultKind.STATUS, status=503, **WRITES),
+        FaultRule(FaultKind.SLOW_RESPONSE, delay_s=1.0, **WRITES),  # committed, timed out
+        FaultRule(FaultKind.CONNECTION_ERROR, **WRITES),
+        FaultRule(FaultKind.STATUS, status=408, **POINT_READS),
+    ):
+        rule.times, rule.probability, rule.rng = None, share, rng
+        transport.add(rule)
+    return transport
 
 
 def _settled_for_good(queue: PeekLockQueue) -> int:
@@ -338,6 +378,7 @@ async def _report(
         "dead-lettered": stats.dead_lettered,
         "abandoned": stats.abandoned,
         "settlements lost (crash / lock expiry)": log.settlement_failures,
+        "in-delivery retries": log.retries,
         "order documents": len(orders),
         "outbox documents": len(outbox),
     }
@@ -371,6 +412,8 @@ async def _report(
         if message_id in expected_hash and reason != "HashMismatch"
     ]
     outbox_ids = sorted(doc["orderId"] for doc in outbox)
+    report.figures["lost valid orders"] = len(missing)
+    report.figures["duplicate order documents"] = sum(stored.values()) - len(stored)
     report.checks = [
         Check(
             "one order document per valid order id",
@@ -423,6 +466,13 @@ def print_report(report: DemoReport, console: Console) -> None:
     for reason, count in sorted(report.dead_lettered_by_reason.items()):
         figures.add_row(f"  dead-lettered: {reason}", str(count))
     console.print(figures)
+    if report.deliveries_per_message:
+        spread = Table(title="Deliveries per message")
+        spread.add_column("deliveries", justify="right")
+        spread.add_column("messages", justify="right")
+        for deliveries, messages in sorted(report.deliveries_per_message.items()):
+            spread.add_row(str(deliveries), str(messages))
+        console.print(spread)
     checks = Table(title="Invariants")
     checks.add_column("check")
     checks.add_column("result")
@@ -457,6 +507,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+CHAOS = DemoOptions(
+    orders=10_000,
+    duplicate_rate=0.2,
+    crash_rate=0.05,
+    lock_expiry_rate=0.02,
+    mismatch_rate=0.01,
+    poison_rate=0.01,
+    transport_fault_rate=0.05,
+)
+
+
+def add_chaos_arguments(parser: argparse.ArgumentParser) -> None:
+    """``make chaos``: the demo's machinery with every failure mixed in, at volume."""
+    parser.add_argument("--messages", type=int, default=CHAOS.orders, dest="orders")
+    parser.add_argument("--seed", type=int, default=CHAOS.seed)
+    parser.add_argument("--concurrency", type=int, default=CHAOS.concurrency)
+    for rate in ("duplicate", "crash", "lock-expiry", "mismatch", "poison", "transport-fault"):
+        attribute = f"{rate.replace('-', '_')}_rate"
+        parser.add_argument(f"--{rate}-rate", type=float, default=getattr(CHAOS, attribute))
+
+
 def main(arguments: argparse.Namespace) -> int:
     options = DemoOptions(
         orders=arguments.orders,
@@ -467,10 +538,11 @@ def main(arguments: argparse.Namespace) -> int:
         lock_expiry_rate=arguments.lock_expiry_rate,
         mismatch_rate=arguments.mismatch_rate,
         poison_rate=arguments.poison_rate,
-        outbox=not arguments.no_outbox,
-        cosmos_endpoint=arguments.cosmos_endpoint,
-        cosmos_key=arguments.cosmos_key,
-        verify_tls=not arguments.no_verify_tls,
+        transport_fault_rate=getattr(arguments, "transport_fault_rate", 0.0),
+        outbox=not getattr(arguments, "no_outbox", False),
+        cosmos_endpoint=getattr(arguments, "cosmos_endpoint", None),
+        cosmos_key=getattr(arguments, "cosmos_key", None),
+        verify_tls=not getattr(arguments, "no_verify_tls", False),
     )
     logging.basicConfig(level=logging.ERROR)  # the summary tells the story, not library logs
     console = Console()

@@ -16,7 +16,7 @@ import random
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from azure.core.exceptions import (
     ServiceRequestError,
@@ -65,9 +65,15 @@ class FaultRule:
         return self.probability >= 1.0 or self.rng.random() < self.probability
 
 
+class RequestShape(TypedDict, total=False):
+    method: str
+    path_suffix: str
+    path_contains: str
+
+
 # Request shapes of the operations the consumer performs.
-WRITES = {"method": "POST", "path_suffix": "/docs"}  # create_item and execute_item_batch
-POINT_READS = {"method": "GET", "path_contains": "/docs/"}
+WRITES: RequestShape = {"method": "POST", "path_suffix": "/docs"}  # create_item, batches
+POINT_READS: RequestShape = {"method": "GET", "path_contains": "/docs/"}
 
 
 class FaultInjectingTransport(AioHttpTransport):  # type: ignore[misc]
@@ -81,6 +87,11 @@ class FaultInjectingTransport(AioHttpTransport):  # type: ignore[misc]
         with self._lock:
             self._rules.append(rule)
         return rule
+
+    @property
+    def rules(self) -> list[FaultRule]:
+        with self._lock:
+            return list(self._rules)
 
     def clear(self) -> None:
         with self._lock:

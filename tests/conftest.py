@@ -9,12 +9,11 @@ marked ``emulator`` run only then.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -120,11 +119,7 @@ def manual_time(clock: ManualClock) -> dict[str, Any]:
     """Consumer options that make in-delivery retries wait on the queue's manual clock:
     no sleeping, and lock expiry and backoff measured on one time line."""
 
-    async def sleep(seconds: float) -> None:
-        clock.advance(timedelta(seconds=seconds))
-        await asyncio.sleep(0)
-
-    return {"now": clock.now, "sleep": sleep, "jitter": lambda: 1.0}
+    return {"now": clock.now, "sleep": clock.sleep, "jitter": lambda: 1.0}
 
 
 @pytest.fixture

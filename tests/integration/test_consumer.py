@@ -226,7 +226,7 @@ async def test_forbidden_from_cosmos_abandons_and_never_dead_letters(
     faulty: FaultInjectingTransport,
 ) -> None:
     # A missing RBAC role: every write answers 403. The order is healthy, the system is not.
-    faulty.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))  # type: ignore[arg-type]
+    faulty.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))
     queue.send(message(order_body()))
 
     for _ in range(3):

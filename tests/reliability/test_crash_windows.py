@@ -72,7 +72,7 @@ async def test_failed_batch_writes_nothing_and_the_redelivery_processes(
 ) -> None:
     # The batch is refused as a whole (a 500 on the batch request), every time, for longer
     # than one delivery's retry budget: the first delivery abandons, the next one processes.
-    outage = faulty.add(FaultRule(FaultKind.STATUS, status=500, times=None, **WRITES))  # type: ignore[arg-type]
+    outage = faulty.add(FaultRule(FaultKind.STATUS, status=500, times=None, **WRITES))
     queue.send(message(order_body()))
 
     delivery = queue.receive(1)[0]
@@ -146,7 +146,7 @@ async def test_lock_expires_while_the_first_delivery_is_still_writing(
 ) -> None:
     # The first delivery's write commits but its answer is slow; meanwhile its lock expires
     # and a second delivery of the same message runs concurrently.
-    faulty.add(FaultRule(FaultKind.SLOW_RESPONSE, delay_s=0.5, **WRITES))  # type: ignore[arg-type]
+    faulty.add(FaultRule(FaultKind.SLOW_RESPONSE, delay_s=0.5, **WRITES))
     started_second = asyncio.Event()
 
     async def lock_expires(delivery: Delivery, invoke: Invoke) -> None:

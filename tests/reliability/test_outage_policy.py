@@ -5,6 +5,7 @@ manual clock: backoff and lock expiry happen on one time line, without sleeping.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
@@ -26,7 +27,7 @@ def tolerated_outage(queue: PeekLockQueue) -> timedelta:
 # 500 and connection resets reach the consumer at once; a 503 is first retried by the SDK with
 # fixed real-time waits of its own (500 ms), which would only slow the test down (see
 # test_sdk_faults.py for 503). 403 is the systemic case: RBAC being fixed during the outage.
-OUTAGES = {
+OUTAGES: dict[str, dict[str, Any]] = {
     "500 from every write": {"kind": FaultKind.STATUS, "status": 500},
     "connections reset": {"kind": FaultKind.CONNECTION_ERROR},
     "403 until RBAC is fixed": {"kind": FaultKind.STATUS, "status": 403},
@@ -48,7 +49,7 @@ async def test_outage_within_the_tolerated_span_dead_letters_nothing(
             **OUTAGES[outage_kind],
             times=None,
             active=lambda: clock.now() < outage_ends,
-            **WRITES,  # type: ignore[arg-type]
+            **WRITES,
         )
     )
     queue.send(message(order_body()))
@@ -70,7 +71,7 @@ async def test_outage_beyond_the_span_ends_in_the_broker_dead_letter_queue_not_o
     faulty: FaultInjectingTransport,
     clock: ManualClock,
 ) -> None:
-    faulty.add(FaultRule(FaultKind.STATUS, status=500, times=None, **WRITES))  # type: ignore[arg-type]
+    faulty.add(FaultRule(FaultKind.STATUS, status=500, times=None, **WRITES))
     queue.send(message(order_body()))
 
     await host.run_until_idle()

@@ -57,7 +57,7 @@ async def test_write_fault_ends_in_one_order_and_one_complete(
     # A short read timeout so that "slower than the timeout" costs a fraction of a second.
     client = create_client(settings, transport=transport, read_timeout=0.3)
     runtime.install(settings, client, **manual_time(clock))
-    rule = transport.add(FaultRule(**FAULTS[fault], **WRITES))  # type: ignore[arg-type]
+    rule = transport.add(FaultRule(**FAULTS[fault], **WRITES))
     queue.send(message(order_body()))
 
     await host.run_until_idle()
@@ -76,7 +76,7 @@ async def test_fault_on_the_conflict_read_is_retried_and_the_duplicate_completed
 ) -> None:
     queue.send(message(order_body()))
     await host.run_until_idle()
-    rule = faulty.add(FaultRule(FaultKind.STATUS, status=503, times=3, **POINT_READS))  # type: ignore[arg-type]
+    rule = faulty.add(FaultRule(FaultKind.STATUS, status=503, times=3, **POINT_READS))
     queue.clock.advance(queue.settings.duplicate_detection_window)  # type: ignore[attr-defined]
     queue.send(message(order_body()))
 

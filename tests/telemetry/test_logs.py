@@ -97,7 +97,7 @@ async def test_a_systemic_error_is_logged_at_error_level(
 ) -> None:
     # A missing RBAC role: every write answers 403.
     transport = FaultInjectingTransport(connection_verify=False)
-    transport.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))  # type: ignore[arg-type]
+    transport.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))
     install_consumer(transport=transport)
     queue.send(message(order_body()))
 

@@ -140,8 +140,10 @@ async def test_request_charge_gets_a_point_per_cosmos_operation(
     assert processed.attributes is not None
     assert duplicate.attributes is not None
     batch, read = charges[(("operation", "batch"),)], charges[(("operation", "read"),)]
-    processed_charge = float(processed.attributes["orders.cosmos.request_charge"])  # type: ignore[arg-type]
-    duplicate_charge = float(duplicate.attributes["orders.cosmos.request_charge"])  # type: ignore[arg-type]
+    processed_charge = processed.attributes["orders.cosmos.request_charge"]
+    duplicate_charge = duplicate.attributes["orders.cosmos.request_charge"]
+    assert isinstance(processed_charge, float)
+    assert isinstance(duplicate_charge, float)
     assert processed_charge + duplicate_charge == pytest.approx(batch.sum + read.sum)
     assert duplicate_charge > read.sum  # the conflicting batch was charged too
 

@@ -168,7 +168,7 @@ async def test_a_transient_failure_is_an_error_span_without_an_exception_event(
     install_consumer: InstallConsumer,
 ) -> None:
     transport = FaultInjectingTransport(connection_verify=False)
-    transport.add(FaultRule(FaultKind.STATUS, status=503, times=None, **WRITES))  # type: ignore[arg-type]
+    transport.add(FaultRule(FaultKind.STATUS, status=503, times=None, **WRITES))
     install_consumer(transport=transport)
     queue.send(message(order_body()))
 
@@ -195,7 +195,7 @@ async def test_a_systemic_failure_is_an_error_span_with_the_exception(
     install_consumer: InstallConsumer,
 ) -> None:
     transport = FaultInjectingTransport(connection_verify=False)
-    transport.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))  # type: ignore[arg-type]
+    transport.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))
     install_consumer(transport=transport)
     queue.send(message(order_body()))
 
