@@ -59,8 +59,13 @@ def _init_cosmos(arguments: argparse.Namespace) -> int:
     from local.cosmos_server import ensure_container
     from shared.config import Settings
     from shared.cosmos_store import create_client
+    from shared.errors import ConfigurationError
 
-    settings = Settings.from_env({"ORDERS_QUEUE_NAME": "-", **os.environ})
+    try:
+        settings = Settings.from_env({"ORDERS_QUEUE_NAME": "-", **os.environ})
+    except ConfigurationError as error:
+        print(f"invalid app setting {error}", file=sys.stderr)
+        return 2
 
     async def create() -> None:
         client: CosmosClient = create_client(settings)

@@ -105,7 +105,9 @@ resource deadLetteredAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
 var hashMismatchQuery = 'traces | where tostring(customDimensions["deadletter_reason"]) == "HashMismatch" | project timestamp, message, message_id = tostring(customDimensions["message_id"]), order_id = tostring(customDimensions["order_id"])'
 
 // 3. Systemic failures (configuration / RBAC / dependency down): every message will fail alike.
-var systemicQuery = 'traces | where tostring(customDimensions["outcome"]) == "systemic" | project timestamp, message, severityLevel, message_id = tostring(customDimensions["message_id"])'
+// A systemic failure first shows as retries within the delivery (attempt_outcome), about a
+// minute before the delivery gives up (outcome): page on the first.
+var systemicQuery = 'traces | where tostring(customDimensions["outcome"]) == "systemic" or tostring(customDimensions["attempt_outcome"]) == "systemic" | project timestamp, message, severityLevel, message_id = tostring(customDimensions["message_id"])'
 
 // 4. Share of settled deliveries that were abandoned (redelivered later).
 var abandonRateQuery = 'customMetrics | where name == "orders.messages" | extend settlement = tostring(customDimensions["settlement"]) | where settlement in ("complete", "abandon", "deadletter") | summarize Settled = sum(valueSum), Abandoned = sumif(valueSum, settlement == "abandon") | where Settled >= ${abandonRateMinMessages} | extend AbandonRatePct = round(100.0 * Abandoned / Settled, 2)'

@@ -654,6 +654,8 @@ def test_log_alerts_query_the_telemetry_the_consumer_emits() -> None:
     assert hash_mismatch.startswith("traces")
     assert 'customDimensions["deadletter_reason"]) == "HashMismatch"' in hash_mismatch
     assert 'customDimensions["outcome"]) == "systemic"' in queries["systemicAlert"]
+    # Pages on the first in-delivery retry of a systemic failure, not a minute later.
+    assert 'customDimensions["attempt_outcome"]) == "systemic"' in queries["systemicAlert"]
     abandon = queries["abandonRateAlert"]
     assert 'name == "orders.messages"' in abandon
     assert 'customDimensions["settlement"]' in abandon
