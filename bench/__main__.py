@@ -22,14 +22,16 @@ from bench.standin import cosmos_account, standin
 BENCHMARKS = ("requests", "cpu", "throughput", "coldstart", "memory", "optimisations")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTES = [
-    "The local Cosmos server (@vercel/cosmosdb-server) is started with HTTP keep-alive: its CLI "
-    "closes every connection, which costs a TCP connect and a TLS handshake per request and "
-    "is not what Cosmos DB does (--server-connection-close measures that way).",
+    "The local Cosmos server (@vercel/cosmosdb-server) runs with HTTP keep-alive, as Cosmos DB "
+    "does (`local.cosmos_server.LocalCosmosServer`'s default): its CLI closes every connection, "
+    "which costs a TCP connect and a TLS handshake per request (--server-connection-close "
+    "measures that way).",
     "The server ignores `Prefer: return=minimal`, so `no_response_on_write` saves no bytes "
     "here; against Cosmos DB it saves downloading and parsing each written document.",
-    "The stand-in's host encodes each delivery in AMQP (the .NET host's work in Azure) and serves "
-    "settlement over gRPC from threads of the same process: on 2 cores that CPU is taken from the "
-    "consumer. `consumer_direct_create` shows the consumer without it.",
+    "Target 3 runs the stand-in's host side (queue model, receive loop, AMQP encoding, gRPC "
+    "settlement server) in a child process, as the .NET host runs in Azure; the worker's side "
+    "(decoding, the function, gRPC settlement) is in the benchmark process and counted in full. "
+    "The host process still shares this machine's 2 cores with the worker and the Cosmos server.",
     "The machine is shared: other processes ran during the measurement (see the load average).",
 ]
 

@@ -1,11 +1,11 @@
 """Target 2: the consumer's own CPU per message, with no I/O.
 
-``decide`` runs against ``local.memory_store.InMemoryOrderStore`` (its deep copies are included:
-they stand in for the SDK's serialisation). The full path adds what the Python worker does with
-the host's bytes (``local.host_binding.decode_host_binding``, the extension's converter),
-``to_incoming``, the no-op telemetry of the OpenTelemetry API (no SDK configured), and settlement
-through ``asyncio.to_thread`` with message actions that do nothing. The thread hop is measured on
-its own, so the path can be read without it.
+``decide`` runs against ``local.memory_store.InMemoryOrderStore`` (its copies, a JSON round trip of
+each document, are included: they stand in for the SDK's serialisation). The full path adds what
+the Python worker does with the host's bytes (``local.host_binding.decode_host_binding``, the
+extension's converter), ``to_incoming``, the no-op telemetry of the OpenTelemetry API (no SDK
+configured), and settlement through ``asyncio.to_thread`` with message actions that do nothing.
+The thread hop is measured on its own, so the path can be read without it.
 
 Each sample is one message, timed with ``perf_counter_ns``; the garbage collector stays on.
 """
@@ -169,7 +169,7 @@ async def measure(messages: int = 10_000, lines: int = 10, warmup: int = 500) ->
                 valid, lambda v: build_documents(v, new[0], outbox_enabled=True, accepted_at=now)
             )
         ),
-        "InMemoryOrderStore.create (deep copy)": _us(await _timed_async(documents, run_store)),
+        "InMemoryOrderStore.create (JSON copy)": _us(await _timed_async(documents, run_store)),
         "telemetry span + outcome (OTel API, no SDK)": _us(
             _timed([new[0]] * len(part), run_telemetry)
         ),

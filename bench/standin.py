@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shutil
-import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -24,13 +22,7 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 import function_app
 from bench.transport import CountingTransport
 from local.broker import ManualClock, OutgoingMessage, PeekLockQueue, QueueSettings
-from local.cosmos_server import (
-    _READY,
-    CLI,
-    EMULATOR_KEY,
-    LocalCosmosServer,
-    ensure_container,
-)
+from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
 from local.host import LocalFunctionsHost
 from local.settlement_server import SettlementServer, bind_message_actions
 from shared import runtime
@@ -42,40 +34,7 @@ from shared.cosmos_store import create_client
 class CosmosAccount:
     endpoint: str
     key: str
-
-
-# cosmosdb-server's CLI answers every request with "connection: close", so each request pays a
-# TCP connect and a TLS handshake (about 3 ms of CPU here); Cosmos DB keeps connections alive. The
-# library has a keepAlive option the CLI does not expose: this starts it with that option.
-_KEEP_ALIVE_SCRIPT = """
-const { createHttpsServer } = require(process.argv[1]);
-const server = createHttpsServer({ keepAlive: true }).listen(0, "127.0.0.1", () => {
-  const { port } = server.address();
-  console.log(`Ready to accept HTTPS connections at 127.0.0.1:${port}`);
-});
-"""
-
-
-class KeepAliveCosmosServer(LocalCosmosServer):
-    """``local.cosmos_server.LocalCosmosServer`` with HTTP keep-alive, as Cosmos DB behaves."""
-
-    def start(self) -> str:
-        node = shutil.which("node")
-        if node is None or not CLI.exists():
-            raise RuntimeError("the local Cosmos DB server is not installed: run `make install`")
-        self._process = subprocess.Popen(
-            [node, "-e", _KEEP_ALIVE_SCRIPT, str(CLI.parent / "index.js")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        assert self._process.stdout is not None
-        line = self._process.stdout.readline()
-        match = _READY.search(line)
-        if match is None:
-            self.stop()
-            raise RuntimeError(f"cosmosdb-server did not start: {line.decode(errors='replace')}")
-        self.endpoint = f"https://{match.group(1).decode()}:{int(match.group(2))}/"
-        return self.endpoint
+    server_pid: int | None = None  # the local server's process, when it is ours
 
 
 @contextlib.contextmanager
@@ -86,9 +45,9 @@ def cosmos_account(*, keep_alive: bool = True) -> Iterator[CosmosAccount]:
     if endpoint:
         yield CosmosAccount(endpoint, os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY))
         return
-    server = KeepAliveCosmosServer() if keep_alive else LocalCosmosServer()
+    server = LocalCosmosServer(keep_alive=keep_alive)
     with server:
-        yield CosmosAccount(server.endpoint, EMULATOR_KEY)
+        yield CosmosAccount(server.endpoint, EMULATOR_KEY, server.pid)
 
 
 def app_settings(account: CosmosAccount, *, outbox: bool, container: str) -> dict[str, str]:
@@ -112,6 +71,8 @@ class StandIn:
     container: ContainerProxy
     queue: PeekLockQueue
     host: LocalFunctionsHost
+    server_pid: int | None = None  # the local Cosmos server's process, if ours
+    settlement_port: int = 0  # the in-process settlement server's port
 
     def use_outbox(self, enabled: bool) -> None:
         """Rebuild the consumer on the same client with the outbox on or off."""
@@ -156,7 +117,17 @@ async def standin(
         await runtime.close()
         runtime.install(settings, client)
         host = LocalFunctionsHost(queue, function_app.app, app_settings=env)
-        yield StandIn(env, settings, transport, client, container, queue, host)
+        yield StandIn(
+            env,
+            settings,
+            transport,
+            client,
+            container,
+            queue,
+            host,
+            account.server_pid,
+            server.port,
+        )
         with contextlib.suppress(Exception):
             await client.get_database_client(settings.cosmos_database).delete_container(
                 container_name

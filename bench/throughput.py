@@ -4,31 +4,41 @@ Both sides use one ``CosmosClient`` built by ``shared.cosmos_store.create_client
 client options) and keep 16 requests in flight: the host stand-in runs ``maxConcurrentCalls`` = 16
 invocations of the real function; the bare loop runs 16 asyncio workers. The bare loop writes the
 very documents the consumer would write (built by ``shared.core.build_documents`` from the same
-bodies). Variants run alternately, round after round, and each is reported as the median of its
-rounds, so that drift (other load on the machine, a growing container) hits all of them alike.
+bodies): one ``create_item`` against the consumer with the outbox off, one transactional batch of
+two against the consumer with it on. Variants run alternately, round after round, and each is
+reported as the median of its rounds, so that drift (other load on the machine, a growing
+container) hits all of them alike.
 
-The consumer side includes everything the stand-in does in this process: the host's AMQP encoding
-of each delivery (done by the .NET host in Azure), the worker's decoding, the function, and
-settlement over gRPC to the settlement server (threads in this process).
+The target's consumer side (``consumer_create``) is split as in Azure (``bench.split_host``): the
+host's work (peek-lock queue model, receive loop, AMQP encoding, gRPC settlement server) runs in a
+child process, as the .NET host does; the worker's work runs here and is counted in full: decoding
+the host's bytes with the extension's converter, the real function and settlement over gRPC.
+``consumer_create_one_process`` keeps the previous, single-process measurement for comparison.
+The CPU time of each process (worker, host, Cosmos server) is recorded per variant.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from bench.cpu import NoopActions, host_bytes
 from bench.orders import order_bytes
+from bench.split_host import SplitHost
 from bench.standin import StandIn
 from bench.stats import rounds
 from bench.transport import CountingTransport
 from local.broker import OutgoingMessage
 from local.host_binding import decode_host_binding
+from local.settlement_server import bind_message_actions
 from shared import runtime
 from shared.contract import parse_order
 from shared.core import IncomingMessage, build_documents
@@ -93,30 +103,64 @@ async def _timed(call: Callable[[], Awaitable[None]]) -> float:
     return time.perf_counter() - start
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu_s(pid: int | None) -> float | None:
+    """User + system CPU seconds of a process (all its threads) so far; None if unknown.
+    ``None`` pid: this process."""
+    if pid is None:
+        return time.process_time()
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds spent by each named process while a variant runs."""
+
+    pids: dict[str, int | None]
+
+    def snapshot(self) -> dict[str, float | None]:
+        return {name: process_cpu_s(pid) for name, pid in self.pids.items()}
+
+    @staticmethod
+    def spent(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float]:
+        return {
+            name: value - start
+            for name, value in after.items()
+            if value is not None and (start := before.get(name)) is not None
+        }
+
+
+VARIANTS = (
+    "bare_create",
+    "consumer_create",
+    "consumer_create_one_process",
+    "bare_batch",
+    "consumer_batch",
+    "bare_create_with_response",
+    "consumer_direct_create",
+)
+
+
 async def measure(
     standin: StandIn,
     *,
     messages: int = 1_000,
     rounds_count: int = 5,
-    variants: tuple[str, ...] = (
-        "bare_create",
-        "consumer_create",
-        "consumer_create_executor16",
-        "bare_create_with_response",
-        "bare_batch",
-        "consumer_batch",
-        "consumer_direct_create",
-    ),
+    variants: tuple[str, ...] = VARIANTS,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     default_size = ThreadPoolExecutor()._max_workers  # what asyncio's default executor gets
-    executors = {
-        "default": ThreadPoolExecutor(thread_name_prefix="asyncio"),
-        "16": ThreadPoolExecutor(max_workers=CONCURRENCY, thread_name_prefix="settle"),
-    }
-    loop.set_default_executor(executors["default"])
+    loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
     standin.host.max_concurrent_calls = CONCURRENCY
+    split = await SplitHost(standin.env, max_concurrent_calls=CONCURRENCY).start()
     # A second client, identical but for no_response_on_write=False: what that option saves.
     with_response_transport = CountingTransport(connection_verify=False)
     with_response = create_client(
@@ -125,16 +169,23 @@ async def measure(
     container_with_response = with_response.get_database_client(
         standin.settings.cosmos_database
     ).get_container_client(standin.settings.cosmos_container)
+    meter = CpuMeter(
+        {
+            "worker (bench process)": None,
+            "host (child process)": split.pid,
+            "cosmos server": standin.server_pid,
+        }
+    )
+    problems: list[str] = []
 
     async def run_variant(variant: str, prefix: str) -> tuple[float, dict[str, float]]:
         outbox = variant.endswith("batch")
-        batch = _messages(prefix, messages)
         transport = standin.transport
         if variant == "consumer_direct_create":
-            # The consumer without the stand-in's host and gRPC settlement: decode the host's
-            # bytes, then OrderConsumer.handle with actions that do nothing, 16 at a time.
+            # The consumer without any host: decode the host's bytes, then OrderConsumer.handle
+            # with settlement actions that do nothing, 16 at a time.
+            batch = _messages(prefix, messages)
             standin.use_outbox(outbox)
-            loop.set_default_executor(executors["default"])
             consumer = await runtime.get_consumer()
             contents = [host_bytes(m.message_id or "", m.body) for m in batch]
             actions = NoopActions()
@@ -144,50 +195,82 @@ async def measure(
                 for content in pending:
                     await consumer.handle(decode_host_binding(content), actions)
 
-            before = transport.snapshot()
-
             async def direct() -> None:
                 await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
+            before, cpu_before = transport.snapshot(), meter.snapshot()
             elapsed = await _timed(direct)
-        elif variant.startswith("consumer"):
+        elif variant == "consumer_create_one_process":
+            # The host stand-in in this process (local.host.LocalFunctionsHost), as tests and
+            # the demo run it: the host's work shares the worker's CPU and GIL.
+            batch = _messages(prefix, messages)
             standin.use_outbox(outbox)
-            loop.set_default_executor(
-                executors["16" if variant.endswith("executor16") else "default"]
-            )
+            bind_message_actions(standin.settlement_port)
             for message in batch:
                 standin.queue.send(message)
-            before = transport.snapshot()
+            failed = standin.host.stats.failed_invocations
+            before, cpu_before = transport.snapshot(), meter.snapshot()
             elapsed = await _timed(_run_host(standin))
+            if standin.host.stats.failed_invocations != failed:
+                problems.append(f"{variant}: {standin.host.stats.errors[-3:]}")
+        elif variant.startswith("consumer"):
+            # The target: the host's side in its own process (bench.split_host), the worker's
+            # side (decode, the function, settlement over gRPC) here.
+            standin.use_outbox(outbox)
+            bind_message_actions(split.grpc_port)
+            sent = await split.enqueue(prefix, messages)
+            host_stats: dict[str, Any] = {}
+
+            async def hosted() -> None:
+                host_stats.update(await split.run_until_idle())
+
+            before, cpu_before = transport.snapshot(), meter.snapshot()
+            elapsed = await _timed(hosted)
+            if (
+                sent != messages
+                or host_stats["invocations"] != messages
+                or any(
+                    host_stats[name]
+                    for name in ("failed_invocations", "dead_letters", "not_settled")
+                )
+            ):
+                problems.append(f"{variant}: sent {sent}, host {host_stats}, {split.errors[-3:]}")
         else:
+            batch = _messages(prefix, messages)
             documents = _documents(batch, outbox)
             container = standin.container
             if variant == "bare_create_with_response":
                 container, transport = container_with_response, with_response_transport
-            before = transport.snapshot()
+            before, cpu_before = transport.snapshot(), meter.snapshot()
             elapsed = await _timed(lambda: bare_loop(container, documents))
+        cpu = CpuMeter.spent(cpu_before, meter.snapshot())
         delta = transport.snapshot().minus(before)
         return elapsed, {
             "documents_per_message": delta.documents / messages,
             "response_bytes_per_message": delta.response_bytes / messages,
+            **{f"cpu_ms_per_message: {name}": s * 1000 / messages for name, s in cpu.items()},
         }
 
-    # Warm-up: both clients, the host path, the executors.
-    for variant in variants:
-        await run_variant(variant, f"warm-{variant}-{uuid.uuid4().hex[:6]}")
-    results: dict[str, dict[str, Any]] = {v: {"seconds": [], "extra": {}} for v in variants}
-    for round_index in range(rounds_count):
-        order = variants if round_index % 2 == 0 else tuple(reversed(variants))
-        for variant in order:
-            if progress is not None:
-                progress(f"round {round_index + 1}/{rounds_count}: {variant}")
-            elapsed, extra = await run_variant(variant, f"r{round_index}-{uuid.uuid4().hex[:6]}")
-            results[variant]["seconds"].append(elapsed)
-            results[variant]["extra"] = extra
-    await with_response.close()
-    loop.set_default_executor(ThreadPoolExecutor())
-    for executor in executors.values():
-        executor.shutdown(wait=False)
+    try:
+        # Warm-up: both clients, both hosts, the executors.
+        for variant in variants:
+            await run_variant(variant, f"warm-{variant}-{uuid.uuid4().hex[:6]}")
+        results: dict[str, dict[str, Any]] = {v: {"seconds": [], "extra": []} for v in variants}
+        for round_index in range(rounds_count):
+            order = variants if round_index % 2 == 0 else tuple(reversed(variants))
+            for variant in order:
+                if progress is not None:
+                    progress(f"round {round_index + 1}/{rounds_count}: {variant}")
+                elapsed, extra = await run_variant(
+                    variant, f"r{round_index}-{uuid.uuid4().hex[:6]}"
+                )
+                results[variant]["seconds"].append(elapsed)
+                results[variant]["extra"].append(extra)
+    finally:
+        await with_response.close()
+        await split.stop()
+        bind_message_actions(standin.settlement_port)
+        loop.set_default_executor(ThreadPoolExecutor())
 
     summary: dict[str, Any] = {
         "messages_per_round": messages,
@@ -196,11 +279,16 @@ async def measure(
         "default_executor_threads": default_size,
         "failed_invocations": standin.host.stats.failed_invocations,
         "dead_letters": len(standin.queue.dead_letters),
+        "problems": problems,
         "variants": {},
     }
     for variant, data in results.items():
         rates = [messages / seconds for seconds in data["seconds"]]
-        summary["variants"][variant] = {"msgs_per_s": rounds(rates), **data["extra"]}
+        extras = {
+            name: statistics.median(extra[name] for extra in data["extra"])
+            for name in data["extra"][0]
+        }
+        summary["variants"][variant] = {"msgs_per_s": rounds(rates), **extras}
 
     def ratio(consumer: str, bare: str) -> float | None:
         found = summary["variants"]
@@ -211,10 +299,10 @@ async def measure(
 
     summary["ratios"] = {
         "consumer_create / bare_create": ratio("consumer_create", "bare_create"),
-        "consumer_create_executor16 / bare_create": ratio(
-            "consumer_create_executor16", "bare_create"
-        ),
         "consumer_batch / bare_batch": ratio("consumer_batch", "bare_batch"),
+        "consumer_create_one_process / bare_create": ratio(
+            "consumer_create_one_process", "bare_create"
+        ),
         "consumer_direct_create / bare_create": ratio("consumer_direct_create", "bare_create"),
         "bare_create / bare_create_with_response": ratio(
             "bare_create", "bare_create_with_response"
@@ -227,5 +315,6 @@ async def measure(
         and primary >= TARGET_RATIO
         and summary["failed_invocations"] == 0
         and summary["dead_letters"] == 0
+        and not problems
     )
     return summary

@@ -114,6 +114,38 @@ def _resolve(value: str, app_settings: Mapping[str, str]) -> str:
     return app_settings[name]
 
 
+def delivery_binding_bytes(delivery: Delivery) -> bytes:
+    """The host's side of an invocation: the delivery in the host's binding format."""
+    message = delivery.message
+    return host_binding_bytes(
+        delivery.lock_token,
+        encode_amqp(
+            body=message.body,
+            message_id=message.message_id,
+            correlation_id=message.correlation_id,
+            content_type=message.content_type,
+            subject=message.subject,
+            application_properties=dict(message.application_properties),
+            delivery_count=delivery.delivery_count,
+            enqueued_time=delivery.enqueued_time,
+            sequence_number=delivery.sequence_number,
+            locked_until=delivery.locked_until,
+        ),
+    )
+
+
+async def invoke_function(function: IndexedFunction, content: bytes) -> None:
+    """The worker's side of an invocation: decode the host's bytes with the extension's converter,
+    bind the gRPC clients (``ServiceBusMessageActions``) and call the function; raises what the
+    function raised."""
+    kwargs: dict[str, Any] = {function.trigger_arg: decode_host_binding(content)}
+    for name in function.client_args:
+        kwargs[name] = ServiceBusClientConverter.get_client()
+    result = function.call(**kwargs)
+    if inspect.isawaitable(result):
+        await result
+
+
 @dataclass(frozen=True)
 class Invocation:
     delivery: Delivery
@@ -158,30 +190,10 @@ class LocalFunctionsHost:
 
     async def invoke(self, delivery: Delivery) -> Invocation:
         """One function invocation for one delivery, as the host and worker perform it."""
-        message = delivery.message
-        content = host_binding_bytes(
-            delivery.lock_token,
-            encode_amqp(
-                body=message.body,
-                message_id=message.message_id,
-                correlation_id=message.correlation_id,
-                content_type=message.content_type,
-                subject=message.subject,
-                application_properties=dict(message.application_properties),
-                delivery_count=delivery.delivery_count,
-                enqueued_time=delivery.enqueued_time,
-                sequence_number=delivery.sequence_number,
-                locked_until=delivery.locked_until,
-            ),
-        )
-        kwargs: dict[str, Any] = {self.function.trigger_arg: decode_host_binding(content)}
-        for name in self.function.client_args:
-            kwargs[name] = ServiceBusClientConverter.get_client()
+        content = delivery_binding_bytes(delivery)  # the host's side
         self.stats.invocations += 1
         try:
-            result = self.function.call(**kwargs)
-            if inspect.isawaitable(result):
-                await result
+            await invoke_function(self.function, content)  # the worker's side
         except Exception as error:  # noqa: BLE001 - the host logs it; the lock will expire
             self.stats.failed_invocations += 1
             self.stats.errors.append(f"{type(error).__name__}: {error}")

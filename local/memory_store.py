@@ -1,11 +1,16 @@
 """An in-memory ``OrderStore`` with the port's semantics (atomic create, conflict on an existing
-order id): for unit tests of the core and for measuring the core's own CPU cost without I/O."""
+order id): for unit tests of the core and for measuring the core's own CPU cost without I/O.
+
+Documents are copied in and out through a JSON round trip (pydantic-core, in Rust), as a real
+store serialises what it is given and parses what it returns: the caller's dicts and the stored
+ones never alias, and only JSON values can be stored."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import pydantic_core
 
 from shared.errors import OrderAlreadyExists, StoreError
 
@@ -24,15 +29,21 @@ class InMemoryOrderStore:
         if any(key in self.documents for key in keys):
             raise OrderAlreadyExists(keys[0][0])
         for key, document in zip(keys, documents, strict=True):
-            self.documents[key] = copy.deepcopy(dict(document))
+            self.documents[key] = _copy(document)
 
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
         self.requests.append("read")
         self._maybe_fail()
         document = self.documents.get((order_id, order_id))
-        return copy.deepcopy(document) if document is not None else None
+        return _copy(document) if document is not None else None
 
     def _maybe_fail(self) -> None:
         failure = self.fail_next.pop(0) if self.fail_next else None
         if failure is not None:
             raise failure
+
+
+def _copy(document: Mapping[str, Any]) -> dict[str, Any]:
+    plain = document if isinstance(document, dict) else dict(document)
+    copied: dict[str, Any] = pydantic_core.from_json(pydantic_core.to_json(plain))
+    return copied

@@ -2,7 +2,9 @@
 
 Decisions a reader may want to know:
 - One JSON parse (pydantic-core's Rust parser, NaN/Infinity rejected), then one pydantic validation
-  in strict mode: ``"2"`` is not an integer and ``1.0`` is not a quantity.
+  in strict mode: ``"2"`` is not an integer and ``1.0`` is not a quantity. Validation yields plain
+  dicts (TypedDicts through one ``TypeAdapter`` built at import): what is stored and hashed, with no
+  model objects built and dumped again.
 - Unknown fields are ignored (tolerant reader): not stored, not hashed.
 - Duplicate JSON keys: the last one wins, as in every mainstream parser; the fingerprint is computed
   from the validated values, so the same bytes always give the same verdict.
@@ -17,22 +19,23 @@ Decisions a reader may want to know:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import pydantic_core
 from pydantic import (
-    BaseModel,
+    AfterValidator,
     ConfigDict,
     Field,
     StringConstraints,
+    TypeAdapter,
     ValidationError,
-    field_validator,
+    with_config,
 )
+from typing_extensions import TypedDict
 
 SCHEMA_VERSION = 1
 MAX_BODY_BYTES = 256 * 1024
@@ -75,39 +78,8 @@ _RFC3339 = re.compile(
 Sku = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
-class OrderLine(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
-
-    sku: Sku
-    quantity: Annotated[int, Field(ge=1, le=10_000)]
-    unitPriceMinor: Annotated[int, Field(ge=0, le=1_000_000_000)]  # noqa: N815 (wire name)
-
-
-class OrderPlaced(BaseModel):
-    """The validated body. Field names are the wire names so the model round-trips unchanged."""
-
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
-
-    schemaVersion: int  # noqa: N815
-    orderId: Annotated[  # noqa: N815
-        str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
-    ]
-    customerId: Annotated[str, StringConstraints(min_length=1, max_length=64)]  # noqa: N815
-    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
-    placedAt: str  # noqa: N815  (normalised to UTC by the validator below)
-    lines: Annotated[list[OrderLine], Field(min_length=1, max_length=100)]
-
-    @field_validator("placedAt")
-    @classmethod
-    def _normalise_placed_at(cls, value: str) -> str:
-        return normalise_timestamp(value)
-
-    @property
-    def total_minor(self) -> int:
-        return sum(line.quantity * line.unitPriceMinor for line in self.lines)
-
-    def canonical_fields(self) -> dict[str, Any]:
-        return self.model_dump(include=set(CONTRACT_FIELDS))
+_EARLIEST = datetime.min + timedelta(days=1)
+_LATEST = datetime.max - timedelta(days=1)
 
 
 def normalise_timestamp(value: str) -> str:
@@ -125,24 +97,72 @@ def normalise_timestamp(value: str) -> str:
         hours, minutes = int(offset[1:3]), int(offset[4:6])
         if hours > 23 or minutes > 59:
             raise ValueError("has an out-of-range offset")
-        moment -= sign * timedelta(hours=hours, minutes=minutes)
-    if not datetime.min + timedelta(days=1) < moment < datetime.max - timedelta(days=1):
+        try:
+            moment -= sign * timedelta(hours=hours, minutes=minutes)
+        except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the first representable day
+            raise ValueError("is out of range") from None
+    if not _EARLIEST < moment < _LATEST:
         raise ValueError("is out of range")
     digits = (fraction or "").rstrip("0")
-    return moment.replace(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%S") + (
-        f".{digits}Z" if digits else "Z"
-    )
+    text = moment.isoformat()  # whole seconds: YYYY-MM-DDTHH:MM:SS, year always four digits
+    return f"{text}.{digits}Z" if digits else f"{text}Z"
+
+
+# The validated shapes are TypedDicts, not models: validation returns the plain dicts that are
+# stored and hashed. The validated dict has the fields in declaration order (CONTRACT_FIELDS), not
+# the input's order; unknown fields are dropped.
+@with_config(ConfigDict(strict=True, extra="ignore"))
+class OrderLine(TypedDict):
+    sku: Sku
+    quantity: Annotated[int, Field(ge=1, le=10_000)]
+    unitPriceMinor: Annotated[int, Field(ge=0, le=1_000_000_000)]
+
+
+@with_config(ConfigDict(strict=True, extra="ignore"))
+class OrderPlaced(TypedDict):
+    """The validated body. Field names are the wire names so the fields round-trip unchanged."""
+
+    schemaVersion: int
+    orderId: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
+    customerId: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+    placedAt: Annotated[str, AfterValidator(normalise_timestamp)]
+    lines: Annotated[list[OrderLine], Field(min_length=1, max_length=100)]
+
+
+# Compiled once, at import.
+_ORDER_PLACED: TypeAdapter[OrderPlaced] = TypeAdapter(OrderPlaced)
+_VALIDATE = _ORDER_PLACED.validator.validate_python  # returns a new plain dict
+_SORTED_CONTRACT_FIELDS = tuple(sorted(CONTRACT_FIELDS))
 
 
 def fingerprint_v1(fields: Mapping[str, Any]) -> str:
-    """SHA-256 over compact, key-sorted JSON of the validated contract fields."""
-    canonical = json.dumps(
-        {name: fields[name] for name in CONTRACT_FIELDS},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    """SHA-256 over compact, key-sorted JSON of the validated contract fields.
+
+    The canonical bytes are exactly those of ``json.dumps({name: fields[name] for name in
+    CONTRACT_FIELDS}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` in UTF-8, and
+    must stay so (stored hashes are compared forever). They are serialised by pydantic-core from
+    dicts built with their keys already in sorted order, which yields the same bytes for every
+    value validation can produce: strings (never a lone surrogate: the JSON parser rejects them;
+    only ``"``, backslash and control characters below U+0020 are escaped, the same way) and
+    integers. ``tests/unit/test_contract.py`` checks this against ``json.dumps`` with hypothesis.
+    """
+    canonical = {name: fields[name] for name in _SORTED_CONTRACT_FIELDS}
+    canonical["lines"] = [_sorted_line(line) for line in fields["lines"]]
+    return hashlib.sha256(pydantic_core.to_json(canonical)).hexdigest()
+
+
+def _sorted_line(line: Mapping[str, Any]) -> dict[str, Any]:
+    if len(line) == 3:  # a validated line: exactly these keys, written in sorted order
+        try:
+            return {
+                "quantity": line["quantity"],
+                "sku": line["sku"],
+                "unitPriceMinor": line["unitPriceMinor"],
+            }
+        except KeyError:
+            pass
+    return {key: line[key] for key in sorted(line)}
 
 
 # Every algorithm a stored document may name. A new algorithm is added here, never replaced:
@@ -152,18 +172,38 @@ FINGERPRINT_ALGORITHMS: dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
+class OrderView:
+    """Read-only accessors over the validated fields (what ``shared.core`` reads as ``.order``)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        self.fields = fields
+
+    @property
+    def orderId(self) -> str:  # noqa: N802 (wire name)
+        return str(self.fields["orderId"])
+
+    @property
+    def total_minor(self) -> int:
+        return sum(line["quantity"] * line["unitPriceMinor"] for line in self.fields["lines"])
+
+
 @dataclass(frozen=True, slots=True)
 class ValidOrder:
     """An order that passed the contract, with its fingerprint under the current algorithm."""
 
-    order: OrderPlaced
     fields: dict[str, Any]
     request_hash: str
     hash_algorithm: str = HASH_ALGORITHM
 
     @property
     def order_id(self) -> str:
-        return self.order.orderId
+        return str(self.fields["orderId"])
+
+    @property
+    def order(self) -> OrderView:
+        return OrderView(self.fields)
 
 
 def parse_order(body: bytes, message_id: str | None) -> ValidOrder:
@@ -194,16 +234,16 @@ def parse_order(body: bytes, message_id: str | None) -> ValidOrder:
             f"{SCHEMA_VERSION}",
         )
     try:
-        order = OrderPlaced.model_validate(document)
+        fields: dict[str, Any] = _VALIDATE(document)
     except ValidationError as error:
         raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
-    if order.orderId != message_id:
+    order_id = fields["orderId"]
+    if order_id != message_id:
         raise InvalidMessage(
             DeadletterReason.MESSAGE_ID_MISMATCH,
-            f"MessageId {bound(message_id, 80)!r} differs from orderId {order.orderId!r}",
+            f"MessageId {bound(message_id, 80)!r} differs from orderId {order_id!r}",
         )
-    fields = order.canonical_fields()
-    return ValidOrder(order=order, fields=fields, request_hash=fingerprint_v1(fields))
+    return ValidOrder(fields=fields, request_hash=fingerprint_v1(fields))
 
 
 def describe(error: ValidationError) -> str:

@@ -3,6 +3,7 @@ fingerprint considers equal."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from typing import Any
@@ -12,9 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.contract import (
+    CONTRACT_FIELDS,
+    FINGERPRINT_ALGORITHMS,
     HASH_ALGORITHM,
     MAX_BODY_BYTES,
     InvalidMessage,
+    fingerprint_v1,
     normalise_timestamp,
     parse_order,
 )
@@ -157,3 +161,154 @@ def test_key_order_whitespace_and_unknown_fields_do_not_change_the_fingerprint(
     random.Random(seed).shuffle(items)
     shuffled = json.dumps(dict(items), indent=random.Random(seed).choice([None, 0, 2])).encode()
     assert parse(shuffled) == parse(order_body())
+
+
+# --- The canonical bytes of sha256/canonical-v1 must never change: stored hashes are compared
+# forever. fingerprint_v1 serialises with pydantic-core; these pin it to the definition, json.dumps.
+
+
+def reference_fingerprint_v1(fields: dict[str, Any]) -> str:
+    """The algorithm's definition, as first written: compact, key-sorted json.dumps, UTF-8."""
+    canonical = json.dumps(
+        {name: fields[name] for name in CONTRACT_FIELDS},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def test_known_fingerprints_are_unchanged() -> None:
+    # Computed by the json.dumps implementation before the switch to pydantic-core.
+    assert parse(order_body()) == "ba6f3b2ba2691f2f815ed62ac05598a36ec29d05fbd6a2f655c8e242b65db745"
+    awkward = order_body(
+        customerId='c"\\\u2028\u00e9\x00\x1f\x7f\U0001f600',
+        lines=[{"sku": "\u00fc\n\t", "quantity": 10_000, "unitPriceMinor": 0}],
+    )
+    assert parse(awkward) == "a52dc0508d0e5a6898388bed76abb4948e44eefdff3abe272c23c429b20d89af"
+    assert FINGERPRINT_ALGORITHMS[HASH_ALGORITHM] is fingerprint_v1
+
+
+# Every character a JSON string can carry once parsed (the parser rejects lone surrogates), with
+# the awkward ones drawn often: quotes, backslashes, control characters, DEL, U+2028/U+2029, BOM,
+# non-BMP characters.
+AWKWARD = st.sampled_from(
+    [
+        '"',
+        "\\",
+        "/",
+        "\x00",
+        "\x1f",
+        "\n",
+        "\r",
+        "\t",
+        "\b",
+        "\f",
+        "\x7f",
+        "\x80",
+        "\u2028",
+        "\u2029",
+        "\ufeff",
+        "\uffff",
+        "\U0001f600",
+        "\U0010ffff",
+        "é",
+        "e\u0301",
+    ]
+)
+ANY_TEXT = st.lists(st.one_of(AWKWARD, st.characters(exclude_categories=["Cs"])), max_size=40).map(
+    "".join
+)
+ANY_INT = st.one_of(
+    st.integers(), st.integers(-(2**70), 2**70), st.sampled_from([0, -1, 2**63, 2**64])
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=ANY_TEXT, number=ANY_INT)
+def test_canonical_serialisation_of_strings_and_ints_matches_json_dumps(
+    text: str, number: int
+) -> None:
+    import pydantic_core
+
+    for value in (text, number, {text: number}, [text, number]):
+        expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert pydantic_core.to_json(value) == expected.encode("utf-8")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(ANY_TEXT, min_size=5, max_size=5),
+    numbers=st.lists(ANY_INT, min_size=3, max_size=3),
+    lines=st.lists(st.tuples(ANY_TEXT, ANY_INT, ANY_INT), min_size=1, max_size=5),
+    odd_line=st.dictionaries(ANY_TEXT, st.one_of(ANY_TEXT, ANY_INT), max_size=4),
+)
+def test_fingerprint_v1_bytes_equal_the_json_dumps_definition(
+    texts: list[str],
+    numbers: list[int],
+    lines: list[tuple[str, int, int]],
+    odd_line: dict[str, Any],
+) -> None:
+    fields: dict[str, Any] = {
+        "schemaVersion": numbers[0],
+        "orderId": texts[0],
+        "customerId": texts[1],
+        "currency": texts[2],
+        "placedAt": texts[3],
+        "lines": [
+            {"sku": sku, "quantity": quantity, "unitPriceMinor": price}
+            for sku, quantity, price in lines
+        ],
+        "ignored": texts[4],
+    }
+    assert fingerprint_v1(fields) == reference_fingerprint_v1(fields)
+    # Lines in another key order, or with other keys, are canonicalised the same way.
+    fields["lines"] = [dict(reversed(list(line.items()))) for line in fields["lines"]]
+    fields["lines"].append(odd_line)
+    assert fingerprint_v1(fields) == reference_fingerprint_v1(fields)
+
+
+@settings(max_examples=200, deadline=None)
+@given(customer=st.text(min_size=1, max_size=64), sku=st.text(min_size=1, max_size=64))
+def test_parsed_orders_hash_as_the_json_dumps_definition(customer: str, sku: str) -> None:
+    body = order_body(customerId=customer, lines=[{"sku": sku, "quantity": 1, "unitPriceMinor": 5}])
+    for ensure_ascii in (True, False):
+        valid = parse_order(json.dumps(body, ensure_ascii=ensure_ascii).encode(), "ord-1001")
+        assert valid.request_hash == reference_fingerprint_v1(valid.fields)
+
+
+@pytest.mark.parametrize("escape", ["\\ud800", "\\udfff", "\\ud83d x"])
+def test_lone_surrogates_never_reach_the_fingerprint(escape: str) -> None:
+    raw = json.dumps(order_body(customerId="PLACEHOLDER")).replace("PLACEHOLDER", escape)
+    assert reason(raw.encode()) == "InvalidPayload"
+
+
+def test_validated_fields_are_plain_dicts_in_canonical_order() -> None:
+    body = dict(reversed(list(order_body(extra="x").items())))
+    body["lines"] = [dict(reversed(list(line.items()))) for line in body["lines"]]
+    valid = parse_order(json.dumps(body).encode(), "ord-1001")
+    assert type(valid.fields) is dict
+    assert tuple(valid.fields) == CONTRACT_FIELDS
+    assert all(type(line) is dict for line in valid.fields["lines"])
+    assert [list(line) for line in valid.fields["lines"]] == [
+        ["sku", "quantity", "unitPriceMinor"]
+    ] * 2
+    assert (valid.order.orderId, valid.order.total_minor) == ("ord-1001", 3499)
+
+
+def test_a_line_that_is_not_an_object_names_its_position() -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(json.dumps(order_body(lines=[None])).encode(), "ord-1001")
+    assert caught.value.description == "lines.0: Input should be a valid dictionary"
+
+
+@pytest.mark.parametrize(
+    "written", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0001-01-01T12:00:00Z"]
+)
+def test_placed_at_at_the_edge_of_the_calendar_is_invalid_not_a_crash(written: str) -> None:
+    # An OverflowError here would escape as "unexpected" and burn every delivery attempt.
+    assert reason(order_body(placedAt=written)) == "InvalidPayload"
+
+
+def test_years_before_1000_keep_four_digits() -> None:
+    assert normalise_timestamp("0999-05-01T00:00:00Z") == "0999-05-01T00:00:00Z"

@@ -1,0 +1,49 @@
+"""Smoke test of the split stand-in behind benchmark target 3: the host's side in a child process,
+the worker's side (decode, the real function, gRPC settlement) on this event loop. Every message
+is processed once and settled; nothing is left locked or dead-lettered."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+from azure.cosmos.aio import ContainerProxy
+
+from bench.split_host import SplitHost
+from local.settlement_server import bind_message_actions
+from shared import runtime
+from shared.config import Settings
+from shared.cosmos_store import create_client
+
+
+async def test_split_host_processes_and_settles_every_message(
+    container: ContainerProxy, app_env: dict[str, str], fresh_runtime: None
+) -> None:
+    settings = Settings.from_env(app_env)
+    client = create_client(settings)
+    runtime.install(settings, client)
+    argv = list(sys.argv)
+    try:
+        async with SplitHost(app_env, max_concurrent_calls=4) as host:
+            bind_message_actions(host.grpc_port)
+            prefix = f"split-{uuid.uuid4().hex[:6]}"
+            assert await host.enqueue(prefix, 12, lines=2) == 12
+
+            stats = await host.run_until_idle()
+
+            assert stats == {
+                "invocations": 12,
+                "failed_invocations": 0,
+                "dead_letters": 0,
+                "not_settled": 0,
+            }
+            assert host.errors == []
+            stored = [
+                item
+                async for item in container.query_items("SELECT c.id FROM c WHERE c.type = 'order'")
+            ]
+            assert sorted(item["id"] for item in stored) == sorted(
+                f"{prefix}-{index}" for index in range(12)
+            )
+    finally:
+        sys.argv[:] = argv
