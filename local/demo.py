@@ -230,20 +230,23 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
     consumer_logger.propagate = False  # the summary tells the story; no log spam on the console
     clock = ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
     transport = _chaos_transport(options) if options.transport_fault_rate > 0 else None
-    client = create_client(
+    # The app's client (with the chaos faults, if any) and an independent one that sets up the
+    # container and reads the outcome: the verdict must not depend on the faults under test.
+    app_client = create_client(
         settings,
         **({"transport": transport, "read_timeout": 0.25} if transport is not None else {}),
     )
+    verifier = create_client(settings)
     try:
-        container = await ensure_container(client, settings.cosmos_database, container_name)
+        container = await ensure_container(verifier, settings.cosmos_database, container_name)
         # Backoff waits on the queue's clock: an outage is ridden out without real sleeping.
         jitter = random.Random(options.seed).random
-        runtime.install(settings, client, now=clock.now, sleep=clock.sleep, jitter=jitter)
+        runtime.install(settings, app_client, now=clock.now, sleep=clock.sleep, jitter=jitter)
         report = await _drive(options, env, container, handler, console, clock)
         if transport is not None:
             report.figures["injected Cosmos faults"] = sum(r.fired for r in transport.rules)
         if not local_server:
-            await client.get_database_client(settings.cosmos_database).delete_container(
+            await verifier.get_database_client(settings.cosmos_database).delete_container(
                 container_name
             )
         return report
@@ -251,7 +254,8 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
         consumer_logger.removeHandler(handler)
         consumer_logger.propagate = True
         await runtime.close()
-        await client.close()
+        await app_client.close()
+        await verifier.close()
         sys.argv[:] = argv
         if server is not None:
             server.stop()
