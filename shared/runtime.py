@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from azure.cosmos.aio import CosmosClient
 
 from shared.config import Settings
 from shared.consumer import OrderConsumer
-from shared.core import Decision, Outcome
+from shared.core import Decision, IncomingMessage, Outcome, RetryPolicy
 from shared.cosmos_store import CosmosOrderStore, create_client
 from shared.errors import ConfigurationError
 from shared.settlement import MessageActions, settle, to_incoming
@@ -84,23 +85,50 @@ def install(
 
 
 async def handle_order_message(message: Any, actions: MessageActions) -> Decision:
-    """The function body. Bad configuration abandons the message and logs loudly: the order is
-    healthy, the app is not, so the message must survive until an operator fixes the settings."""
+    """The function body. Bad configuration is a systemic failure: the order is healthy, the app
+    is not, so the message must survive until an operator fixes the settings. Abandoning at once
+    would cycle every message through maxDeliveryCount deliveries in seconds and into the
+    dead-letter queue; like any systemic failure, the delivery holds its lock until shortly
+    before it expires (an app-settings change restarts the worker anyway), then abandons."""
     try:
         consumer = await get_consumer()
     except ConfigurationError as error:
         decision = Decision(Outcome.SYSTEMIC, description=str(error), error=error)
+        incoming = to_incoming(message)
         logger.critical(
-            "invalid configuration, abandoning message: %s",
+            "invalid configuration, holding then abandoning message %s: %s",
+            incoming.message_id,
             error,
-            extra={"outcome": decision.outcome.value, "setting": error.setting},
+            extra={
+                "outcome": decision.outcome.value,
+                "settlement": decision.settlement.value,
+                "message_id": incoming.message_id,
+                "setting": error.setting,
+            },
         )
+        await _sleep(_hold_seconds(incoming, RetryPolicy()))
         try:
             await settle(actions, message, decision)
         except Exception:  # noqa: BLE001 - the lock will lapse instead
-            logger.warning("abandon failed for %s", to_incoming(message).message_id)
+            logger.warning("abandon failed for %s", incoming.message_id)
         return decision
     return await consumer.handle(message, actions)
+
+
+# The configuration-error path has no consumer to carry a clock: these are its injection points
+# (tests substitute a manual clock).
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+
+def _hold_seconds(incoming: IncomingMessage, policy: RetryPolicy) -> float:
+    if incoming.locked_until is None:
+        return policy.budget_without_lock_s
+    remaining = (incoming.locked_until - _now()).total_seconds()
+    return max(0.0, remaining - policy.lock_margin_s)
 
 
 async def close() -> None:

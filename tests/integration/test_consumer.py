@@ -237,17 +237,24 @@ async def test_forbidden_from_cosmos_abandons_and_never_dead_letters(
     assert await documents(container) == []
 
 
-async def test_invalid_configuration_abandons_and_names_the_setting(
+async def test_invalid_configuration_holds_the_lock_then_abandons_and_names_the_setting(
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
+    clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("OUTBOX_ENABLED", "maybe")
+    monkeypatch.setattr(runtime, "_now", clock.now)
+    monkeypatch.setattr(runtime, "_sleep", clock.sleep)
     queue.send(message(order_body()))
+    delivery = queue.receive(1)[0]
 
-    await host.invoke(queue.receive(1)[0])
+    await host.invoke(delivery)
 
     assert settled(queue) == [("abandon", True, None)]
     assert queue.dead_letters == []
+    # Held until 5 s before the lock's expiry, not abandoned at once: ten deliveries take about
+    # ten lock durations, time enough to fix the setting before Service Bus dead-letters.
+    assert clock.now() == delivery.locked_until - timedelta(seconds=5)
     assert any("OUTBOX_ENABLED" in record.getMessage() for record in caplog.records)

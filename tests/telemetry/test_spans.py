@@ -274,12 +274,11 @@ async def test_cosmos_calls_are_child_spans_of_the_consumer_span(
     [batch] = children(processed)
     assert batch.name == "ContainerProxy.execute_item_batch"
     assert batch.context.trace_id == processed.context.trace_id
-    # The first call of a new client also fetches account and container metadata (GETs).
+    # The first call of a new client also fetches account and container metadata (GETs), and the
+    # SDK may refresh the account in the same span: the write is one of the HTTP children.
     http = [span for span in children(batch) if span.kind is SpanKind.CLIENT]
-    assert [(span.name, attributes(span)["url.full"].rstrip("/")[-5:]) for span in http][-1] == (
-        "POST",
-        "/docs",
-    )
+    calls = [(span.name, str(attributes(span)["url.full"]).rstrip("/")[-5:]) for span in http]
+    assert calls.count(("POST", "/docs")) == 1, calls
     assert [span.name for span in children(duplicate)] == [
         "ContainerProxy.execute_item_batch",  # the conflicting create
         "ContainerProxy.read_item",  # the stored order, to compare fingerprints
