@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -146,12 +146,6 @@ async def invoke_function(function: IndexedFunction, content: bytes) -> None:
         await result
 
 
-@dataclass(frozen=True)
-class Invocation:
-    delivery: Delivery
-    error: BaseException | None = None
-
-
 @dataclass
 class HostStats:
     invocations: int = 0
@@ -188,8 +182,9 @@ class LocalFunctionsHost:
         )
         self.stats = HostStats()
 
-    async def invoke(self, delivery: Delivery) -> Invocation:
-        """One function invocation for one delivery, as the host and worker perform it."""
+    async def invoke(self, delivery: Delivery) -> None:
+        """One function invocation for one delivery, as the host and worker perform it. An
+        exception escaping the function is recorded in ``stats`` and settles nothing."""
         content = delivery_binding_bytes(delivery)  # the host's side
         self.stats.invocations += 1
         try:
@@ -197,13 +192,10 @@ class LocalFunctionsHost:
         except Exception as error:  # noqa: BLE001 - the host logs it; the lock will expire
             self.stats.failed_invocations += 1
             self.stats.errors.append(f"{type(error).__name__}: {error}")
-            return Invocation(delivery, error)
-        return Invocation(delivery)
 
     async def run_until_idle(
         self,
         *,
-        wait_for_lock_expiry: Callable[[datetime], Awaitable[None]] | None = None,
         on_delivery: InvokeHook | None = None,
         max_rounds: int = 1_000_000,
     ) -> HostStats:
@@ -211,7 +203,7 @@ class LocalFunctionsHost:
 
         When nothing is available but some messages are still locked (an invocation crashed or
         its settlement failed), wait for the earliest lock expiry: by advancing a ``ManualClock``
-        (no sleeping) or through ``wait_for_lock_expiry``.
+        (no sleeping), or by sleeping until then on the system clock.
         ``on_delivery(delivery, invoke)`` lets a caller wrap an invocation (fault injection).
         """
         in_flight: set[asyncio.Task[None]] = set()
@@ -258,8 +250,6 @@ class LocalFunctionsHost:
                 clock = self.queue.clock
                 if isinstance(clock, ManualClock):
                     clock.advance(max(expiry - clock.now(), timedelta(0)))
-                elif wait_for_lock_expiry is not None:
-                    await wait_for_lock_expiry(expiry)
                 else:
                     await asyncio.sleep(max(0.0, (expiry - clock.now()).total_seconds()))
         finally:

@@ -12,7 +12,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.core import (
@@ -22,13 +22,10 @@ from shared.core import (
     OrderStore,
     RetryPolicy,
     decide,
+    utc_now,
 )
 from shared.settlement import MessageActions, settle, to_incoming
 from shared.telemetry import ConsumerTelemetry
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class OrderConsumer:
@@ -39,7 +36,7 @@ class OrderConsumer:
         *,
         outbox_enabled: bool = True,
         retry_policy: RetryPolicy | None = None,
-        now: Callable[[], datetime] = _utc_now,
+        now: Callable[[], datetime] = utc_now,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
     ) -> None:

@@ -39,6 +39,10 @@ OUTBOX_EVENT_TYPE = "OrderAccepted"
 _EVENT_ID_NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
 
 
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 class Outcome(enum.StrEnum):
     PROCESSED = "processed"
     DUPLICATE = "duplicate"
@@ -199,7 +203,7 @@ async def decide(
     store: OrderStore,
     *,
     outbox_enabled: bool = True,
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    clock: Callable[[], datetime] = utc_now,
 ) -> Decision:
     """Validate, write once, and classify. Never raises for a message-level problem."""
     try:

@@ -13,14 +13,14 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from azure.cosmos.aio import CosmosClient
 
 from shared.config import Settings
 from shared.consumer import OrderConsumer
-from shared.core import Decision, IncomingMessage, Outcome, RetryPolicy
+from shared.core import Decision, IncomingMessage, Outcome, RetryPolicy, utc_now
 from shared.cosmos_store import CosmosOrderStore, create_client
 from shared.errors import ConfigurationError
 from shared.settlement import MessageActions, settle, to_incoming
@@ -117,10 +117,7 @@ async def handle_order_message(message: Any, actions: MessageActions) -> Decisio
 
 # The configuration-error path has no consumer to carry a clock: these are its injection points
 # (tests substitute a manual clock).
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
+_now: Callable[[], datetime] = utc_now
 _sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
 
