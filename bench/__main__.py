@@ -43,7 +43,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cpu-messages", type=int, default=10_000)
     parser.add_argument("--lines", type=int, default=10, help="order lines (CPU benchmark)")
     parser.add_argument("--throughput-messages", type=int, default=500, help="per round")
-    parser.add_argument("--rounds", type=int, default=5, help="throughput rounds")
+    parser.add_argument("--rounds", type=int, default=7, help="throughput rounds")
     parser.add_argument(
         "--variants",
         nargs="+",
@@ -143,11 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     results.update(asyncio.run(run(args, console)))
     results["duration_s"] = time.perf_counter() - started
     results["notes"] = NOTES
-    verdicts = {
+    verdicts: dict[str, bool | None] = {
         name: results[name]["ok"]
         for name in ("requests", "cpu", "throughput", "coldstart", "memory")
         if name in results
     }
+    if "throughput" in results:
+        verdicts["throughput over the platform floor"] = results["throughput"].get("floor_ok")
     results["verdicts"] = verdicts
     console.print(report.rich_table(results))
     if not args.no_write:

@@ -15,6 +15,12 @@ child process, as the .NET host does; the worker's work runs here and is counted
 the host's bytes with the extension's converter, the real function and settlement over gRPC.
 ``consumer_create_one_process`` keeps the previous, single-process measurement for comparison.
 The CPU time of each process (worker, host, Cosmos server) is recorded per variant.
+
+``floor_create`` / ``floor_batch`` run ``bench.floor_app`` on the same split host: the extension's
+decoding, the bare loop's write and the settlement over gRPC, and nothing of the consumer. Its
+ratio to the bare loop is the most any function on this platform can reach here; the consumer's
+ratio to it is the share its own work (validation, fingerprint, documents, conflict handling,
+telemetry) leaves. Both are reported beside the target as written.
 """
 
 from __future__ import annotations
@@ -30,19 +36,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bench import floor_app
 from bench.cpu import NoopActions, host_bytes
+from bench.floor_app import write_documents
 from bench.orders import order_bytes
 from bench.split_host import SplitHost
 from bench.standin import StandIn
 from bench.stats import rounds
 from bench.transport import CountingTransport
 from local.broker import OutgoingMessage
+from local.host import index_function
 from local.host_binding import decode_host_binding
 from local.settlement_server import bind_message_actions
 from shared import runtime
 from shared.contract import parse_order
 from shared.core import IncomingMessage, build_documents
-from shared.cosmos_store import OPERATION_TIMEOUT_S, create_client
+from shared.cosmos_store import create_client
 
 CONCURRENCY = 16
 TARGET_RATIO = 0.85
@@ -78,14 +87,7 @@ async def bare_loop(container: Any, batches: list[list[dict[str, Any]]]) -> None
 
     async def worker() -> None:
         for documents in pending:
-            if len(documents) == 1:
-                await container.create_item(dict(documents[0]), timeout=OPERATION_TIMEOUT_S)
-            else:
-                await container.execute_item_batch(
-                    [("create", (dict(document),)) for document in documents],
-                    partition_key=documents[0]["orderId"],
-                    timeout=OPERATION_TIMEOUT_S,
-                )
+            await write_documents(container, documents)
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
@@ -140,9 +142,11 @@ class CpuMeter:
 VARIANTS = (
     "bare_create",
     "consumer_create",
+    "floor_create",
     "consumer_create_one_process",
     "bare_batch",
     "consumer_batch",
+    "floor_batch",
     "bare_create_with_response",
     "consumer_direct_create",
 )
@@ -161,6 +165,8 @@ async def measure(
     loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
     standin.host.max_concurrent_calls = CONCURRENCY
     split = await SplitHost(standin.env, max_concurrent_calls=CONCURRENCY).start()
+    consumer_function = split.function
+    floor_function = index_function(floor_app.app, standin.env)
     # A second client, identical but for no_response_on_write=False: what that option saves.
     with_response_transport = CountingTransport(connection_verify=False)
     with_response = create_client(
@@ -213,11 +219,24 @@ async def measure(
             elapsed = await _timed(_run_host(standin))
             if standin.host.stats.failed_invocations != failed:
                 problems.append(f"{variant}: {standin.host.stats.errors[-3:]}")
-        elif variant.startswith("consumer"):
+        elif variant.startswith(("consumer", "floor")):
             # The target: the host's side in its own process (bench.split_host), the worker's
-            # side (decode, the function, settlement over gRPC) here.
+            # side (decode, the function, settlement over gRPC) here. The floor variants run
+            # bench.floor_app's function instead of the consumer, on the same split host.
             standin.use_outbox(outbox)
             bind_message_actions(split.grpc_port)
+            if variant.startswith("floor"):
+                batch = _messages(prefix, messages)  # the ids and bodies the host will send
+                floor_app.expect(
+                    standin.container,
+                    {
+                        m.message_id or "": d
+                        for m, d in zip(batch, _documents(batch, outbox), strict=True)
+                    },
+                )
+                split.function = floor_function
+            else:
+                split.function = consumer_function
             sent = await split.enqueue(prefix, messages)
             host_stats: dict[str, Any] = {}
 
@@ -300,6 +319,9 @@ async def measure(
     summary["ratios"] = {
         "consumer_create / bare_create": ratio("consumer_create", "bare_create"),
         "consumer_batch / bare_batch": ratio("consumer_batch", "bare_batch"),
+        "floor_create / bare_create": ratio("floor_create", "bare_create"),
+        "consumer_create / floor_create": ratio("consumer_create", "floor_create"),
+        "consumer_batch / floor_batch": ratio("consumer_batch", "floor_batch"),
         "consumer_create_one_process / bare_create": ratio(
             "consumer_create_one_process", "bare_create"
         ),
@@ -308,13 +330,12 @@ async def measure(
             "bare_create", "bare_create_with_response"
         ),
     }
+    clean = summary["failed_invocations"] == 0 and summary["dead_letters"] == 0 and not problems
     primary = summary["ratios"]["consumer_create / bare_create"]
+    over_floor = summary["ratios"]["consumer_create / floor_create"]
     summary["target_ratio"] = TARGET_RATIO
-    summary["ok"] = (
-        primary is not None
-        and primary >= TARGET_RATIO
-        and summary["failed_invocations"] == 0
-        and summary["dead_letters"] == 0
-        and not problems
-    )
+    # The target as written: against the bare create_item loop.
+    summary["ok"] = primary is not None and primary >= TARGET_RATIO and clean
+    # The same limit against the platform floor (bench.floor_app): the consumer's own work only.
+    summary["floor_ok"] = None if over_floor is None else (over_floor >= TARGET_RATIO and clean)
     return summary

@@ -9,7 +9,9 @@ import uuid
 
 from azure.cosmos.aio import ContainerProxy
 
+from bench import floor_app
 from bench.split_host import SplitHost
+from local.host import index_function
 from local.settlement_server import bind_message_actions
 from shared import runtime
 from shared.config import Settings
@@ -45,5 +47,45 @@ async def test_split_host_processes_and_settles_every_message(
             assert sorted(item["id"] for item in stored) == sorted(
                 f"{prefix}-{index}" for index in range(12)
             )
+    finally:
+        sys.argv[:] = argv
+
+
+async def test_platform_floor_writes_the_prepared_documents_and_settles(
+    container: ContainerProxy, app_env: dict[str, str]
+) -> None:
+    """The floor variant of target 3 runs bench.floor_app's function on the same split host: it
+    must write exactly the documents it is given (the bare loop's) and complete every message."""
+    argv = list(sys.argv)
+    try:
+        async with SplitHost(app_env, max_concurrent_calls=4) as host:
+            host.function = index_function(floor_app.app, app_env)
+            bind_message_actions(host.grpc_port)
+            prefix = f"floor-{uuid.uuid4().hex[:6]}"
+            ids = [f"{prefix}-{index}" for index in range(8)]
+            documents = {
+                message_id: [{"id": message_id, "orderId": message_id, "type": "order"}]
+                for message_id in ids
+            }
+            floor_app.expect(container, documents)
+            assert await host.enqueue(prefix, len(ids), lines=2) == len(ids)
+
+            stats = await host.run_until_idle()
+
+            assert stats == {
+                "invocations": 8,
+                "failed_invocations": 0,
+                "dead_letters": 0,
+                "not_settled": 0,
+            }
+            assert host.errors == []
+            stored = [
+                item
+                async for item in container.query_items(
+                    "SELECT c.id FROM c WHERE STARTSWITH(c.id, @prefix)",
+                    parameters=[{"name": "@prefix", "value": prefix}],
+                )
+            ]
+            assert sorted(item["id"] for item in stored) == sorted(ids)
     finally:
         sys.argv[:] = argv

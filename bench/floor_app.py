@@ -1,0 +1,65 @@
+"""The platform floor behind target 3: the least any function on this platform does per new order.
+
+A Service Bus-triggered function with the very bindings of ``function_app.consume_order`` (the
+extension's ``ServiceBusReceivedMessage`` and ``ServiceBusMessageActions``, autoComplete off),
+run by the same split host. It writes the documents the consumer would write for the message
+(prepared in advance, with the bare loop's call: ``write_documents``) and completes the message
+through the same thread hop as ``shared.settlement.settle``. No validation, no fingerprint, no
+conflict handling, no telemetry: what is left is what the platform costs per message (the worker's
+decoding of the host's bytes, one Cosmos write, one settlement over gRPC), so that
+``consumer / floor`` is the share of the platform's throughput the consumer's own work leaves.
+
+Not product code: it knows nothing but what it is given, and is correct for new orders only.
+"""
+
+# No ``from __future__ import annotations``: the worker binds ServiceBusMessageActions by the
+# parameter's annotation, which must be the class, not a string (as in function_app.py).
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import azure.functions as func
+import azurefunctions.extensions.bindings.servicebus as servicebus
+
+from shared.cosmos_store import OPERATION_TIMEOUT_S
+
+app = func.FunctionApp()
+_expected: dict[str, Sequence[Mapping[str, Any]]] = {}
+_target: list[Any] = []  # the container proxy to write to
+
+
+def expect(
+    container: Any, documents_by_message_id: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> None:
+    """Give the floor function its container and the documents of the messages it will get."""
+    _target[:] = [container]
+    _expected.clear()
+    _expected.update(documents_by_message_id)
+
+
+async def write_documents(container: Any, documents: Sequence[Mapping[str, Any]]) -> None:
+    """What the bare loop and the floor send per order: the consumer's request, without it."""
+    if len(documents) == 1:
+        await container.create_item(dict(documents[0]), timeout=OPERATION_TIMEOUT_S)
+    else:
+        await container.execute_item_batch(
+            [("create", (dict(document),)) for document in documents],
+            partition_key=documents[0]["orderId"],
+            timeout=OPERATION_TIMEOUT_S,
+        )
+
+
+@app.function_name("platform_floor")
+@app.service_bus_queue_trigger(
+    arg_name="msg",
+    queue_name="%ORDERS_QUEUE_NAME%",
+    connection="ServiceBusConnection",
+    auto_complete_messages=False,
+)
+async def platform_floor(
+    msg: servicebus.ServiceBusReceivedMessage,
+    message_actions: servicebus.ServiceBusMessageActions,
+) -> None:
+    documents = _expected.pop(str(msg.message_id))
+    await write_documents(_target[0], documents)
+    await asyncio.to_thread(message_actions.complete, msg)
