@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import coldstart, cpu, machine, memory, optimisations, report, request_counts
+from bench import coldstart, cpu, machine, memory, optimisations, plot, report, request_counts
 from bench import throughput as throughput_bench
 from bench.standin import cosmos_account, standin
 
@@ -67,7 +67,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+async def run(
+    args: argparse.Namespace, console: Console, cpu_samples: dict[str, list[float]]
+) -> dict[str, Any]:
     selected = [name for name in (args.only or BENCHMARKS) if name not in args.skip]
     results: dict[str, Any] = {}
     needs_server = {"requests", "throughput", "optimisations"} & set(selected) or (
@@ -80,7 +82,9 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             results["coldstart"] = await asyncio.to_thread(coldstart.measure, args.coldstart_runs)
         if "cpu" in selected:
             status.update(f"consumer CPU: {args.cpu_messages:,} messages")
-            results["cpu"] = await cpu.measure(args.cpu_messages, lines=args.lines)
+            results["cpu"] = await cpu.measure(
+                args.cpu_messages, lines=args.lines, samples_sink=cpu_samples
+            )
         if "memory" in selected:
             status.update(f"memory: {args.memory_messages:,} messages")
             results["memory"] = await memory.measure(args.memory_messages)
@@ -140,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine.describe(),
         "cosmos_server": "not used",
     }
-    results.update(asyncio.run(run(args, console)))
+    cpu_samples: dict[str, list[float]] = {}
+    results.update(asyncio.run(run(args, console, cpu_samples)))
     results["duration_s"] = time.perf_counter() - started
     results["notes"] = NOTES
     verdicts: dict[str, bool | None] = {
@@ -153,10 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     results["verdicts"] = verdicts
     console.print(report.rich_table(results))
     if not args.no_write:
-        args.output.write_text(json.dumps(results, indent=2, default=str) + "\n")
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        if cpu_samples:
+            figure = args.markdown.with_suffix(".png")
+            plot.write_png(figure, cpu_samples, results.get("throughput"))
+            results["figure"] = figure.name  # beside the Markdown, which links it
+        args.output.write_text(json.dumps(results, indent=2, default=str) + "\n")
         args.markdown.write_text(report.markdown(results) + "\n")
-        console.print(f"wrote {args.output} and {args.markdown}")
+        written = f" and {results['figure']}" if "figure" in results else ""
+        console.print(f"wrote {args.output}, {args.markdown}{written}")
     # Report, don't fail the build: the verdicts are in the table and the files.
     return 0
 

@@ -94,7 +94,20 @@ def host_bytes(order_id: str, body: bytes) -> bytes:
     )
 
 
-async def measure(messages: int = 10_000, lines: int = 10, warmup: int = 500) -> dict[str, Any]:
+async def measure(
+    messages: int = 10_000,
+    lines: int = 10,
+    warmup: int = 500,
+    samples_sink: dict[str, list[float]] | None = None,
+) -> dict[str, Any]:
+    """``samples_sink``, if given, receives the raw per-message samples (µs) of the three
+    distributions, for the figure; the results keep only their summaries."""
+    sink = samples_sink if samples_sink is not None else {}
+
+    def keep(label: str, samples_ns: Sequence[int]) -> dict[str, Any]:
+        sink[label] = [sample / 1000 for sample in samples_ns]
+        return _us(samples_ns)
+
     prefix = uuid.uuid4().hex[:8]
     ids = [f"cpu-{prefix}-{index}" for index in range(warmup + messages)]
     bodies = {order_id: order_bytes(order_id, lines=lines) for order_id in ids}
@@ -113,10 +126,10 @@ async def measure(messages: int = 10_000, lines: int = 10, warmup: int = 500) ->
 
     await _timed_async(new[:warmup], run_decide)
     gc.collect()
-    results["decide_new"] = _us(await _timed_async(new[warmup:], run_decide))
+    results["decide_new"] = keep("decide, new order", await _timed_async(new[warmup:], run_decide))
     # The same messages again: every one conflicts and is read back (duplicate path).
     sample = new[warmup : warmup + min(messages, 5_000)]
-    results["decide_duplicate"] = _us(await _timed_async(sample, run_decide))
+    results["decide_duplicate"] = keep("decide, duplicate", await _timed_async(sample, run_decide))
 
     # The full consumer path minus I/O: host bytes -> ServiceBusReceivedMessage -> handle().
     consumer = OrderConsumer(InMemoryOrderStore(), ConsumerTelemetry("orders"))
@@ -128,7 +141,9 @@ async def measure(messages: int = 10_000, lines: int = 10, warmup: int = 500) ->
 
     await _timed_async(contents[:warmup], run_handle)
     gc.collect()
-    results["handle_path"] = _us(await _timed_async(contents[warmup:], run_handle))
+    results["handle_path"] = keep(
+        "decode + handle + thread hop", await _timed_async(contents[warmup:], run_handle)
+    )
 
     # Where the time goes (smaller samples).
     part = ids[warmup : warmup + min(messages, 3_000)]

@@ -192,6 +192,11 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     out += [f"| {' | '.join(row)} |" for row in summary_rows(results)]
     out.append("")
+    if results.get("figure"):
+        out += [
+            f"![Per-message CPU distribution and throughput of this run]({results['figure']})",
+            "",
+        ]
 
     requests = results.get("requests")
     if requests:
