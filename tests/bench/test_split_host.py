@@ -18,12 +18,27 @@ from shared.config import Settings
 from shared.cosmos_store import create_client
 
 
+def every_message_settled(count: int) -> dict[str, int]:
+    """The host's statistics when each of ``count`` messages ran once and was settled."""
+    return {"invocations": count, "failed_invocations": 0, "dead_letters": 0, "not_settled": 0}
+
+
+async def stored_ids(container: ContainerProxy, prefix: str) -> list[str]:
+    found = [
+        str(item["id"])
+        async for item in container.query_items(
+            "SELECT c.id FROM c WHERE STARTSWITH(c.id, @prefix)",
+            parameters=[{"name": "@prefix", "value": prefix}],
+        )
+    ]
+    return sorted(found)
+
+
 async def test_split_host_processes_and_settles_every_message(
     container: ContainerProxy, app_env: dict[str, str], fresh_runtime: None
 ) -> None:
     settings = Settings.from_env(app_env)
-    client = create_client(settings)
-    runtime.install(settings, client)
+    runtime.install(settings, create_client(settings))
     argv = list(sys.argv)
     try:
         async with SplitHost(app_env, max_concurrent_calls=4) as host:
@@ -33,19 +48,12 @@ async def test_split_host_processes_and_settles_every_message(
 
             stats = await host.run_until_idle()
 
-            assert stats == {
-                "invocations": 12,
-                "failed_invocations": 0,
-                "dead_letters": 0,
-                "not_settled": 0,
-            }
+            assert stats == every_message_settled(12)
             assert host.errors == []
-            stored = [
-                item
-                async for item in container.query_items("SELECT c.id FROM c WHERE c.type = 'order'")
-            ]
-            assert sorted(item["id"] for item in stored) == sorted(
-                f"{prefix}-{index}" for index in range(12)
+            # Outbox on (app_env): each order and its event.
+            assert await stored_ids(container, prefix) == sorted(
+                [f"{prefix}-{index}" for index in range(12)]
+                + [f"{prefix}-{index}:OrderAccepted" for index in range(12)]
             )
     finally:
         sys.argv[:] = argv
@@ -63,29 +71,19 @@ async def test_platform_floor_writes_the_prepared_documents_and_settles(
             bind_message_actions(host.grpc_port)
             prefix = f"floor-{uuid.uuid4().hex[:6]}"
             ids = [f"{prefix}-{index}" for index in range(8)]
-            documents = {
-                message_id: [{"id": message_id, "orderId": message_id, "type": "order"}]
-                for message_id in ids
-            }
-            floor_app.expect(container, documents)
+            floor_app.expect(
+                container,
+                {
+                    message_id: [{"id": message_id, "orderId": message_id, "type": "order"}]
+                    for message_id in ids
+                },
+            )
             assert await host.enqueue(prefix, len(ids), lines=2) == len(ids)
 
             stats = await host.run_until_idle()
 
-            assert stats == {
-                "invocations": 8,
-                "failed_invocations": 0,
-                "dead_letters": 0,
-                "not_settled": 0,
-            }
+            assert stats == every_message_settled(len(ids))
             assert host.errors == []
-            stored = [
-                item
-                async for item in container.query_items(
-                    "SELECT c.id FROM c WHERE STARTSWITH(c.id, @prefix)",
-                    parameters=[{"name": "@prefix", "value": prefix}],
-                )
-            ]
-            assert sorted(item["id"] for item in stored) == sorted(ids)
+            assert await stored_ids(container, prefix) == sorted(ids)
     finally:
         sys.argv[:] = argv
