@@ -195,10 +195,6 @@ async def measure(
     decide_new = results["decide_new"]
     results["target"] = {"p50_limit_us": P50_LIMIT_US, "p99_limit_us": P99_LIMIT_US}
     results["ok"] = decide_new["p50"] <= P50_LIMIT_US and decide_new["p99"] <= P99_LIMIT_US
-    handle = results["handle_path"]
-    results["handle_path_within_limits"] = (
-        handle["p50"] <= P50_LIMIT_US and handle["p99"] <= P99_LIMIT_US
-    )
     return results
 
 
