@@ -432,12 +432,9 @@ class PeekLockQueue:
         """Fault injection: this delivery's lock lapses now (the host could not renew it), as if
         its ``locked_until`` had passed. The message is available again at once."""
         with self._lock:
-            entry = self._locked.pop(lock_token, None)
-            if entry is None:
+            if lock_token not in self._locked:
                 raise MessageLockLostError(f"no lock held for token {lock_token}")
-            self._retired[lock_token] = "lock expired"
-            self._stats.lock_expired += 1
-            self._release(entry, self.clock.now())
+            self._lapse(lock_token, self.clock.now())
         self._notify()
 
     def add_listener(self, listener: Callable[[], None]) -> None:
@@ -467,10 +464,14 @@ class PeekLockQueue:
     def _expire_locks(self, now: datetime) -> None:
         for token, entry in list(self._locked.items()):
             if entry.locked_until is not None and now >= entry.locked_until:
-                del self._locked[token]
-                self._retired[token] = "lock expired"
-                self._stats.lock_expired += 1
-                self._release(entry, now)
+                self._lapse(token, now)
+
+    def _lapse(self, token: uuid.UUID, now: datetime) -> None:
+        """The lock ``token`` is gone: the token is retired and the message released."""
+        entry = self._locked.pop(token)
+        self._retired[token] = "lock expired"
+        self._stats.lock_expired += 1
+        self._release(entry, now)
 
     def _release(self, entry: _Entry, now: datetime) -> None:
         entry.lock_token = None

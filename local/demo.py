@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import random
-import sys
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -44,7 +43,11 @@ from local.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue, 
 from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
 from local.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
-from local.settlement_server import SettlementServer, bind_message_actions
+from local.settlement_server import (
+    SettlementServer,
+    bind_message_actions,
+    worker_arguments_restored,
+)
 from shared import runtime
 from shared.config import Settings
 from shared.contract import MAX_BODY_BYTES, parse_order
@@ -212,8 +215,9 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
         console.print(f"[dim]local Cosmos DB API server at {endpoint}[/dim]")
     local_server = server is not None
     container_name = f"demo-{options.seed}-{uuid.uuid4().hex[:8]}"
+    queue_settings = QueueSettings.from_messaging_file()
     env = {
-        "ORDERS_QUEUE_NAME": QueueSettings.from_messaging_file().queue_name,
+        "ORDERS_QUEUE_NAME": queue_settings.queue_name,
         "COSMOS_ENDPOINT": endpoint,
         "COSMOS_DATABASE": "orders",
         "COSMOS_CONTAINER": container_name,
@@ -222,7 +226,6 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
         **({"COSMOS_KEY": key} if key else {}),
     }
     settings = Settings.from_env(env)
-    argv = list(sys.argv)
     handler = _OutcomeLog()
     consumer_logger = logging.getLogger("orders.consumer")
     consumer_logger.addHandler(handler)
@@ -242,7 +245,7 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
         # Backoff waits on the queue's clock: an outage is ridden out without real sleeping.
         jitter = random.Random(options.seed).random
         runtime.install(settings, app_client, now=clock.now, sleep=clock.sleep, jitter=jitter)
-        report = await _drive(options, env, container, handler, console, clock)
+        report = await _drive(options, env, queue_settings, container, handler, console, clock)
         if transport is not None:
             report.figures["injected Cosmos faults"] = sum(r.fired for r in transport.rules)
         if not local_server:
@@ -256,7 +259,6 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
         await runtime.close()
         await app_client.close()
         await verifier.close()
-        sys.argv[:] = argv
         if server is not None:
             server.stop()
 
@@ -264,32 +266,26 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
 async def _drive(
     options: DemoOptions,
     env: dict[str, str],
+    queue_settings: QueueSettings,
     container: ContainerProxy,
     log: _OutcomeLog,
     console: Console,
     clock: ManualClock,
 ) -> DemoReport:
     the_plan = plan(options)
-    queue = PeekLockQueue(QueueSettings.from_messaging_file(), clock=clock)
-    with SettlementServer(queue) as settlement:
+    queue = PeekLockQueue(queue_settings, clock=clock)
+    with worker_arguments_restored(), SettlementServer(queue) as settlement:
         bind_message_actions(settlement.port)
         host = LocalFunctionsHost(
             queue, function_app.app, app_settings=env, max_concurrent_calls=options.concurrency
         )
-        sent = 0
-
-        def send(message: OutgoingMessage) -> None:
-            nonlocal sent
-            sent += 1
-            queue.send(message)
-
         # Phase 1: the stream, immediate producer retries, poison.
         for order_id, body in the_plan.bodies.items():
-            send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
+            queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
         for order_id in the_plan.early_retries:
-            send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="retry"))
+            queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="retry"))
         for _, message in the_plan.poison:
-            send(message)
+            queue.send(message)
 
         troubled: set[str] = set()
         deliveries: Counter[str] = Counter()
@@ -323,14 +319,16 @@ async def _drive(
             # Phase 2: a day later, outside the duplicate-detection window.
             clock.advance(queue.settings.duplicate_detection_window + timedelta(seconds=1))
             for order_id in the_plan.late_retries:
-                send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="late"))
+                queue.send(
+                    OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="late")
+                )
             for order_id, body in the_plan.mismatches.items():
-                send(OutgoingMessage(order_id, body, correlation_id="changed"))
+                queue.send(OutgoingMessage(order_id, body, correlation_id="changed"))
             progress.update(task, description="phase 2: a day later", total=queue.stats.accepted)
             await host.run_until_idle(on_delivery=with_trouble)
             progress.update(task, completed=_settled_for_good(queue))
 
-        report = await _report(the_plan, queue, host, container, log, sent, options)
+        report = await _report(the_plan, queue, host, container, log, options)
         report.deliveries_per_message = Counter(
             count for message_id, count in deliveries.items() if message_id
         )
@@ -365,7 +363,6 @@ async def _report(
     host: LocalFunctionsHost,
     container: ContainerProxy,
     log: _OutcomeLog,
-    sent: int,
     options: DemoOptions,
 ) -> DemoReport:
     documents = [item async for item in container.query_items("SELECT * FROM c")]
@@ -374,7 +371,7 @@ async def _report(
     stats = queue.stats
     report = DemoReport(outcomes=log.outcomes)
     report.figures = {
-        "sent": sent,
+        "sent": stats.sent,  # every send, including those duplicate detection dropped
         "dropped by duplicate detection": stats.dropped_duplicates,
         "deliveries": stats.deliveries,
         "processed": log.outcomes["processed"],
@@ -386,7 +383,8 @@ async def _report(
         "order documents": len(orders),
         "outbox documents": len(outbox),
     }
-    report.dead_lettered_by_reason = Counter(dead.reason for dead in queue.dead_letters)
+    dead_letters = queue.dead_letters
+    report.dead_lettered_by_reason = Counter(dead.reason for dead in dead_letters)
 
     expected_hash = {
         order_id: parse_order(body, order_id).request_hash
@@ -400,7 +398,7 @@ async def _report(
         d["orderId"] for d in orders if d["requestHash"] != expected_hash.get(d["orderId"])
     ]
     dead_by_id: dict[str | None, list[str]] = {}
-    for dead in queue.dead_letters:
+    for dead in dead_letters:
         dead_by_id.setdefault(dead.message.message_id, []).append(dead.reason)
     mismatches_ok = all(
         dead_by_id.get(order_id, []).count("HashMismatch") == 1 for order_id in the_plan.mismatches
@@ -487,14 +485,23 @@ def print_report(report: DemoReport, console: Console) -> None:
     console.print(checks)
 
 
+_RATES = ("duplicate", "crash", "lock-expiry", "mismatch", "poison")
+
+
+def _add_run_arguments(
+    parser: argparse.ArgumentParser, defaults: DemoOptions, rates: tuple[str, ...]
+) -> None:
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
+    for rate in rates:
+        attribute = f"{rate.replace('-', '_')}_rate"
+        parser.add_argument(f"--{rate}-rate", type=float, default=getattr(defaults, attribute))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = DemoOptions()
     parser.add_argument("--orders", type=int, default=defaults.orders)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
-    for rate in ("duplicate", "crash", "lock-expiry", "mismatch", "poison"):
-        attribute = f"{rate.replace('-', '_')}_rate"
-        parser.add_argument(f"--{rate}-rate", type=float, default=getattr(defaults, attribute))
+    _add_run_arguments(parser, defaults, _RATES)
     parser.add_argument("--no-outbox", action="store_true", help="write the order alone")
     parser.add_argument(
         "--cosmos-endpoint", help="a real Cosmos DB account or emulator instead of the local server"
@@ -525,11 +532,7 @@ CHAOS = DemoOptions(
 def add_chaos_arguments(parser: argparse.ArgumentParser) -> None:
     """``make chaos``: the demo's machinery with every failure mixed in, at volume."""
     parser.add_argument("--messages", type=int, default=CHAOS.orders, dest="orders")
-    parser.add_argument("--seed", type=int, default=CHAOS.seed)
-    parser.add_argument("--concurrency", type=int, default=CHAOS.concurrency)
-    for rate in ("duplicate", "crash", "lock-expiry", "mismatch", "poison", "transport-fault"):
-        attribute = f"{rate.replace('-', '_')}_rate"
-        parser.add_argument(f"--{rate}-rate", type=float, default=getattr(CHAOS, attribute))
+    _add_run_arguments(parser, CHAOS, (*_RATES, "transport-fault"))
 
 
 def main(arguments: argparse.Namespace) -> int:

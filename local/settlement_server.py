@@ -8,9 +8,10 @@ unchanged, through the real client, against a broker model whose failures we con
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeAlias, TypeVar
@@ -27,6 +28,7 @@ __all__ = [
     "QueueSettlementServicer",
     "SettlementServer",
     "bind_message_actions",
+    "worker_arguments_restored",
     "worker_argv",
 ]
 
@@ -201,7 +203,7 @@ def bind_message_actions(
     worker is launched by the host) and caches a process-wide singleton, because one worker
     process talks to exactly one host. Locally we are both host and worker, and tests start
     a server per test on a fresh port, so we rewrite those arguments and drop the cached
-    instance. Callers that care (tests) should restore ``sys.argv`` afterwards.
+    instance. Callers that care (tests) bind inside ``worker_arguments_restored()``.
     """
     argv = list(sys.argv)
     kept: list[str] = argv[:1]
@@ -220,3 +222,14 @@ def bind_message_actions(
     with ServiceBusMessageActions._lock:
         ServiceBusMessageActions._instance = None
     return ServiceBusMessageActions.get_instance()
+
+
+@contextlib.contextmanager
+def worker_arguments_restored() -> Iterator[None]:
+    """Put ``sys.argv`` back as it was on exit, however often ``bind_message_actions`` rewrote
+    it inside: a test, the demo or a benchmark leaves the process's arguments as it found them."""
+    argv = list(sys.argv)
+    try:
+        yield
+    finally:
+        sys.argv[:] = argv

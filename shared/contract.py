@@ -172,23 +172,6 @@ FINGERPRINT_ALGORITHMS: dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
-class OrderView:
-    """Read-only accessors over the validated fields (what ``shared.core`` reads as ``.order``)."""
-
-    __slots__ = ("fields",)
-
-    def __init__(self, fields: Mapping[str, Any]) -> None:
-        self.fields = fields
-
-    @property
-    def orderId(self) -> str:  # noqa: N802 (wire name)
-        return str(self.fields["orderId"])
-
-    @property
-    def total_minor(self) -> int:
-        return sum(line["quantity"] * line["unitPriceMinor"] for line in self.fields["lines"])
-
-
 @dataclass(frozen=True, slots=True)
 class ValidOrder:
     """An order that passed the contract, with its fingerprint under the current algorithm."""
@@ -202,8 +185,8 @@ class ValidOrder:
         return str(self.fields["orderId"])
 
     @property
-    def order(self) -> OrderView:
-        return OrderView(self.fields)
+    def total_minor(self) -> int:
+        return sum(line["quantity"] * line["unitPriceMinor"] for line in self.fields["lines"])
 
 
 def parse_order(body: bytes, message_id: str | None) -> ValidOrder:

@@ -152,7 +152,7 @@ def build_documents(
     """The order document, then (with the outbox on) its OrderAccepted event, same partition."""
     order_id = valid.order_id
     accepted = accepted_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    total_minor = valid.order.total_minor
+    total_minor = valid.total_minor
     order = {
         "id": order_id,
         "type": "order",

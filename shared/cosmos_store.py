@@ -78,30 +78,31 @@ class CosmosOrderStore:
 
     async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
         partition_key = documents[0]["orderId"]
+        operation = "create" if len(documents) == 1 else "batch"
         try:
-            if len(documents) == 1:
+            if operation == "create":
                 await self._container.create_item(
                     dict(documents[0]),
                     timeout=OPERATION_TIMEOUT_S,
-                    response_hook=self._charge_hook("create"),
+                    response_hook=self._charge_hook(operation),
                 )
             else:
                 await self._container.execute_item_batch(
                     [("create", (dict(document),)) for document in documents],
                     partition_key=partition_key,
                     timeout=OPERATION_TIMEOUT_S,
-                    response_hook=self._charge_hook("batch"),
+                    response_hook=self._charge_hook(operation),
                 )
         except cosmos_errors.CosmosBatchOperationError as error:
-            self._charge_of_error("batch", error)
+            self._charge_of_error(operation, error)
             if error.status_code == 409:
                 raise OrderAlreadyExists(partition_key) from error
             _raise_classified(error, writing=True)
         except cosmos_errors.CosmosResourceExistsError as error:
-            self._charge_of_error("create", error)
+            self._charge_of_error(operation, error)
             raise OrderAlreadyExists(partition_key) from error
         except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
-            self._charge_of_error("create" if len(documents) == 1 else "batch", error)
+            self._charge_of_error(operation, error)
             _raise_classified(error, writing=True)
 
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
@@ -123,21 +124,22 @@ class CosmosOrderStore:
     def _charge_of_error(self, operation: str, error: Exception) -> None:
         # The SDK calls response hooks on success only; a conflict costs RU too.
         headers = getattr(error, "headers", None)
-        charge = headers.get("x-ms-request-charge") if headers is not None else None
-        if charge is not None and self._on_request_charge is not None:
-            self._on_request_charge(operation, float(charge))
+        if headers is not None:
+            self._record_charge(operation, headers)
 
     def _charge_hook(self, operation: str) -> Callable[[Mapping[str, str], Any], None] | None:
-        sink = self._on_request_charge
-        if sink is None:
+        if self._on_request_charge is None:
             return None
 
         def hook(headers: Mapping[str, str], _body: Any) -> None:
-            charge = headers.get("x-ms-request-charge")
-            if charge is not None:
-                sink(operation, float(charge))
+            self._record_charge(operation, headers)
 
         return hook
+
+    def _record_charge(self, operation: str, headers: Mapping[str, str]) -> None:
+        charge = headers.get("x-ms-request-charge")
+        if charge is not None and self._on_request_charge is not None:
+            self._on_request_charge(operation, float(charge))
 
 
 def _raise_classified(error: Exception, *, writing: bool) -> NoReturn:

@@ -328,10 +328,7 @@ class ConsumerTelemetry:
                 "settlement": settlement,
                 "deadletter_reason": decision.deadletter_reason,
                 "description": decision.description,
-                "message_id": message.message_id,
-                "correlation_id": message.correlation_id,
-                "delivery_count": message.delivery_count,
-                "order_id": decision.order_id,
+                **_message_fields(message, decision),
             },
         )
 
@@ -344,7 +341,7 @@ class ConsumerTelemetry:
         span.add_event(
             "retry",
             {
-                "orders.outcome": decision.outcome.value,
+                ATTR_OUTCOME: decision.outcome.value,
                 "orders.attempt": attempt,
                 "delay_s": delay_s,
             },
@@ -361,10 +358,7 @@ class ConsumerTelemetry:
             delay_s,
             extra={
                 "attempt_outcome": decision.outcome.value,
-                "message_id": message.message_id,
-                "correlation_id": message.correlation_id,
-                "delivery_count": message.delivery_count,
-                "order_id": decision.order_id,
+                **_message_fields(message, decision),
                 "description": decision.description,
                 "attempt": attempt,
                 "retry_delay_s": delay_s,
@@ -387,13 +381,20 @@ class ConsumerTelemetry:
             extra={
                 "outcome": decision.outcome.value,
                 "settlement": decision.settlement.value,
-                "message_id": message.message_id,
-                "correlation_id": message.correlation_id,
-                "delivery_count": message.delivery_count,
-                "order_id": decision.order_id,
+                **_message_fields(message, decision),
                 "settlement_error": type(error).__name__,
             },
         )
+
+
+def _message_fields(message: IncomingMessage, decision: Decision) -> dict[str, Any]:
+    """What every log record of a delivery carries, to find the delivery and its order."""
+    return {
+        "message_id": message.message_id,
+        "correlation_id": message.correlation_id,
+        "delivery_count": message.delivery_count,
+        "order_id": decision.order_id,
+    }
 
 
 def producer_links(properties: Mapping[str, Any]) -> list[Link]:

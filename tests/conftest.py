@@ -10,7 +10,6 @@ marked ``emulator`` run only then.
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -24,7 +23,11 @@ from local.broker import ManualClock, PeekLockQueue, QueueSettings
 from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
 from local.faults import FaultInjectingTransport
 from local.host import LocalFunctionsHost
-from local.settlement_server import SettlementServer, bind_message_actions
+from local.settlement_server import (
+    SettlementServer,
+    bind_message_actions,
+    worker_arguments_restored,
+)
 from shared import runtime
 from shared.config import Settings
 from shared.cosmos_store import create_client
@@ -103,11 +106,9 @@ def queue(clock: ManualClock) -> PeekLockQueue:
 
 @pytest.fixture
 def settlement_server(queue: PeekLockQueue) -> Iterator[SettlementServer]:
-    argv = list(sys.argv)
-    with SettlementServer(queue) as server:
+    with worker_arguments_restored(), SettlementServer(queue) as server:
         bind_message_actions(server.port)
         yield server
-    sys.argv[:] = argv
 
 
 # The SDK's own retries (503, connection errors) back off in real time, a second apiece; the

@@ -4,7 +4,6 @@ is processed once and settled; nothing is left locked or dead-lettered."""
 
 from __future__ import annotations
 
-import sys
 import uuid
 
 from azure.cosmos.aio import ContainerProxy
@@ -12,7 +11,7 @@ from azure.cosmos.aio import ContainerProxy
 from bench import floor_app
 from bench.split_host import SplitHost
 from local.host import index_function
-from local.settlement_server import bind_message_actions
+from local.settlement_server import bind_message_actions, worker_arguments_restored
 from shared import runtime
 from shared.config import Settings
 from shared.cosmos_store import create_client
@@ -39,8 +38,7 @@ async def test_split_host_processes_and_settles_every_message(
 ) -> None:
     settings = Settings.from_env(app_env)
     runtime.install(settings, create_client(settings))
-    argv = list(sys.argv)
-    try:
+    with worker_arguments_restored():
         async with SplitHost(app_env, max_concurrent_calls=4) as host:
             bind_message_actions(host.grpc_port)
             prefix = f"split-{uuid.uuid4().hex[:6]}"
@@ -55,8 +53,6 @@ async def test_split_host_processes_and_settles_every_message(
                 [f"{prefix}-{index}" for index in range(12)]
                 + [f"{prefix}-{index}:OrderAccepted" for index in range(12)]
             )
-    finally:
-        sys.argv[:] = argv
 
 
 async def test_platform_floor_writes_the_prepared_documents_and_settles(
@@ -64,8 +60,7 @@ async def test_platform_floor_writes_the_prepared_documents_and_settles(
 ) -> None:
     """The floor variant of target 3 runs bench.floor_app's function on the same split host: it
     must write exactly the documents it is given (the bare loop's) and complete every message."""
-    argv = list(sys.argv)
-    try:
+    with worker_arguments_restored():
         async with SplitHost(app_env, max_concurrent_calls=4) as host:
             host.function = index_function(floor_app.app, app_env)
             bind_message_actions(host.grpc_port)
@@ -85,5 +80,3 @@ async def test_platform_floor_writes_the_prepared_documents_and_settles(
             assert stats == every_message_settled(len(ids))
             assert host.errors == []
             assert await stored_ids(container, prefix) == sorted(ids)
-    finally:
-        sys.argv[:] = argv

@@ -44,7 +44,7 @@ def test_valid_order_is_normalised_and_hashed() -> None:
     assert valid.order_id == "ord-1001"
     assert valid.fields["placedAt"] == "2026-11-29T09:15:00Z"
     assert valid.hash_algorithm == HASH_ALGORITHM
-    assert valid.order.total_minor == 3499
+    assert valid.total_minor == 3499
     assert set(valid.fields) == {
         "schemaVersion",
         "orderId",
@@ -293,7 +293,7 @@ def test_validated_fields_are_plain_dicts_in_canonical_order() -> None:
     assert [list(line) for line in valid.fields["lines"]] == [
         ["sku", "quantity", "unitPriceMinor"]
     ] * 2
-    assert (valid.order.orderId, valid.order.total_minor) == ("ord-1001", 3499)
+    assert (valid.order_id, valid.total_minor) == ("ord-1001", 3499)
 
 
 def test_a_line_that_is_not_an_object_names_its_position() -> None:
