@@ -130,7 +130,8 @@ async def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
     console = Console()
     # The consumer logs one line per message; the worker would ship it, we drop it.
     logging.getLogger("orders").addHandler(logging.NullHandler())
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     results: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "arguments": " ".join(sys.argv[1:] if argv is None else argv) or "(defaults)",
+        "arguments": " ".join(argv) or "(defaults)",
         "machine": machine.describe(),
         "cosmos_server": "not used",
     }

@@ -66,10 +66,6 @@ class OrderPlaced(BaseModel):
     def _normalise_placed_at(cls, value: str) -> str:
         return normalise_timestamp(value)
 
-    @property
-    def total_minor(self) -> int:
-        return sum(line.quantity * line.unitPriceMinor for line in self.lines)
-
     def canonical_fields(self) -> dict[str, Any]:
         return self.model_dump(include=set(CONTRACT_FIELDS))
 

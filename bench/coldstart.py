@@ -11,7 +11,6 @@ this repository's own modules (and the few standard-library modules only they im
 from __future__ import annotations
 
 import ast
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -114,18 +113,19 @@ def measure(runs: int = 15) -> dict[str, Any]:
         pair = [(app_body, app_times), (deps_body, deps_times)]
         for body, sink in pair if index % 2 == 0 else reversed(pair):
             sink.append(_run(body) * 1000)
-    overhead = statistics.median(app_times) / statistics.median(deps_times) - 1
+    app, dependencies = rounds(app_times), rounds(deps_times)
+    overhead = app["median"] / dependencies["median"] - 1
     own = own_module_times()
     return {
         "runs": runs,
         "dependency_imports": deps,
-        "function_app_ms": rounds(app_times),
-        "dependencies_ms": rounds(deps_times),
+        "function_app_ms": app,
+        "dependencies_ms": dependencies,
         "overhead": overhead,
         "own_modules_self_ms": own,
         # Less noisy than the difference of two medians: this repository's modules' own import
         # time (one -X importtime run) against the dependencies' median.
-        "own_self_time_share": sum(own.values()) / statistics.median(deps_times),
+        "own_self_time_share": sum(own.values()) / dependencies["median"],
         "target_overhead": TARGET_OVERHEAD,
         "ok": overhead <= TARGET_OVERHEAD,
     }

@@ -26,13 +26,14 @@ from local.host_binding import decode_host_binding, encode_amqp, host_binding_by
 from local.memory_store import InMemoryOrderStore
 from shared.consumer import OrderConsumer
 from shared.contract import fingerprint_v1, parse_order
-from shared.core import IncomingMessage, build_documents, decide
+from shared.core import Decision, IncomingMessage, Outcome, build_documents, decide
 from shared.settlement import to_incoming
 from shared.telemetry import ConsumerTelemetry
 
 T = TypeVar("T")
 P50_LIMIT_US = 150.0
 P99_LIMIT_US = 500.0
+_PROCESSED = Decision(Outcome.PROCESSED, order_id="x", request_hash="0" * 64)
 
 
 class NoopActions:
@@ -154,9 +155,8 @@ async def measure(
     telemetry = ConsumerTelemetry("orders")
 
     def run_telemetry(message: IncomingMessage) -> None:
-        decision_message = message
-        with telemetry.processing(decision_message) as span:
-            telemetry.record_outcome(span, decision_message, _PROCESSED, settled=True, duration_s=0)
+        with telemetry.processing(message) as span:
+            telemetry.record_outcome(span, message, _PROCESSED, settled=True, duration_s=0)
 
     async def run_hop(_: object) -> None:
         await asyncio.to_thread(actions.complete, None)
@@ -196,12 +196,3 @@ async def measure(
     results["target"] = {"p50_limit_us": P50_LIMIT_US, "p99_limit_us": P99_LIMIT_US}
     results["ok"] = decide_new["p50"] <= P50_LIMIT_US and decide_new["p99"] <= P99_LIMIT_US
     return results
-
-
-def _processed() -> Any:
-    from shared.core import Decision, Outcome
-
-    return Decision(Outcome.PROCESSED, order_id="x", request_hash="0" * 64)
-
-
-_PROCESSED = _processed()

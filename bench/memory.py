@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.cpu import NoopActions, host_bytes
-from bench.orders import INVALID_BODY, order_bytes
+from bench.orders import INVALID_BODY, order_bytes, outgoing
 from local.host_binding import decode_host_binding
 from shared.consumer import OrderConsumer
 from shared.errors import OrderAlreadyExists
@@ -110,15 +110,13 @@ def _summary(
 
 async def measure_standin(standin: Any, messages: int = 10_000, chunk: int = 500) -> dict[str, Any]:
     """The full stand-in path, ``chunk`` messages at a time."""
-    from bench.throughput import _messages
-
-    await standin.deliver(*_messages(f"mw-{uuid.uuid4().hex[:6]}", chunk))
+    await standin.deliver(*outgoing(f"mw-{uuid.uuid4().hex[:6]}", chunk))
     gc.collect()
     baseline = rss_bytes()
     samples: list[tuple[int, int]] = [(0, baseline)]
     done = 0
     while done < messages:
-        await standin.deliver(*_messages(f"m{done}-{uuid.uuid4().hex[:6]}", chunk))
+        await standin.deliver(*outgoing(f"m{done}-{uuid.uuid4().hex[:6]}", chunk))
         done += chunk
         samples.append((done, rss_bytes()))
     gc.collect()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from local.broker import OutgoingMessage
+
 DEFAULT_LINES = 10
 
 
@@ -29,6 +31,20 @@ def encode(body: dict[str, Any]) -> bytes:
 
 def order_bytes(order_id: str, *, lines: int = DEFAULT_LINES, quantity: int = 2) -> bytes:
     return encode(order_body(order_id, lines=lines, quantity=quantity))
+
+
+def outgoing(prefix: str, count: int, *, lines: int = DEFAULT_LINES) -> list[OutgoingMessage]:
+    """``count`` orders with ids ``{prefix}-{index}``, as a sender puts them on the queue. The
+    split host's child builds its messages with this too, so the floor variants can predict them."""
+    ids = [f"{prefix}-{index}" for index in range(count)]
+    return [
+        OutgoingMessage(
+            message_id=message_id,
+            body=order_bytes(message_id, lines=lines),
+            correlation_id=f"corr-{message_id}",
+        )
+        for message_id in ids
+    ]
 
 
 INVALID_BODY = b'{"schemaVersion": 1, "orderId": "x", "currency": "eur"}'

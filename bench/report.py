@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
+from bench.request_counts import EXPECTED
+
 RU_NOTES = """\
 ## Request units (not metered locally)
 
@@ -41,6 +43,11 @@ def _f(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
+def _pairs(counts: dict[str, Any]) -> str:
+    """``{"new": 1, "duplicate": 2}`` -> ``"new 1, duplicate 2"``."""
+    return ", ".join(f"{name} {value}" for name, value in counts.items())
+
+
 def verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else ("PASS" if ok else "FAIL")
 
@@ -50,25 +57,25 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     requests = results.get("requests")
     if requests:
         outcomes = requests["outcomes"]
-        measured = ", ".join(f"{name} {o['documents']}" for name, o in outcomes.items())
+        measured = _pairs({name: o["documents"] for name, o in outcomes.items()})
         peer = requests["peer_two_phase"]
         rows.append(
             (
                 "1. Cosmos requests per outcome",
                 f"{measured} (peer two-phase: new {peer['new']['documents']}, "
                 f"duplicate {peer['duplicate']['documents']})",
-                "new 1, duplicate 2, mismatch 2, invalid 0",
+                _pairs(EXPECTED),
                 verdict(requests["ok"]),
             )
         )
     cpu = results.get("cpu")
     if cpu:
-        d, h = cpu["decide_new"], cpu["handle_path"]
+        d, h, limits = cpu["decide_new"], cpu["handle_path"], cpu["target"]
         rows.append(
             (
                 "2. core CPU per message: decide (InMemoryOrderStore)",
                 f"p50 {_f(d['p50'])} µs, p99 {_f(d['p99'])} µs",
-                "p50 ≤ 150 µs, p99 ≤ 500 µs",
+                f"p50 ≤ {limits['p50_limit_us']:g} µs, p99 ≤ {limits['p99_limit_us']:g} µs",
                 verdict(cpu["ok"]),
             )
         )
@@ -84,6 +91,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     if tp:
         ratios = tp["ratios"]
         variants = tp["variants"]
+        ratio_limit = f"≥ {tp['target_ratio']:g}"
         rows.append(
             (
                 "3. e2e throughput, stand-in (host in its own process) / bare create_item, "
@@ -91,7 +99,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"{_f(ratios['consumer_create / bare_create'], 2)} "
                 f"({_f(variants['consumer_create']['msgs_per_s']['median'])} vs "
                 f"{_f(variants['bare_create']['msgs_per_s']['median'])} msg/s)",
-                "≥ 0.85",
+                ratio_limit,
                 verdict(tp["ok"]),
             )
         )
@@ -111,7 +119,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 (
                     "3c. e2e throughput, consumer / platform floor: the consumer's own work",
                     f"{_f(ratios['consumer_create / floor_create'], 2)}",
-                    "≥ 0.85",
+                    ratio_limit,
                     verdict(tp.get("floor_ok")),
                 )
             )
@@ -123,7 +131,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"{cold['overhead'] * 100:+.1f}% ({_f(cold['function_app_ms']['median'], 0)} vs "
                 f"{_f(cold['dependencies_ms']['median'], 0)} ms); own modules' self time "
                 f"{_f(cold['own_self_time_share'] * 100)}%",
-                "≤ +15%",
+                f"≤ {cold['target_overhead'] * 100:+g}%",
                 verdict(cold["ok"]),
             )
         )
@@ -134,7 +142,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"5. RSS over {memory['messages']:,} messages ({memory['path']})",
                 f"{_f(memory['baseline_mib'])} → {_f(memory['final_mib'])} MiB, max deviation "
                 f"{_f(memory['max_deviation'] * 100, 2)}%",
-                "± 10%",
+                f"± {memory['tolerance'] * 100:g}%",
                 verdict(memory["ok"]),
             )
         )
@@ -182,7 +190,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"- Machine: {machine['cpu_model']}, {machine['cores']} cores, load average at start "
         f"{machine['load_average_at_start']}; {machine['platform']}",
         f"- Python {machine['python']} ({machine['implementation']}), Node.js {machine['node']}",
-        "- Packages: " + ", ".join(f"{k} {v}" for k, v in machine["packages"].items()),
+        "- Packages: " + _pairs(machine["packages"]),
         f"- Cosmos server: {results['cosmos_server']}",
         "",
         "## Summary",
@@ -213,17 +221,17 @@ def markdown(results: dict[str, Any]) -> str:
             "|---|---|---|---|---|",
         ]
         for name, o in requests["outcomes"].items():
-            kinds = ", ".join(f"{k} {v}" for k, v in o["kinds"].items()) or "none"
+            kinds = _pairs(o["kinds"]) or "none"
             settlement = o["settlement"] + (f" ({o['reason']})" if o["reason"] else "")
             out.append(f"| {name} | {o['documents']} | {o['total']} | {kinds} | {settlement} |")
         peer = requests["peer_two_phase"]
         out += [
             f"| *peer model: two-phase record (Powertools-style), new* | "
             f"{peer['new']['documents']} | | "
-            + ", ".join(f"{k} {v}" for k, v in peer["new"]["kinds"].items())
+            + _pairs(peer["new"]["kinds"])
             + " | *not product code* |",
             f"| *peer model: two-phase record, duplicate* | {peer['duplicate']['documents']} | | "
-            + ", ".join(f"{k} {v}" for k, v in peer["duplicate"]["kinds"].items())
+            + _pairs(peer["duplicate"]["kinds"])
             + " | *not product code* |",
             "",
             "The two-phase peer (`bench/peer.py`) writes an INPROGRESS record, does the same "

@@ -75,7 +75,7 @@ async def count_outcomes(standin: StandIn, order_id: str = "bench-order-1") -> d
             scenario=scenario,
             documents=delta.documents,
             total=delta.total,
-            kinds={kind: count for kind, count in sorted(delta.counts.items()) if count},
+            kinds=delta.kinds(),
             settlement=record.operation if record.ok else f"{record.operation} (failed)",
             reason=record.reason,
         )
@@ -105,7 +105,7 @@ async def count_two_phase_peer(standin: StandIn, order_id: str = "peer-order-1")
         counts[scenario] = {
             "documents": delta.documents,
             "outcome": outcome,
-            "kinds": {kind: count for kind, count in sorted(delta.counts.items()) if count},
+            "kinds": delta.kinds(),
         }
     return counts
 

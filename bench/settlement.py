@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import sys
+import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from local.settlement_server import bind_message_actions
+from local.settlement_server import bind_message_actions, worker_arguments_restored
 
 
 def _serve(ports: Any) -> None:  # in the child process
@@ -58,68 +58,67 @@ async def measure(calls: int = 2_000, concurrency: int = 16) -> dict[str, dict[s
     child = context.Process(target=_serve, args=(ports,), daemon=True)
     child.start()
     executors: list[ThreadPoolExecutor] = []
-    saved_argv = list(sys.argv)  # bind_message_actions rewrites the worker arguments
-    try:
-        port = await asyncio.to_thread(ports.get, True, 60)
-        actions = bind_message_actions(port)
-        loop = asyncio.get_running_loop()
-        from azurefunctions.extensions.bindings.protos.settlement_pb2 import CompleteRequest
+    with worker_arguments_restored():  # bind_message_actions rewrites sys.argv
+        try:
+            port = await asyncio.to_thread(ports.get, True, 60)
+            actions = bind_message_actions(port)
+            loop = asyncio.get_running_loop()
+            from azurefunctions.extensions.bindings.protos.settlement_pb2 import CompleteRequest
 
-        stub = actions._client
+            stub = actions._client
 
-        async def via_future(message: _Message) -> None:
-            request = CompleteRequest()
-            request.locktoken = str(message.lock_token)
-            done: asyncio.Future[Any] = loop.create_future()
+            async def via_future(message: _Message) -> None:
+                request = CompleteRequest()
+                request.locktoken = str(message.lock_token)
+                done: asyncio.Future[Any] = loop.create_future()
 
-            def resolve(call: Any) -> None:
-                if not done.done():
-                    done.set_result(call)
+                def resolve(call: Any) -> None:
+                    if not done.done():
+                        done.set_result(call)
 
-            def finished(call: Any) -> None:  # on a gRPC thread
-                loop.call_soon_threadsafe(resolve, call)
+                def finished(call: Any) -> None:  # on a gRPC thread
+                    loop.call_soon_threadsafe(resolve, call)
 
-            stub.Complete.future(request).add_done_callback(finished)
-            (await done).result()
+                stub.Complete.future(request).add_done_callback(finished)
+                (await done).result()
 
-        async def inline(message: _Message) -> None:
-            actions.complete(message)
+            async def inline(message: _Message) -> None:
+                actions.complete(message)
 
-        def executor(threads: int) -> Callable[[_Message], Awaitable[None]]:
-            pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="settle")
-            executors.append(pool)
-            return lambda message: loop.run_in_executor(pool, actions.complete, message)
+            def executor(threads: int) -> Callable[[_Message], Awaitable[None]]:
+                pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="settle")
+                executors.append(pool)
+                return lambda message: loop.run_in_executor(pool, actions.complete, message)
 
-        variants: dict[str, Callable[[_Message], Awaitable[None]]] = {
-            "asyncio.to_thread, default executor (current)": lambda message: asyncio.to_thread(
-                actions.complete, message
-            ),
-            "dedicated executor, 1 thread": executor(1),
-            "dedicated executor, 4 threads": executor(4),
-            "dedicated executor, 16 threads": executor(16),
-            "stub.future + call_soon_threadsafe (private API)": via_future,
-            "inline blocking call (blocks the loop)": inline,
-        }
-        results: dict[str, dict[str, list[float]]] = {
-            name: {"cpu_us": [], "wall_us": []} for name in variants
-        }
-        for _ in range(3):  # rounds alternate the variants; the median round is reported
-            for name, settle in variants.items():
-                messages = iter([_Message() for _ in range(calls)])
-                cpu, wall = time.process_time(), time.perf_counter()
-                await asyncio.gather(*(_drain(messages, settle) for _ in range(concurrency)))
-                results[name]["cpu_us"].append((time.process_time() - cpu) / calls * 1e6)
-                results[name]["wall_us"].append((time.perf_counter() - wall) / calls * 1e6)
-        return {
-            name: {
-                "cpu_us_per_call": sorted(values["cpu_us"])[1],
-                "wall_us_per_call": sorted(values["wall_us"])[1],
+            variants: dict[str, Callable[[_Message], Awaitable[None]]] = {
+                "asyncio.to_thread, default executor (current)": lambda message: asyncio.to_thread(
+                    actions.complete, message
+                ),
+                "dedicated executor, 1 thread": executor(1),
+                "dedicated executor, 4 threads": executor(4),
+                "dedicated executor, 16 threads": executor(16),
+                "stub.future + call_soon_threadsafe (private API)": via_future,
+                "inline blocking call (blocks the loop)": inline,
             }
-            for name, values in results.items()
-        }
-    finally:
-        for pool in executors:
-            pool.shutdown(wait=False)
-        child.kill()
-        child.join(10)
-        sys.argv[:] = saved_argv
+            results: dict[str, dict[str, list[float]]] = {
+                name: {"cpu_us": [], "wall_us": []} for name in variants
+            }
+            for _ in range(3):  # rounds alternate the variants; the median round is reported
+                for name, settle in variants.items():
+                    messages = iter([_Message() for _ in range(calls)])
+                    cpu, wall = time.process_time(), time.perf_counter()
+                    await asyncio.gather(*(_drain(messages, settle) for _ in range(concurrency)))
+                    results[name]["cpu_us"].append((time.process_time() - cpu) / calls * 1e6)
+                    results[name]["wall_us"].append((time.perf_counter() - wall) / calls * 1e6)
+            return {
+                name: {
+                    "cpu_us_per_call": statistics.median(values["cpu_us"]),
+                    "wall_us_per_call": statistics.median(values["wall_us"]),
+                }
+                for name, values in results.items()
+            }
+        finally:
+            for pool in executors:
+                pool.shutdown(wait=False)
+            child.kill()
+            child.join(10)

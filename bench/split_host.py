@@ -29,7 +29,6 @@ import struct
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -57,8 +56,8 @@ async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 
 async def _host_main(socket_path: str) -> None:
-    from bench.orders import order_bytes
-    from local.broker import OutgoingMessage, PeekLockQueue, QueueSettings
+    from bench.orders import outgoing
+    from local.broker import PeekLockQueue, QueueSettings
     from local.host import delivery_binding_bytes
     from local.settlement_server import SettlementServer
 
@@ -132,15 +131,8 @@ async def _host_main(socket_path: str) -> None:
             elif kind == ENQUEUE:
                 order = json.loads(payload)
                 sent = 0
-                for index in range(order["count"]):
-                    message_id = f"{order['prefix']}-{index}"
-                    sent += queue.send(
-                        OutgoingMessage(
-                            message_id=message_id,
-                            body=order_bytes(message_id, lines=order["lines"]),
-                            correlation_id=f"corr-{message_id}",
-                        )
-                    )
+                for message in outgoing(order["prefix"], order["count"], lines=order["lines"]):
+                    sent += queue.send(message)
                 writer.write(frame(ENQUEUED, json.dumps({"sent": sent}).encode()))
             elif kind == RUN:
                 task = asyncio.create_task(
@@ -154,13 +146,6 @@ async def _host_main(socket_path: str) -> None:
 
 
 # --- the worker's side: runs in the benchmark process --------------------------------------------
-
-
-@dataclass
-class SplitHostRun:
-    seconds: float
-    host: dict[str, Any]
-    worker_errors: list[str] = field(default_factory=list)
 
 
 class SplitHost:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -21,10 +20,14 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 import function_app
 from bench.transport import CountingTransport
-from local.broker import ManualClock, OutgoingMessage, PeekLockQueue, QueueSettings
+from local.broker import OutgoingMessage, PeekLockQueue, QueueSettings
 from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
 from local.host import LocalFunctionsHost
-from local.settlement_server import SettlementServer, bind_message_actions
+from local.settlement_server import (
+    SettlementServer,
+    bind_message_actions,
+    worker_arguments_restored,
+)
 from shared import runtime
 from shared.config import Settings
 from shared.cosmos_store import create_client
@@ -91,55 +94,51 @@ class StandIn:
 
 
 @contextlib.asynccontextmanager
-async def standin(
-    account: CosmosAccount, *, outbox: bool = True, manual_clock: bool = False
-) -> AsyncIterator[StandIn]:
+async def standin(account: CosmosAccount, *, outbox: bool = True) -> AsyncIterator[StandIn]:
     """A fresh container, queue and settlement server; the app's runtime installed with a
     counting transport. Send-side duplicate detection is off so that a re-sent message reaches
     the consumer (as after the detection window)."""
     container_name = f"bench-{uuid.uuid4().hex[:10]}"
     env = app_settings(account, outbox=outbox, container=container_name)
     saved_env = {name: os.environ.get(name) for name in env}
-    saved_argv = list(sys.argv)
     os.environ.update(env)
     os.environ.pop("APPLICATIONINSIGHTS_CONNECTION_STRING", None)
     settings = Settings.from_env(env)
     transport = CountingTransport(connection_verify=False)
     client = create_client(settings, transport=transport)
     queue = PeekLockQueue(
-        QueueSettings.from_messaging_file(duplicate_detection_window=timedelta(0)),
-        clock=ManualClock() if manual_clock else None,
+        QueueSettings.from_messaging_file(duplicate_detection_window=timedelta(0))
     )
-    server = SettlementServer(queue, max_workers=16).start()
-    try:
-        bind_message_actions(server.port)
-        container = await ensure_container(client, settings.cosmos_database, container_name)
-        await runtime.close()
-        runtime.install(settings, client)
-        host = LocalFunctionsHost(queue, function_app.app, app_settings=env)
-        yield StandIn(
-            env,
-            settings,
-            transport,
-            client,
-            container,
-            queue,
-            host,
-            account.server_pid,
-            server.port,
-        )
-        with contextlib.suppress(Exception):
-            await client.get_database_client(settings.cosmos_database).delete_container(
-                container_name
+    with worker_arguments_restored():
+        server = SettlementServer(queue, max_workers=16).start()
+        try:
+            bind_message_actions(server.port)
+            container = await ensure_container(client, settings.cosmos_database, container_name)
+            await runtime.close()
+            runtime.install(settings, client)
+            host = LocalFunctionsHost(queue, function_app.app, app_settings=env)
+            yield StandIn(
+                env,
+                settings,
+                transport,
+                client,
+                container,
+                queue,
+                host,
+                account.server_pid,
+                server.port,
             )
-    finally:
-        await runtime.close()  # closes the installed client: ours
-        with contextlib.suppress(Exception):
-            await client.close()
-        server.stop()
-        sys.argv[:] = saved_argv
-        for name, value in saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+            with contextlib.suppress(Exception):
+                await client.get_database_client(settings.cosmos_database).delete_container(
+                    container_name
+                )
+        finally:
+            await runtime.close()  # closes the installed client: ours
+            with contextlib.suppress(Exception):
+                await client.close()
+            server.stop()
+            for name, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

@@ -39,7 +39,7 @@ from typing import Any
 from bench import floor_app
 from bench.cpu import NoopActions, host_bytes
 from bench.floor_app import write_documents
-from bench.orders import order_bytes
+from bench.orders import outgoing
 from bench.split_host import SplitHost
 from bench.standin import StandIn
 from bench.stats import rounds
@@ -55,17 +55,6 @@ from shared.cosmos_store import create_client
 
 CONCURRENCY = 16
 TARGET_RATIO = 0.85
-
-
-def _messages(prefix: str, count: int) -> list[OutgoingMessage]:
-    return [
-        OutgoingMessage(
-            message_id=f"{prefix}-{index}",
-            body=order_bytes(f"{prefix}-{index}"),
-            correlation_id=f"corr-{prefix}-{index}",
-        )
-        for index in range(count)
-    ]
 
 
 def _documents(messages: list[OutgoingMessage], outbox: bool) -> list[list[dict[str, Any]]]:
@@ -92,14 +81,7 @@ async def bare_loop(container: Any, batches: list[list[dict[str, Any]]]) -> None
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
 
-def _run_host(standin: StandIn) -> Callable[[], Awaitable[None]]:
-    async def run() -> None:
-        await standin.host.run_until_idle()
-
-    return run
-
-
-async def _timed(call: Callable[[], Awaitable[None]]) -> float:
+async def _timed(call: Callable[[], Awaitable[object]]) -> float:
     start = time.perf_counter()
     await call()
     return time.perf_counter() - start
@@ -190,7 +172,7 @@ async def measure(
         if variant == "consumer_direct_create":
             # The consumer without any host: decode the host's bytes, then OrderConsumer.handle
             # with settlement actions that do nothing, 16 at a time.
-            batch = _messages(prefix, messages)
+            batch = outgoing(prefix, messages)
             standin.use_outbox(outbox)
             consumer = await runtime.get_consumer()
             contents = [host_bytes(m.message_id or "", m.body) for m in batch]
@@ -209,14 +191,14 @@ async def measure(
         elif variant == "consumer_create_one_process":
             # The host stand-in in this process (local.host.LocalFunctionsHost), as tests and
             # the demo run it: the host's work shares the worker's CPU and GIL.
-            batch = _messages(prefix, messages)
+            batch = outgoing(prefix, messages)
             standin.use_outbox(outbox)
             bind_message_actions(standin.settlement_port)
             for message in batch:
                 standin.queue.send(message)
             failed = standin.host.stats.failed_invocations
             before, cpu_before = transport.snapshot(), meter.snapshot()
-            elapsed = await _timed(_run_host(standin))
+            elapsed = await _timed(standin.host.run_until_idle)
             if standin.host.stats.failed_invocations != failed:
                 problems.append(f"{variant}: {standin.host.stats.errors[-3:]}")
         elif variant.startswith(("consumer", "floor")):
@@ -226,7 +208,7 @@ async def measure(
             standin.use_outbox(outbox)
             bind_message_actions(split.grpc_port)
             if variant.startswith("floor"):
-                batch = _messages(prefix, messages)  # the ids and bodies the host will send
+                batch = outgoing(prefix, messages)  # the ids and bodies the host will send
                 floor_app.expect(
                     standin.container,
                     {
@@ -255,7 +237,7 @@ async def measure(
             ):
                 problems.append(f"{variant}: sent {sent}, host {host_stats}, {split.errors[-3:]}")
         else:
-            batch = _messages(prefix, messages)
+            batch = outgoing(prefix, messages)
             documents = _documents(batch, outbox)
             container = standin.container
             if variant == "bare_create_with_response":

@@ -60,6 +60,10 @@ class RequestSnapshot:
     def total(self) -> int:
         return self.documents + self.counts.get(METADATA, 0)
 
+    def kinds(self) -> dict[str, int]:
+        """The non-zero counts by kind, sorted by kind."""
+        return {kind: count for kind, count in sorted(self.counts.items()) if count}
+
     def minus(self, earlier: RequestSnapshot) -> RequestSnapshot:
         kinds = set(self.counts) | set(earlier.counts)
         return RequestSnapshot(
