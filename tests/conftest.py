@@ -9,9 +9,10 @@ marked ``emulator`` run only then.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -123,16 +124,33 @@ def manual_time(clock: ManualClock) -> dict[str, Any]:
     return {"now": clock.now, "sleep": clock.sleep, "jitter": lambda: 1.0}
 
 
+InstallFaulty = Callable[..., FaultInjectingTransport]
+
+
 @pytest.fixture
-async def faulty(
+async def install_faulty(
     app_env: dict[str, str], clock: ManualClock, host: LocalFunctionsHost
-) -> FaultInjectingTransport:
+) -> InstallFaulty:
+    """Install, for this event loop, the app's Cosmos client with a fault-injecting transport,
+    on the manual clock; ``client_options`` go to the Cosmos client (over ``FAST_SDK_BACKOFF``)."""
+    loop = asyncio.get_running_loop()
+
+    def install(**client_options: Any) -> FaultInjectingTransport:
+        assert asyncio.get_running_loop() is loop
+        transport = FaultInjectingTransport(connection_verify=False)
+        settings = Settings.from_env(app_env)
+        options = {**FAST_SDK_BACKOFF, **client_options}
+        client = create_client(settings, transport=transport, **options)
+        runtime.install(settings, client, **manual_time(clock))
+        return transport
+
+    return install
+
+
+@pytest.fixture
+async def faulty(install_faulty: InstallFaulty) -> FaultInjectingTransport:
     """The app's Cosmos client with a fault-injecting transport, on the manual clock."""
-    transport = FaultInjectingTransport(connection_verify=False)
-    settings = Settings.from_env(app_env)
-    client = create_client(settings, transport=transport, **FAST_SDK_BACKOFF)
-    runtime.install(settings, client, **manual_time(clock))
-    return transport
+    return install_faulty()
 
 
 @pytest.fixture

@@ -21,10 +21,7 @@ from shared.config import Settings
 from shared.cosmos_store import create_client
 from tests.conftest import FAST_SDK_BACKOFF, manual_time
 from tests.orders import message, order_body
-
-
-async def documents(container: ContainerProxy) -> list[dict[str, Any]]:
-    return [item async for item in container.query_items("SELECT * FROM c")]
+from tests.state import documents
 
 
 def settled(queue: PeekLockQueue) -> list[tuple[str, bool, str | None]]:

@@ -39,7 +39,12 @@ from local.broker import (
     PeekLockQueue,
     QueueSettings,
 )
-from local.settlement_server import SettlementServer, bind_message_actions, worker_argv
+from local.settlement_server import (
+    SettlementServer,
+    bind_message_actions,
+    worker_arguments_restored,
+    worker_argv,
+)
 
 LOCK = timedelta(seconds=30)
 
@@ -127,6 +132,18 @@ def test_rebinding_replaces_the_previous_worker_args(harness: Harness) -> None:
     assert sys.argv.count("--port") == 1
     assert actions is not harness.actions
     assert actions is ServiceBusMessageActions.get_instance()
+
+
+def test_worker_arguments_are_restored_after_binding(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["worker", "--port", "7071", "--keep"])
+    monkeypatch.setattr(ServiceBusMessageActions, "_instance", None)
+    before = list(sys.argv)
+
+    with worker_arguments_restored():
+        bind_message_actions(1)
+        assert sys.argv[-len(worker_argv(1)) :] == worker_argv(1)
+
+    assert sys.argv == before
 
 
 def test_complete_removes_the_message(harness: Harness) -> None:

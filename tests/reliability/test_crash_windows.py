@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
@@ -15,16 +14,9 @@ from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from local.settlement_server import SettlementServer
 from tests.orders import message, order_body
+from tests.state import documents, settlements
 
 Invoke = Callable[[], Awaitable[None]]
-
-
-async def documents(container: ContainerProxy) -> list[dict[str, Any]]:
-    return [item async for item in container.query_items("SELECT * FROM c")]
-
-
-def settlements(queue: PeekLockQueue) -> list[tuple[str, bool]]:
-    return [(record.operation, record.ok) for record in queue.settlement_log]
 
 
 async def test_stop_after_commit_before_settlement_is_completed_as_a_duplicate(

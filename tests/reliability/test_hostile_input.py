@@ -21,6 +21,7 @@ from shared.contract import MAX_BODY_BYTES, MAX_DESCRIPTION_CHARS, DeadletterRea
 from shared.core import IncomingMessage, Outcome, Settlement, decide
 from shared.telemetry import ConsumerTelemetry
 from tests.orders import order_body
+from tests.state import documents
 
 KNOWN_REASONS = {
     value for name, value in vars(DeadletterReason).items() if not name.startswith("_")
@@ -194,7 +195,7 @@ async def test_a_thousand_distinct_invalid_messages_leave_the_container_empty(
     dead = {d.message.correlation_id or "": d.reason for d in queue.dead_letters}
     assert dead == expected
     assert {record.operation for record in queue.settlement_log} == {"dead_letter"}
-    assert [item async for item in container.query_items("SELECT * FROM c")] == []
+    assert await documents(container) == []
 
 
 class RecordingActions:

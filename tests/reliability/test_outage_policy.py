@@ -15,6 +15,7 @@ from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from shared.core import RetryPolicy
 from tests.orders import message, order_body
+from tests.state import documents, settlements
 
 
 def tolerated_outage(queue: PeekLockQueue) -> timedelta:
@@ -60,8 +61,8 @@ async def test_outage_within_the_tolerated_span_dead_letters_nothing(
     assert queue.dead_letters == []
     assert queue.stats.deliveries == queue.settings.max_delivery_count
     assert outage.fired > 5 * queue.settings.max_delivery_count  # backoff retries per delivery
-    assert [(r.operation, r.ok) for r in queue.settlement_log][-1] == ("complete", True)
-    assert len([item async for item in container.query_items("SELECT * FROM c")]) == 2
+    assert settlements(queue)[-1] == ("complete", True)
+    assert len(await documents(container)) == 2
 
 
 async def test_outage_beyond_the_span_ends_in_the_broker_dead_letter_queue_not_ours(
@@ -81,7 +82,7 @@ async def test_outage_beyond_the_span_ends_in_the_broker_dead_letter_queue_not_o
     [dead] = queue.dead_letters
     assert dead.reason == "MaxDeliveryCountExceeded"
     assert {r.operation for r in queue.settlement_log} == {"abandon"}
-    assert [item async for item in container.query_items("SELECT * FROM c")] == []
+    assert await documents(container) == []
 
 
 def test_backoff_doubles_up_to_the_cap_and_stops_at_the_lock_margin() -> None:

@@ -8,14 +8,12 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock, PeekLockQueue
+from local.broker import PeekLockQueue
 from local.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
-from shared import runtime
-from shared.config import Settings
-from shared.cosmos_store import create_client
-from tests.conftest import manual_time
+from tests.conftest import InstallFaulty
 from tests.orders import message, order_body
+from tests.state import documents, settlements
 
 FAULTS: dict[str, dict[str, Any]] = {
     "429 absorbed by the SDK's own retries": {
@@ -39,31 +37,23 @@ FAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-async def documents(container: ContainerProxy) -> list[dict[str, Any]]:
-    return [item async for item in container.query_items("SELECT * FROM c")]
-
-
 @pytest.mark.parametrize("fault", list(FAULTS))
 async def test_write_fault_ends_in_one_order_and_one_complete(
     fault: str,
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
     container: ContainerProxy,
-    app_env: dict[str, str],
-    clock: ManualClock,
+    install_faulty: InstallFaulty,
 ) -> None:
-    transport = FaultInjectingTransport(connection_verify=False)
-    settings = Settings.from_env(app_env)
     # A short read timeout so that "slower than the timeout" costs a fraction of a second.
-    client = create_client(settings, transport=transport, read_timeout=0.3)
-    runtime.install(settings, client, **manual_time(clock))
+    transport = install_faulty(read_timeout=0.3)
     rule = transport.add(FaultRule(**FAULTS[fault], **WRITES))
     queue.send(message(order_body()))
 
     await host.run_until_idle()
 
     assert rule.fired >= 1
-    assert [(r.operation, r.ok) for r in queue.settlement_log] == [("complete", True)]
+    assert settlements(queue) == [("complete", True)]
     assert queue.dead_letters == []
     assert sorted(doc["type"] for doc in await documents(container)) == ["order", "outbox"]
 
@@ -83,5 +73,5 @@ async def test_fault_on_the_conflict_read_is_retried_and_the_duplicate_completed
     await host.run_until_idle()
 
     assert rule.fired == 3
-    assert [(r.operation, r.ok) for r in queue.settlement_log] == [("complete", True)] * 2
+    assert settlements(queue) == [("complete", True)] * 2
     assert len(await documents(container)) == 2

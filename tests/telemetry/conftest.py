@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -28,13 +27,16 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from local.broker import ManualClock
+from local.broker import ManualClock, OutgoingMessage, PeekLockQueue
+from local.faults import FaultInjectingTransport
 from local.host import LocalFunctionsHost
 from shared import runtime
 from shared.config import Settings
 from shared.consumer import OrderConsumer
 from shared.cosmos_store import create_client
 from shared.telemetry import ConsumerTelemetry
+from tests.conftest import FAST_SDK_BACKOFF, manual_time
+from tests.orders import message, order_body
 
 
 @dataclass
@@ -71,17 +73,6 @@ class Captured:
         for resource_metrics in data.resource_metrics:
             for scope_metrics in resource_metrics.scope_metrics:
                 yield from scope_metrics.metrics
-
-
-def manual_time_options(clock: ManualClock) -> dict[str, Any]:
-    """``OrderConsumer`` options that make in-delivery retries wait on the queue's manual clock
-    (no real sleeping: lock expiry and backoff on one time line)."""
-
-    async def sleep(seconds: float) -> None:
-        clock.advance(timedelta(seconds=seconds))
-        await asyncio.sleep(0)
-
-    return {"now": clock.now, "sleep": sleep, "jitter": lambda: 1.0}
 
 
 InstallConsumer = Callable[..., OrderConsumer]
@@ -121,9 +112,34 @@ async def install_consumer(
         telemetry = telemetry or captured.telemetry
         assert telemetry.queue_name == settings.queue_name
         client = create_client(settings, **client_options)
-        return runtime.install(settings, client, telemetry=telemetry, **manual_time_options(clock))
+        return runtime.install(settings, client, telemetry=telemetry, **manual_time(clock))
 
     return install
+
+
+@pytest.fixture
+async def faulty(install_consumer: InstallConsumer) -> FaultInjectingTransport:
+    """The test's telemetry consumer on a fault-injecting transport (overrides the root
+    ``faulty``, which installs the consumer without the test's telemetry)."""
+    transport = FaultInjectingTransport(connection_verify=False)
+    install_consumer(transport=transport, **FAST_SDK_BACKOFF)
+    return transport
+
+
+async def deliver_twice(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    clock: ManualClock,
+    first: OutgoingMessage | None = None,
+    second: OutgoingMessage | None = None,
+) -> None:
+    """Send and deliver ``first``, then ``second`` once the broker's duplicate detection window
+    has passed, so that it reaches the consumer (both default to the sample order)."""
+    queue.send(message(order_body()) if first is None else first)
+    await host.run_until_idle()
+    clock.advance(queue.settings.duplicate_detection_window)
+    queue.send(message(order_body()) if second is None else second)
+    await host.run_until_idle()
 
 
 @pytest.fixture(scope="session")

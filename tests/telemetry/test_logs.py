@@ -16,7 +16,7 @@ from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from shared import telemetry
 from tests.orders import message, order_body
-from tests.telemetry.conftest import Captured, InstallConsumer
+from tests.telemetry.conftest import Captured, deliver_twice
 
 FIELDS = (
     "outcome",
@@ -50,13 +50,8 @@ async def test_duplicate_is_info_and_mismatch_is_a_warning_with_its_reason(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger=telemetry.LOGGER_NAME)
-    window = queue.settings.duplicate_detection_window
-    queue.send(message(order_body()))
-    await telemetry_host.run_until_idle()
-    clock.advance(window)
-    queue.send(message(order_body()))
-    await telemetry_host.run_until_idle()
-    clock.advance(window)
+    await deliver_twice(telemetry_host, queue, clock)
+    clock.advance(queue.settings.duplicate_detection_window)
     changed = order_body()
     changed["lines"][0]["quantity"] = 3
     queue.send(message(changed, correlation_id="corr-3"))
@@ -92,13 +87,11 @@ async def test_duplicate_is_info_and_mismatch_is_a_warning_with_its_reason(
 async def test_a_systemic_error_is_logged_at_error_level(
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
-    install_consumer: InstallConsumer,
+    faulty: FaultInjectingTransport,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # A missing RBAC role: every write answers 403.
-    transport = FaultInjectingTransport(connection_verify=False)
-    transport.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))
-    install_consumer(transport=transport)
+    faulty.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))
     queue.send(message(order_body()))
 
     await host.invoke(queue.receive(1)[0])

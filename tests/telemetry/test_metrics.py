@@ -12,7 +12,12 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, NumberDataPoint
 from local.broker import ManualClock, PeekLockQueue
 from local.host import LocalFunctionsHost
 from tests.orders import message, order_body
-from tests.telemetry.conftest import Captured, InstallConsumer, make_captured
+from tests.telemetry.conftest import (
+    Captured,
+    InstallConsumer,
+    deliver_twice,
+    make_captured,
+)
 
 IDENTIFIERS = {"ord-1001", "ord-9", "corr-1", "cust-42"}
 ALLOWED_ATTRIBUTE_KEYS = {"outcome", "settlement", "operation"}
@@ -36,13 +41,8 @@ async def deliver_four_outcomes(
     host: LocalFunctionsHost, queue: PeekLockQueue, clock: ManualClock
 ) -> None:
     """processed, duplicate, mismatch (dead-letter), invalid (dead-letter)."""
-    window = queue.settings.duplicate_detection_window
-    queue.send(message(order_body()))
-    await host.run_until_idle()
-    clock.advance(window)
-    queue.send(message(order_body()))
-    await host.run_until_idle()
-    clock.advance(window)
+    await deliver_twice(host, queue, clock)
+    clock.advance(queue.settings.duplicate_detection_window)
     changed = order_body()
     changed["lines"][0]["quantity"] = 3
     queue.send(message(changed))
@@ -122,11 +122,7 @@ async def test_units_are_the_documented_ones(
 async def test_request_charge_gets_a_point_per_cosmos_operation(
     telemetry_host: LocalFunctionsHost, queue: PeekLockQueue, captured: Captured, clock: ManualClock
 ) -> None:
-    queue.send(message(order_body()))
-    await telemetry_host.run_until_idle()
-    clock.advance(queue.settings.duplicate_detection_window)
-    queue.send(message(order_body()))
-    await telemetry_host.run_until_idle()
+    await deliver_twice(telemetry_host, queue, clock)
 
     charges = by_attributes(captured.points("orders.cosmos.request_charge"))
     # New order: one transactional batch. Duplicate: the conflicting batch (its charge is read

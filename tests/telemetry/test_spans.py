@@ -19,7 +19,7 @@ from local.host import LocalFunctionsHost
 from shared import telemetry
 from shared.core import IncomingMessage
 from tests.orders import message, order_body
-from tests.telemetry.conftest import Captured, InstallConsumer
+from tests.telemetry.conftest import Captured, deliver_twice
 
 TRACE_ID = "1" * 32
 SPAN_ID = "2" * 16
@@ -57,11 +57,13 @@ def test_attribute_names_are_the_semantic_conventions_names() -> None:
 async def test_one_consumer_span_per_delivery_with_messaging_attributes(
     telemetry_host: LocalFunctionsHost, queue: PeekLockQueue, captured: Captured, clock: ManualClock
 ) -> None:
-    queue.send(message(order_body(), traceparent=TRACEPARENT))
-    await telemetry_host.run_until_idle()
-    clock.advance(queue.settings.duplicate_detection_window)
-    queue.send(message(order_body(), correlation_id="corr-2"))
-    await telemetry_host.run_until_idle()
+    await deliver_twice(
+        telemetry_host,
+        queue,
+        clock,
+        message(order_body(), traceparent=TRACEPARENT),
+        message(order_body(), correlation_id="corr-2"),
+    )
 
     first, second = captured.consumer_spans()
     assert first.name == "process orders"  # what the P95 alert and the KQL query
@@ -165,11 +167,9 @@ async def test_a_transient_failure_is_an_error_span_without_an_exception_event(
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
     captured: Captured,
-    install_consumer: InstallConsumer,
+    faulty: FaultInjectingTransport,
 ) -> None:
-    transport = FaultInjectingTransport(connection_verify=False)
-    transport.add(FaultRule(FaultKind.STATUS, status=503, times=None, **WRITES))
-    install_consumer(transport=transport)
+    faulty.add(FaultRule(FaultKind.STATUS, status=500, times=None, **WRITES))
     queue.send(message(order_body()))
 
     await host.invoke(queue.receive(1)[0])
@@ -192,11 +192,9 @@ async def test_a_systemic_failure_is_an_error_span_with_the_exception(
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
     captured: Captured,
-    install_consumer: InstallConsumer,
+    faulty: FaultInjectingTransport,
 ) -> None:
-    transport = FaultInjectingTransport(connection_verify=False)
-    transport.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))
-    install_consumer(transport=transport)
+    faulty.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))
     queue.send(message(order_body()))
 
     await host.invoke(queue.receive(1)[0])
@@ -255,11 +253,7 @@ async def test_cosmos_calls_are_child_spans_of_the_consumer_span(
     clock: ManualClock,
     cosmos_spans: InMemorySpanExporter,
 ) -> None:
-    queue.send(message(order_body()))
-    await telemetry_host.run_until_idle()
-    clock.advance(queue.settings.duplicate_detection_window)
-    queue.send(message(order_body()))
-    await telemetry_host.run_until_idle()
+    await deliver_twice(telemetry_host, queue, clock)
 
     processed, duplicate = captured.consumer_spans()
     sdk_spans = cosmos_spans.get_finished_spans()
