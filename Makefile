@@ -1,6 +1,6 @@
 # make test  - lint, type-check, validate the Bicep, run the test suite (installs what is missing)
 # make demo  - the whole flow offline: local Cosmos server + peek-lock queue + the real function
-PYTHON ?= python3.11
+PYTHON ?= python3.13
 VENV := .venv
 PY := $(VENV)/bin/python
 INFRA_VENV := .venv-infra
@@ -15,6 +15,7 @@ install: install-python install-node
 
 install-python: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required: install Python 3.13 (pyenv install 3.13, or uv python install 3.13)" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt

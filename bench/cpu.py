@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from bench.orders import order_bytes
 from bench.stats import distribution
@@ -30,7 +30,6 @@ from shared.core import Decision, IncomingMessage, Outcome, build_documents, dec
 from shared.settlement import to_incoming
 from shared.telemetry import ConsumerTelemetry
 
-T = TypeVar("T")
 P50_LIMIT_US = 150.0
 P99_LIMIT_US = 500.0
 _PROCESSED = Decision(Outcome.PROCESSED, order_id="x", request_hash="0" * 64)
@@ -58,7 +57,7 @@ def _us(samples_ns: Sequence[int]) -> dict[str, Any]:
     return distribution([sample / 1000 for sample in samples_ns])
 
 
-async def _timed_async(items: Sequence[T], call: Callable[[T], Awaitable[Any]]) -> list[int]:
+async def _timed_async[T](items: Sequence[T], call: Callable[[T], Awaitable[Any]]) -> list[int]:
     clock = time.perf_counter_ns
     samples = []
     for item in items:
@@ -68,7 +67,7 @@ async def _timed_async(items: Sequence[T], call: Callable[[T], Awaitable[Any]]) 
     return samples
 
 
-def _timed(items: Sequence[T], call: Callable[[T], Any]) -> list[int]:
+def _timed[T](items: Sequence[T], call: Callable[[T], Any]) -> list[int]:
     clock = time.perf_counter_ns
     samples = []
     for item in items:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, NoReturn, Self, TypeAlias, TypeVar
+from typing import Any, NoReturn, Self
 
 import grpc
 from azurefunctions.extensions.bindings.protos import settlement_pb2_grpc
@@ -34,8 +34,7 @@ __all__ = [
 
 DEFAULT_MAX_MESSAGE_LENGTH = 128 * 1024 * 1024
 
-_T = TypeVar("_T")
-_Context: TypeAlias = grpc.ServicerContext
+type _Context = grpc.ServicerContext
 
 # The worker arguments ServiceBusMessageActions reads, each followed by one value.
 _WORKER_FLAGS = ("--host", "--port", "--functions-grpc-max-message-length")
@@ -119,7 +118,7 @@ def _parse_token(text: str, context: _Context) -> uuid.UUID:
         _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"invalid lock token: {text!r}")
 
 
-def _settle(context: _Context, operation: Callable[[], _T]) -> _T:
+def _settle[T](context: _Context, operation: Callable[[], T]) -> T:
     try:
         return operation()
     except MessageLockLostError as error:

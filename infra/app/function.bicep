@@ -1,4 +1,4 @@
-// Flex Consumption (FC1) plan + Python 3.11 Function App running as the user-assigned identity.
+// Flex Consumption (FC1) plan + Python 3.13 Function App running as the user-assigned identity.
 // All connections are identity-based: no key, SAS or connection string with a secret is stored.
 param planName string
 param functionAppName string
@@ -98,7 +98,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
       }
       runtime: {
         name: 'python'
-        version: '3.11'
+        version: '3.13'
       }
     }
   }

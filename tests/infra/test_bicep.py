@@ -391,7 +391,7 @@ def test_application_insights_local_auth_disabled_on_log_analytics() -> None:
 # ---- Function App -------------------------------------------------------------------------------
 
 
-def test_function_app_is_flex_consumption_python_311_with_user_assigned_identity() -> None:
+def test_function_app_is_flex_consumption_python_313_with_user_assigned_identity() -> None:
     function = doc("function")
     plan = body(only_resource(function, "Microsoft.Web/serverfarms"))
     assert plan["sku"] == {"name": "FC1", "tier": "FlexConsumption"}
@@ -403,7 +403,7 @@ def test_function_app_is_flex_consumption_python_311_with_user_assigned_identity
     assert props["siteConfig"]["minTlsVersion"] == "1.2"
     assert props["siteConfig"]["ftpsState"] == "Disabled"
     config = props["functionAppConfig"]
-    assert config["runtime"] == {"name": "python", "version": "3.11"}
+    assert config["runtime"] == {"name": "python", "version": "3.13"}
     storage = config["deployment"]["storage"]
     assert storage["type"] == "blobContainer"
     assert storage["authentication"] == {
