@@ -17,8 +17,6 @@ from local.broker import ManualClock, PeekLockQueue, QueueSettings
 from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from shared import runtime
-from shared.config import Settings
-from shared.cosmos_store import create_client
 from tests.conftest import FAST_SDK_BACKOFF, manual_time
 from tests.orders import message, order_body
 from tests.state import documents
@@ -204,8 +202,8 @@ async def test_invalid_messages_are_dead_lettered_with_their_reason_and_write_no
 async def test_unreachable_cosmos_abandons_and_never_completes(
     host: LocalFunctionsHost, queue: PeekLockQueue, app_env: dict[str, str], clock: ManualClock
 ) -> None:
-    settings = Settings.from_env({**app_env, "COSMOS_ENDPOINT": "https://127.0.0.1:9/"})  # refused
-    runtime.install(settings, create_client(settings, **FAST_SDK_BACKOFF), **manual_time(clock))
+    refused = {**app_env, "COSMOS_ENDPOINT": "https://127.0.0.1:9/"}  # nothing listens there
+    runtime.configure(refused, cosmos_options=FAST_SDK_BACKOFF, **manual_time(clock))
     queue.send(message(order_body()))
 
     delivery = queue.receive(1)[0]
@@ -242,8 +240,7 @@ async def test_invalid_configuration_holds_the_lock_then_abandons_and_names_the_
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("OUTBOX_ENABLED", "maybe")
-    monkeypatch.setattr(runtime, "_now", clock.now)
-    monkeypatch.setattr(runtime, "_sleep", clock.sleep)
+    runtime.configure(**manual_time(clock))  # the worker's environment, the manual clock
     queue.send(message(order_body()))
     delivery = queue.receive(1)[0]
 
