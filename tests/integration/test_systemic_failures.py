@@ -263,3 +263,45 @@ def test_exporters_are_configured_even_when_a_setting_is_invalid(tmp_path: Path)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "opentelemetry.sdk.trace"  # the distro's, not the no-op
+
+
+class RecordingCredential(ClientSecretCredential):
+    """A real azure-identity credential that counts its closes."""
+
+    closes = 0
+
+    async def close(self) -> None:
+        type(self).closes += 1
+        await super().close()
+
+
+async def test_a_replaced_or_closed_runtime_closes_its_client_and_credential(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    container: ContainerProxy,
+    app_env: dict[str, str],
+    clock: ManualClock,
+) -> None:
+    first, second = (FaultInjectingTransport(connection_verify=False) for _ in range(2))
+    runtime.configure(app_env, cosmos_options={"transport": first}, **manual_time(clock))
+    queue.send(message(order_body()))
+    await host.run_until_idle()
+    assert first.session is not None  # the first client's connection pool is open
+
+    runtime.configure(app_env, cosmos_options={"transport": second}, **manual_time(clock))
+    queue.send(message(order_body("ord-1002"), message_id="ord-1002"))
+    await host.run_until_idle()
+
+    assert first.session is None  # closed when its runtime was replaced
+    assert second.session is not None
+    assert settlements(queue) == [("complete", True)] * 2
+
+    # CosmosClient.close() leaves its credential open: the runtime closes it too.
+    credential = RecordingCredential("tenant", "client", "secret", authority="https://127.0.0.1:9")
+    keyless = {name: value for name, value in app_env.items() if name != "COSMOS_KEY"}
+    runtime.configure(keyless, cosmos_options={"credential": credential})
+    await runtime.get_consumer()
+    await runtime.close()
+
+    assert second.session is None
+    assert RecordingCredential.closes == 1
