@@ -20,7 +20,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -134,7 +134,7 @@ class Runtime:
         # cannot build two clients.
         previous, self._wiring = self._wiring, _Wiring(loop, client, credential, consumer)
         if previous is not None:
-            await previous.close()
+            await _closed_quietly(previous.close, "the previous event loop's Cosmos client")
         return consumer
 
     def telemetry(self) -> ConsumerTelemetry:
@@ -263,4 +263,12 @@ async def close() -> None:
 
 async def _close_retired() -> None:
     while _retired:
-        await _retired.pop().close()
+        await _closed_quietly(_retired.pop().close, "a replaced runtime")
+
+
+async def _closed_quietly(close: Callable[[], Awaitable[None]], what: str) -> None:
+    # Closing what was replaced must never fail the delivery that happens to trigger it.
+    try:
+        await close()
+    except Exception:  # logged; the connections die with the process anyway
+        logger.warning("closing %s failed", what, exc_info=True)
