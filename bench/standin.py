@@ -80,7 +80,10 @@ class StandIn:
     def use_outbox(self, enabled: bool) -> None:
         """Rebuild the consumer on the same client with the outbox on or off."""
         self.settings = dataclasses.replace(self.settings, outbox_enabled=enabled)
-        runtime.install(self.settings, self.client)
+        runtime.configure(
+            {**self.env, "OUTBOX_ENABLED": str(enabled).lower()},
+            cosmos_options={"transport": self.transport},
+        )
 
     async def deliver(self, *messages: OutgoingMessage) -> None:
         """Send, then let the host run until the queue is idle; fail loudly on a host error."""
@@ -115,7 +118,7 @@ async def standin(account: CosmosAccount, *, outbox: bool = True) -> AsyncIterat
             bind_message_actions(server.port)
             container = await ensure_container(client, settings.cosmos_database, container_name)
             await runtime.close()
-            runtime.install(settings, client)
+            runtime.configure(env, cosmos_options={"transport": transport})
             host = LocalFunctionsHost(queue, function_app.app, app_settings=env)
             yield StandIn(
                 env,

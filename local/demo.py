@@ -235,16 +235,13 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
     transport = _chaos_transport(options) if options.transport_fault_rate > 0 else None
     # The app's client (with the chaos faults, if any) and an independent one that sets up the
     # container and reads the outcome: the verdict must not depend on the faults under test.
-    app_client = create_client(
-        settings,
-        **({"transport": transport, "read_timeout": 0.25} if transport is not None else {}),
-    )
+    app_options = {"transport": transport, "read_timeout": 0.25} if transport is not None else {}
     verifier = create_client(settings)
     try:
         container = await ensure_container(verifier, settings.cosmos_database, container_name)
         # Backoff waits on the queue's clock: an outage is ridden out without real sleeping.
         jitter = random.Random(options.seed).random
-        runtime.install(settings, app_client, now=clock.now, sleep=clock.sleep, jitter=jitter)
+        runtime.configure(env, clock=clock, cosmos_options=app_options, jitter=jitter)
         report = await _drive(options, env, queue_settings, container, handler, console, clock)
         if transport is not None:
             report.figures["injected Cosmos faults"] = sum(r.fired for r in transport.rules)
@@ -257,7 +254,6 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
         consumer_logger.removeHandler(handler)
         consumer_logger.propagate = True
         await runtime.close()
-        await app_client.close()
         await verifier.close()
         if server is not None:
             server.stop()

@@ -4,7 +4,7 @@
 |---|---|---|
 | ``ORDERS_QUEUE_NAME`` | (required) | queue the trigger reads; also the span's destination name |
 | ``COSMOS_ENDPOINT`` | (required) | ``https://<account>.documents.azure.com:443/`` |
-| ``COSMOS_KEY`` | unset | account key (emulators only); unset -> ``DefaultAzureCredential`` |
+| ``COSMOS_KEY`` | unset | base64 account key (emulators); unset -> ``DefaultAzureCredential`` |
 | ``COSMOS_DATABASE`` | ``orders`` | database name |
 | ``COSMOS_CONTAINER`` | ``orders`` | container name, partition key ``/orderId`` |
 | ``COSMOS_VERIFY_TLS`` | ``true`` | ``false`` only for local emulators with self-signed certs |
@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -44,7 +46,7 @@ class Settings:
         return cls(
             queue_name=_required(env, "ORDERS_QUEUE_NAME"),
             cosmos_endpoint=endpoint,
-            cosmos_key=env.get("COSMOS_KEY") or None,
+            cosmos_key=_account_key(env, "COSMOS_KEY"),
             cosmos_database=_name(env, "COSMOS_DATABASE", "orders"),
             cosmos_container=_name(env, "COSMOS_CONTAINER", "orders"),
             cosmos_verify_tls=_flag(env, "COSMOS_VERIFY_TLS", default=True),
@@ -56,6 +58,22 @@ def _required(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "").strip()
     if not value:
         raise ConfigurationError(name, "is required but not set")
+    return value
+
+
+def _account_key(env: Mapping[str, str], name: str) -> str | None:
+    # The SDK decodes the key only when it signs the first request, and a binascii.Error there
+    # would look like a failure of the order; checked here, it is the configuration error it is.
+    value = env.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        decoded = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        decoded = b""
+    if not decoded:
+        # Never echo a key, even a broken one.
+        raise ConfigurationError(name, f"is not a base64 account key ({len(value)} characters)")
     return value
 
 

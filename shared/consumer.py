@@ -3,28 +3,30 @@
 This is where the core meets the adapters. It never raises for anything a message can cause;
 a failed settlement is logged and swallowed (the lock lapses, the redelivery is recognised as a
 duplicate). Only cancellation propagates: then nothing is settled and the lock expires, exactly as
-when the worker process dies.
+when the worker process dies. It never builds its collaborators: the composition root
+(``shared.runtime``) passes them in, the clock included.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from shared.core import (
+    HELD_BEFORE_ABANDON,
     RETRIED_IN_DELIVERY,
+    SYSTEM_CLOCK,
+    Clock,
     Decision,
     IncomingMessage,
     OrderStore,
     RetryPolicy,
     decide,
-    utc_now,
 )
-from shared.settlement import MessageActions, settle, to_incoming
+from shared.settlement import MessageActions, Settler, to_incoming
 from shared.telemetry import ConsumerTelemetry
 
 
@@ -36,18 +38,19 @@ class OrderConsumer:
         *,
         outbox_enabled: bool = True,
         retry_policy: RetryPolicy | None = None,
-        now: Callable[[], datetime] = utc_now,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Clock = SYSTEM_CLOCK,
         jitter: Callable[[], float] = random.random,
+        settler: Settler | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
         self._outbox_enabled = outbox_enabled
         self._retry_policy = retry_policy or RetryPolicy()
-        # Injectable so tests and the local stand-in ride out outages on a manual clock.
-        self._now = now
-        self._sleep = sleep
+        # One clock for backoff, lock deadlines and acceptedAt: tests and the local stand-in
+        # ride out outages on a manual clock.
+        self._clock = clock
         self._jitter = jitter
+        self._settler = settler or Settler()
 
     async def handle(self, message: Any, actions: MessageActions) -> Decision:
         started = time.perf_counter()
@@ -55,7 +58,7 @@ class OrderConsumer:
         with self._telemetry.processing(incoming) as span:
             decision, attempts = await self._decide_with_retries(incoming)
             try:
-                await settle(actions, message, decision)
+                await self._settler.settle(actions, message, decision)
                 settled = True
             except Exception as error:  # noqa: BLE001 - lock lost, host gone: never fatal
                 settled = False
@@ -71,23 +74,29 @@ class OrderConsumer:
         return decision
 
     async def _decide_with_retries(self, incoming: IncomingMessage) -> tuple[Decision, int]:
-        """Decide; on a transient or systemic failure, retry while the lock lasts.
+        """Decide; on a transient or systemic failure, retry while the lock lasts; on an
+        unexpected one, hold the lock a while (``RetryPolicy``), then give up.
 
         Retrying is safe: if an earlier attempt committed without us hearing back, the next
         create conflicts and the stored fingerprint matches, so the outcome is a duplicate."""
-        policy = self._retry_policy
+        policy, clock = self._retry_policy, self._clock
         deadline = incoming.locked_until or (
-            self._now() + timedelta(seconds=policy.budget_without_lock_s)
+            clock.now() + timedelta(seconds=policy.budget_without_lock_s)
         )
         attempts = 1
         while True:
-            decision = await decide(incoming, self._store, outbox_enabled=self._outbox_enabled)
+            decision = await decide(
+                incoming, self._store, outbox_enabled=self._outbox_enabled, clock=clock
+            )
+            remaining = (deadline - clock.now()).total_seconds()
+            if decision.outcome in HELD_BEFORE_ABANDON:
+                await clock.sleep(policy.hold_before_abandon(remaining))
+                return decision, attempts
             if decision.outcome not in RETRIED_IN_DELIVERY:
                 return decision, attempts
-            remaining = (deadline - self._now()).total_seconds()
             delay = policy.next_delay(attempts, remaining, self._jitter())
             if delay is None:
                 return decision, attempts
             self._telemetry.retrying(incoming, decision, attempts, delay)
-            await self._sleep(delay)
+            await clock.sleep(delay)
             attempts += 1

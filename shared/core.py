@@ -12,9 +12,10 @@ the store confirmed the write or a stored order with the same fingerprint was re
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -39,8 +40,27 @@ OUTBOX_EVENT_TYPE = "OrderAccepted"
 _EVENT_ID_NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
+class Clock(Protocol):
+    """Time for everything that waits or stamps: the consumer's backoff, lock deadlines, the
+    configuration-error hold and ``acceptedAt``. One object, injected at the composition root,
+    so that tests and stand-ins run lock expiry and backoff on one manual time line."""
+
+    def now(self) -> datetime:
+        """Aware UTC."""
+        ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+SYSTEM_CLOCK: Clock = SystemClock()
 
 
 class Outcome(enum.StrEnum):
@@ -99,6 +119,9 @@ class Decision:
 # Outcomes worth retrying within the same delivery: the moment or the system is wrong, and
 # waiting (while holding the lock) is cheaper than burning a delivery attempt.
 RETRIED_IN_DELIVERY = frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})
+# Not retried, but held before abandoning: nothing says time cures an unknown error, yet
+# abandoning at once would burn maxDeliveryCount deliveries in seconds (see RetryPolicy).
+HELD_BEFORE_ABANDON = frozenset({Outcome.UNEXPECTED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +136,21 @@ class RetryPolicy:
     lock_margin_s)`` dead-letters nothing. The host renews the lock while the function runs, so
     an attempt that overruns the margin is still covered; if not, the settlement fails and the
     redelivery resolves it.
+
+    An unexpected error (an exception no adapter could classify: a bug, or a failure mode not
+    yet known) is not retried, since nothing says waiting cures it; but it is not abandoned at
+    once either: the delivery holds its lock for ``unexpected_hold_s`` (at most until the lock
+    margin) first. Ten deliveries then take minutes, not milliseconds: the error-level log with
+    its stack trace reaches an operator before Service Bus dead-letters a possibly healthy order
+    as ``MaxDeliveryCountExceeded``, and a poison-by-bug message occupies one concurrency slot
+    for half a minute per delivery, not a whole lock duration.
     """
 
     first_delay_s: float = 1.0
     max_delay_s: float = 8.0
     lock_margin_s: float = 5.0
     budget_without_lock_s: float = 50.0  # when the message does not carry its lock expiry
+    unexpected_hold_s: float = 30.0
 
     def next_delay(self, attempt: int, remaining_s: float, jitter: float) -> float | None:
         """Delay before retry ``attempt`` (1-based), or None to abandon now.
@@ -127,16 +159,27 @@ class RetryPolicy:
         available = remaining_s - self.lock_margin_s
         if available <= 0:
             return None
-        ceiling = min(self.max_delay_s, self.first_delay_s * 2.0 ** (attempt - 1))
+        # The exponent is capped: 2.0 ** 1100 overflows, and the cap is reached by then anyway.
+        exponent = min(max(attempt - 1, 0), _MAX_EXPONENT)
+        ceiling = min(self.max_delay_s, self.first_delay_s * 2.0**exponent)
         return min(available, max(0.05, ceiling * jitter))
+
+    def hold_before_abandon(self, remaining_s: float) -> float:
+        """How long an unexpected error holds the lock before abandoning (0: abandon now)."""
+        return max(0.0, min(self.unexpected_hold_s, remaining_s - self.lock_margin_s))
+
+
+# 2 ** 64 s is far beyond any max_delay_s; keeps ``2.0 ** exponent`` finite for any attempt.
+_MAX_EXPONENT = 64
 
 
 class OrderStore(Protocol):
     """The persistence port. Adapters translate their errors into ``shared.errors``."""
 
     async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
-        """Write all documents of one order atomically, or raise ``OrderAlreadyExists`` if the
-        first (the order) exists. One request: a single create, or one transactional batch."""
+        """Write all documents of one order atomically. Raise ``OrderAlreadyExists`` if the
+        first (the order) exists, ``OrphanedDocument`` if another one exists without it. One
+        request: a single create, or one transactional batch."""
         ...
 
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None: ...
@@ -203,7 +246,7 @@ async def decide(
     store: OrderStore,
     *,
     outbox_enabled: bool = True,
-    clock: Callable[[], datetime] = utc_now,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Decision:
     """Validate, write once, and classify. Never raises for a message-level problem."""
     try:
@@ -217,7 +260,7 @@ async def decide(
         )
     try:
         documents = build_documents(
-            valid, message, outbox_enabled=outbox_enabled, accepted_at=clock()
+            valid, message, outbox_enabled=outbox_enabled, accepted_at=clock.now()
         )
         try:
             await store.create(documents)
@@ -235,8 +278,10 @@ async def decide(
 async def _compare_with_stored(valid: ValidOrder, store: OrderStore) -> Decision:
     stored = await store.read_order(valid.order_id)
     if stored is None:
-        # A conflict on create, yet no order: only possible if the order was deleted in between.
-        # Redelivery will simply create it again.
+        # The order conflicted, then was gone: deleted between the create and this read. A retry
+        # creates it afresh, or, if its outbox event survived the deletion, meets that event and
+        # ends systemic (``OrphanedDocument``): a conflict on any document but the order never
+        # reaches this read.
         raise TransientStoreError(f"order {valid.order_id} conflicted but could not be read")
     algorithm = stored.get("hashAlgorithm")
     fingerprint = FINGERPRINT_ALGORITHMS.get(str(algorithm))

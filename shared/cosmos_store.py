@@ -14,8 +14,9 @@ resolved by the redelivery, whose create then conflicts and is recognised as a d
 from __future__ import annotations
 
 import asyncio
+import binascii
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import aiohttp
 from azure.core.exceptions import (
@@ -29,10 +30,14 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 from shared.config import Settings
 from shared.errors import (
     OrderAlreadyExists,
+    OrphanedDocument,
     StoreError,
     SystemicStoreError,
     TransientStoreError,
 )
+
+if TYPE_CHECKING:
+    from azure.core.credentials_async import AsyncTokenCredential
 
 # Seconds. Two sequential operations (create, then the conflict read) plus settlement must fit
 # in the 60 s lock; the host also renews the lock while the function runs.
@@ -49,24 +54,45 @@ RequestChargeSink = Callable[[str, float], None]
 
 _TRANSIENT_STATUS = {408, 410, 429, 449, 500, 502, 503, 504}
 _SYSTEMIC_STATUS = {401, 403}
+# Modules whose ValueError means "the credential is unusable" (a key that does not decode, a
+# token request refused), not "the request is wrong": azure-cosmos signing, azure-core's
+# authentication policies, azure-identity.
+_AUTHENTICATION_MODULES = (
+    "azure.cosmos.auth",
+    "azure.cosmos._auth_policy",
+    "azure.cosmos.aio._auth_policy_async",
+    "azure.core.pipeline.policies._authentication",
+    "azure.identity",
+)
 
 
-def create_client(settings: Settings, **overrides: Any) -> CosmosClient:
-    """One client per worker process: it owns the connection pool and the account metadata.
-    ``overrides`` are extra client options (the local stand-ins pass a transport)."""
-    credential: Any
+def create_client(
+    settings: Settings, *, credential: AsyncTokenCredential | None = None, **overrides: Any
+) -> CosmosClient:
+    """A Cosmos client with the account key, or else with ``credential``, which the caller
+    owns and closes (``CosmosClient.close()`` leaves its credential open); the app passes
+    ``default_credential()``. ``overrides`` are extra client options (the local stand-ins
+    pass a transport). One client per worker process: it owns the connection pool."""
     if settings.cosmos_key:
-        credential = settings.cosmos_key
+        key_or_credential: Any = settings.cosmos_key
+    elif credential is not None:
+        key_or_credential = credential
     else:
-        from azure.identity.aio import DefaultAzureCredential  # only where it is used
-
-        credential = DefaultAzureCredential()
+        raise ValueError("COSMOS_KEY is unset: pass a credential (default_credential())")
     return CosmosClient(
         settings.cosmos_endpoint,
-        credential=credential,
+        credential=key_or_credential,
         connection_verify=settings.cosmos_verify_tls,
         **{**CLIENT_OPTIONS, **overrides},
     )
+
+
+def default_credential() -> AsyncTokenCredential:
+    """Entra ID for the account (managed identity in Azure; ``AZURE_CLIENT_ID`` selects a
+    user-assigned one). The caller closes it."""
+    from azure.identity.aio import DefaultAzureCredential  # only where it is used
+
+    return DefaultAzureCredential()
 
 
 class CosmosOrderStore:
@@ -95,9 +121,12 @@ class CosmosOrderStore:
                 )
         except cosmos_errors.CosmosBatchOperationError as error:
             self._charge_of_error(operation, error)
-            if error.status_code == 409:
+            conflict = conflicting_document(error, documents)
+            if conflict is None:
+                _raise_classified(error, writing=True)
+            if conflict == 0:
                 raise OrderAlreadyExists(partition_key) from error
-            _raise_classified(error, writing=True)
+            raise OrphanedDocument(partition_key, str(documents[conflict]["id"])) from error
         except cosmos_errors.CosmosResourceExistsError as error:
             self._charge_of_error(operation, error)
             raise OrderAlreadyExists(partition_key) from error
@@ -142,6 +171,25 @@ class CosmosOrderStore:
             self._on_request_charge(operation, float(charge))
 
 
+def conflicting_document(
+    error: cosmos_errors.CosmosBatchOperationError, documents: Sequence[Mapping[str, Any]]
+) -> int | None:
+    """The index of the batch operation that failed with 409, or None if the batch failed
+    otherwise. The SDK reports the failing operation as ``error_index`` (the others answer 424,
+    failed dependency); the per-operation statuses are checked too, so that a response whose
+    index is missing or out of range is never read as a conflict on the order."""
+    statuses = [
+        int(response.get("statusCode", 0)) for response in (error.operation_responses or [])
+    ]
+    index = error.error_index
+    if isinstance(index, int) and 0 <= index < len(statuses) and statuses[index] == 409:
+        return index if index < len(documents) else None
+    if error.status_code == 409 and 409 in statuses:
+        found = statuses.index(409)
+        return found if found < len(documents) else None
+    return None
+
+
 def _raise_classified(error: Exception, *, writing: bool) -> NoReturn:
     translated = _classify(error, writing=writing)
     if translated is None:
@@ -155,13 +203,19 @@ def _classify(error: Exception, *, writing: bool) -> StoreError | None:
     if isinstance(error, cosmos_errors.CosmosHttpResponseError):
         status = error.status_code or 0
         if status in _SYSTEMIC_STATUS or (status == 404 and writing):
-            # 404 on a write: the database or container does not exist.
+            # 404 on a write: the database or container does not exist. (A 404 on the point
+            # read means "no such order" and never reaches this function.)
             return SystemicStoreError(f"Cosmos DB answered {status}: {_first_line(error)}")
-        if status in _TRANSIENT_STATUS or isinstance(error, cosmos_errors.CosmosClientTimeoutError):
+        if status in _TRANSIENT_STATUS:
             return TransientStoreError(f"Cosmos DB answered {status}: {_first_line(error)}")
         return None
-    if isinstance(error, ClientAuthenticationError):
-        return SystemicStoreError(f"credential failed: {_first_line(error)}")
+    if isinstance(error, ClientAuthenticationError | binascii.Error) or (
+        isinstance(error, ValueError) and _raised_by_authentication(error)
+    ):
+        # A credential that cannot sign or get a token fails every order alike: systemic.
+        return SystemicStoreError(
+            f"credential failed: {type(error).__name__}: {_first_line(error)}"
+        )
     if isinstance(
         error,
         (
@@ -175,6 +229,16 @@ def _classify(error: Exception, *, writing: bool) -> StoreError | None:
     ):
         return TransientStoreError(f"{type(error).__name__}: {_first_line(error)}")
     return None
+
+
+def _raised_by_authentication(error: BaseException) -> bool:
+    traceback = error.__traceback__
+    while traceback is not None:
+        module = str(traceback.tb_frame.f_globals.get("__name__", ""))
+        if module.startswith(_AUTHENTICATION_MODULES):
+            return True
+        traceback = traceback.tb_next
+    return False
 
 
 def _first_line(error: Exception) -> str:

@@ -36,3 +36,17 @@ class TransientStoreError(StoreError):
 
 class SystemicStoreError(StoreError):
     """Authentication, authorisation or a missing database/container: an operator must fix it."""
+
+
+class OrphanedDocument(SystemicStoreError):
+    """A document of the order (its outbox event) exists but the order does not: the order was
+    deleted by hand or expired while its event remained. Every create of the order conflicts on
+    that document, so no redelivery can succeed: an operator must remove or restore it."""
+
+    def __init__(self, order_id: str, document_id: str) -> None:
+        super().__init__(
+            f"order {order_id} cannot be created: its document {document_id!r} already exists "
+            "without the order (deleted or expired order; remove or restore the document)"
+        )
+        self.order_id = order_id
+        self.document_id = document_id

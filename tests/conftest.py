@@ -30,8 +30,6 @@ from local.settlement_server import (
     worker_arguments_restored,
 )
 from shared import runtime
-from shared.config import Settings
-from shared.cosmos_store import create_client
 
 REAL_COSMOS = os.environ.get("COSMOS_EMULATOR_ENDPOINT", "")
 
@@ -118,10 +116,10 @@ FAST_SDK_BACKOFF: dict[str, Any] = {"retry_backoff_factor": 0.01}
 
 
 def manual_time(clock: ManualClock) -> dict[str, Any]:
-    """Consumer options that make in-delivery retries wait on the queue's manual clock:
+    """Runtime options that make in-delivery retries wait on the queue's manual clock:
     no sleeping, and lock expiry and backoff measured on one time line."""
 
-    return {"now": clock.now, "sleep": clock.sleep, "jitter": lambda: 1.0}
+    return {"clock": clock, "jitter": lambda: 1.0}
 
 
 InstallFaulty = Callable[..., FaultInjectingTransport]
@@ -138,10 +136,8 @@ async def install_faulty(
     def install(**client_options: Any) -> FaultInjectingTransport:
         assert asyncio.get_running_loop() is loop
         transport = FaultInjectingTransport(connection_verify=False)
-        settings = Settings.from_env(app_env)
-        options = {**FAST_SDK_BACKOFF, **client_options}
-        client = create_client(settings, transport=transport, **options)
-        runtime.install(settings, client, **manual_time(clock))
+        options = {"transport": transport, **FAST_SDK_BACKOFF, **client_options}
+        runtime.configure(app_env, cosmos_options=options, **manual_time(clock))
         return transport
 
     return install

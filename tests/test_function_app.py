@@ -4,7 +4,7 @@ settlement, no network or settings touched at import."""
 from __future__ import annotations
 
 import json
-import socket
+import re
 import subprocess
 import sys
 import textwrap
@@ -31,6 +31,14 @@ def test_binding_json_is_a_peek_lock_queue_trigger_with_explicit_settlement() ->
     }
 
 
+def timespan_s(value: str) -> int:
+    """host.json's ``hh:mm:ss`` timespans, in seconds."""
+    match = re.fullmatch(r"(\d\d):(\d\d):(\d\d)", value)
+    assert match, value
+    hours, minutes, seconds = (int(part) for part in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
 def test_host_json_disables_auto_complete_and_bounds_concurrency() -> None:
     host = json.loads((REPO / "host.json").read_text())
     service_bus = host["extensions"]["serviceBus"]
@@ -38,8 +46,17 @@ def test_host_json_disables_auto_complete_and_bounds_concurrency() -> None:
     assert host["version"] == "2.0"
     assert host["extensionBundle"]["version"] == "[4.*, 5.0.0)"
     assert service_bus["autoCompleteMessages"] is False
-    assert service_bus["maxConcurrentCalls"] >= 1
-    assert service_bus["maxAutoLockRenewalDuration"]
+    assert service_bus["maxConcurrentCalls"] == 16  # also the settlement pool's size
+
+
+def test_lock_renewal_covers_the_whole_function_timeout() -> None:
+    # The consumer's retries and holds rely on the host renewing the lock while the function
+    # runs: a renewal window shorter than functionTimeout would let a still-running delivery
+    # lose its lock, and its settlement fail.
+    host = json.loads((REPO / "host.json").read_text())
+    renewal = timespan_s(host["extensions"]["serviceBus"]["maxAutoLockRenewalDuration"])
+
+    assert renewal >= timespan_s(host["functionTimeout"]) > 0
 
 
 def test_importing_the_app_reads_no_setting_and_opens_no_connection() -> None:
@@ -64,4 +81,3 @@ def test_importing_the_app_reads_no_setting_and_opens_no_connection() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
-    assert socket  # the probe patches its own interpreter, not this one

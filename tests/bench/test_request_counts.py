@@ -30,7 +30,9 @@ async def test_requests_per_outcome_are_1_2_2_0(
     settings = Settings.from_env({**app_env, "OUTBOX_ENABLED": str(outbox).lower()})
     transport = CountingTransport(connection_verify=False)
     client = create_client(settings, transport=transport)
-    runtime.install(settings, client)
+    runtime.configure(
+        {**app_env, "OUTBOX_ENABLED": str(outbox).lower()}, cosmos_options={"transport": transport}
+    )
     standin = StandIn(app_env, settings, transport, client, container, queue, host)
 
     result = await count_outcomes(standin)

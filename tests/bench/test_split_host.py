@@ -13,8 +13,6 @@ from bench.split_host import SplitHost
 from local.host import index_function
 from local.settlement_server import bind_message_actions, worker_arguments_restored
 from shared import runtime
-from shared.config import Settings
-from shared.cosmos_store import create_client
 
 
 def every_message_settled(count: int) -> dict[str, int]:
@@ -36,8 +34,7 @@ async def stored_ids(container: ContainerProxy, prefix: str) -> list[str]:
 async def test_split_host_processes_and_settles_every_message(
     container: ContainerProxy, app_env: dict[str, str], fresh_runtime: None
 ) -> None:
-    settings = Settings.from_env(app_env)
-    runtime.install(settings, create_client(settings))
+    runtime.configure(app_env)
     with worker_arguments_restored():
         async with SplitHost(app_env, max_concurrent_calls=4) as host:
             bind_message_actions(host.grpc_port)

@@ -14,11 +14,8 @@ import pytest
 from azure.cosmos.aio import ContainerProxy
 
 from local.broker import ManualClock, PeekLockQueue, QueueSettings
-from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from shared import runtime
-from shared.config import Settings
-from shared.cosmos_store import create_client
 from tests.conftest import FAST_SDK_BACKOFF, manual_time
 from tests.orders import message, order_body
 from tests.state import documents
@@ -204,8 +201,8 @@ async def test_invalid_messages_are_dead_lettered_with_their_reason_and_write_no
 async def test_unreachable_cosmos_abandons_and_never_completes(
     host: LocalFunctionsHost, queue: PeekLockQueue, app_env: dict[str, str], clock: ManualClock
 ) -> None:
-    settings = Settings.from_env({**app_env, "COSMOS_ENDPOINT": "https://127.0.0.1:9/"})  # refused
-    runtime.install(settings, create_client(settings, **FAST_SDK_BACKOFF), **manual_time(clock))
+    refused = {**app_env, "COSMOS_ENDPOINT": "https://127.0.0.1:9/"}  # nothing listens there
+    runtime.configure(refused, cosmos_options=FAST_SDK_BACKOFF, **manual_time(clock))
     queue.send(message(order_body()))
 
     delivery = queue.receive(1)[0]
@@ -214,44 +211,3 @@ async def test_unreachable_cosmos_abandons_and_never_completes(
     assert settled(queue) == [("abandon", True, None)]
     assert queue.dead_letters == []
     assert queue.active_count() == 1  # still there, for the redelivery
-
-
-async def test_forbidden_from_cosmos_abandons_and_never_dead_letters(
-    host: LocalFunctionsHost,
-    queue: PeekLockQueue,
-    container: ContainerProxy,
-    faulty: FaultInjectingTransport,
-) -> None:
-    # A missing RBAC role: every write answers 403. The order is healthy, the system is not.
-    faulty.add(FaultRule(FaultKind.STATUS, status=403, times=None, **WRITES))
-    queue.send(message(order_body()))
-
-    for _ in range(3):
-        await host.invoke(queue.receive(1)[0])
-
-    assert settled(queue) == [("abandon", True, None)] * 3
-    assert queue.dead_letters == []
-    assert await documents(container) == []
-
-
-async def test_invalid_configuration_holds_the_lock_then_abandons_and_names_the_setting(
-    host: LocalFunctionsHost,
-    queue: PeekLockQueue,
-    clock: ManualClock,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    monkeypatch.setenv("OUTBOX_ENABLED", "maybe")
-    monkeypatch.setattr(runtime, "_now", clock.now)
-    monkeypatch.setattr(runtime, "_sleep", clock.sleep)
-    queue.send(message(order_body()))
-    delivery = queue.receive(1)[0]
-
-    await host.invoke(delivery)
-
-    assert settled(queue) == [("abandon", True, None)]
-    assert queue.dead_letters == []
-    # Held until 5 s before the lock's expiry, not abandoned at once: ten deliveries take about
-    # ten lock durations, time enough to fix the setting before Service Bus dead-letters.
-    assert clock.now() == delivery.locked_until - timedelta(seconds=5)
-    assert any("OUTBOX_ENABLED" in record.getMessage() for record in caplog.records)

@@ -16,12 +16,6 @@ from tests.orders import message, order_body
 from tests.state import documents, settlements
 
 FAULTS: dict[str, dict[str, Any]] = {
-    "429 absorbed by the SDK's own retries": {
-        "kind": FaultKind.STATUS,
-        "status": 429,
-        "headers": {"x-ms-retry-after-ms": "5"},
-        "times": 2,
-    },
     "429 beyond the SDK's retries": {
         "kind": FaultKind.STATUS,
         "status": 429,
@@ -31,6 +25,7 @@ FAULTS: dict[str, dict[str, Any]] = {
     "503 service unavailable": {"kind": FaultKind.STATUS, "status": 503, "times": 3},
     "408 request timeout": {"kind": FaultKind.STATUS, "status": 408, "times": 2},
     "449 retry with": {"kind": FaultKind.STATUS, "status": 449, "times": 2},
+    "410 gone": {"kind": FaultKind.STATUS, "status": 410, "times": 2},
     "connection reset before sending": {"kind": FaultKind.CONNECTION_ERROR, "times": 2},
     "ambiguous write: committed, response lost": {"kind": FaultKind.LOST_RESPONSE},
     "response slower than the client timeout": {"kind": FaultKind.SLOW_RESPONSE, "delay_s": 5},
@@ -55,6 +50,30 @@ async def test_write_fault_ends_in_one_order_and_one_complete(
     assert rule.fired >= 1
     assert settlements(queue) == [("complete", True)]
     assert queue.dead_letters == []
+    assert sorted(doc["type"] for doc in await documents(container)) == ["order", "outbox"]
+
+
+async def test_client_settings_let_the_sdk_absorb_a_short_429_burst(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    container: ContainerProxy,
+    faulty: FaultInjectingTransport,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Tests CLIENT_OPTIONS (retry_total, retry_backoff_max), not product code: two throttled
+    # answers never reach the consumer, which sees one successful write.
+    rule = faulty.add(
+        FaultRule(
+            FaultKind.STATUS, status=429, headers={"x-ms-retry-after-ms": "5"}, times=2, **WRITES
+        )
+    )
+    queue.send(message(order_body()))
+
+    await host.run_until_idle()
+
+    assert rule.fired == 2
+    assert not [r for r in caplog.records if hasattr(r, "attempt_outcome")]  # no consumer retry
+    assert settlements(queue) == [("complete", True)]
     assert sorted(doc["type"] for doc in await documents(container)) == ["order", "outbox"]
 
 

@@ -32,8 +32,6 @@ from local.faults import FaultInjectingTransport
 from local.host import LocalFunctionsHost
 from shared import runtime
 from shared.config import Settings
-from shared.consumer import OrderConsumer
-from shared.cosmos_store import create_client
 from shared.telemetry import ConsumerTelemetry
 from tests.conftest import FAST_SDK_BACKOFF, manual_time
 from tests.orders import message, order_body
@@ -75,7 +73,7 @@ class Captured:
                 yield from scope_metrics.metrics
 
 
-InstallConsumer = Callable[..., OrderConsumer]
+InstallConsumer = Callable[..., runtime.Runtime]
 
 
 QUEUE_NAME = "orders"  # app_env's ORDERS_QUEUE_NAME
@@ -106,13 +104,16 @@ async def install_consumer(
     but with the test's telemetry; ``client_options`` go to the Cosmos client (a transport)."""
     loop = asyncio.get_running_loop()
 
-    def install(telemetry: ConsumerTelemetry | None = None, **client_options: Any) -> OrderConsumer:
+    def install(
+        telemetry: ConsumerTelemetry | None = None, **client_options: Any
+    ) -> runtime.Runtime:
         assert asyncio.get_running_loop() is loop
         settings = Settings.from_env(app_env)
         telemetry = telemetry or captured.telemetry
         assert telemetry.queue_name == settings.queue_name
-        client = create_client(settings, **client_options)
-        return runtime.install(settings, client, telemetry=telemetry, **manual_time(clock))
+        return runtime.configure(
+            app_env, cosmos_options=client_options, telemetry=telemetry, **manual_time(clock)
+        )
 
     return install
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from local.broker import ManualClock
 from local.memory_store import InMemoryOrderStore
-from shared.core import IncomingMessage, Outcome, Settlement, decide
+from shared.consumer import OrderConsumer
+from shared.core import IncomingMessage, Outcome, RetryPolicy, Settlement, decide
 from shared.errors import SystemicStoreError, TransientStoreError
+from shared.telemetry import ConsumerTelemetry
 from tests.orders import order_body
+from tests.unit.doubles import CompletingActions, received
 
 
 def incoming(body: dict[str, Any] | bytes, message_id: str | None = "ord-1001") -> IncomingMessage:
@@ -131,3 +136,30 @@ async def test_outbox_event_id_is_deterministic_across_deliveries() -> None:
 
     assert event_ids(first) == event_ids(second)
     assert len(event_ids(first)) == 1
+
+
+def test_backoff_stays_finite_for_any_attempt_number() -> None:
+    # Uncapped, 2.0 ** (attempt - 1) overflows (OverflowError) past attempt 1025.
+    policy = RetryPolicy(first_delay_s=1, max_delay_s=8, lock_margin_s=5)
+
+    assert policy.next_delay(5000, 60, jitter=1.0) == 8
+
+
+def test_an_unexpected_error_holds_the_lock_briefly_never_past_the_margin() -> None:
+    policy = RetryPolicy(lock_margin_s=5, unexpected_hold_s=30)
+
+    assert policy.hold_before_abandon(remaining_s=60) == 30
+    assert policy.hold_before_abandon(remaining_s=20) == 15
+    assert policy.hold_before_abandon(remaining_s=3) == 0
+
+
+async def test_the_consumer_stamps_accepted_at_with_its_own_clock() -> None:
+    # The consumer's injected clock must reach decide(): one time line for backoff, lock
+    # expiry and the stored acceptedAt.
+    clock = ManualClock(datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC))
+    store = InMemoryOrderStore()
+    consumer = OrderConsumer(store, ConsumerTelemetry("orders"), clock=clock)
+
+    await consumer.handle(received(order_body()), CompletingActions())
+
+    assert store.documents[("ord-1001", "ord-1001")]["acceptedAt"] == "2031-01-02T03:04:05.000000Z"

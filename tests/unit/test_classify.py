@@ -1,0 +1,91 @@
+"""``_classify``: every Cosmos DB status and exception the consumer can meet, and what a
+redelivery can fix about it. ``None`` means "cannot tell": the core treats it as unexpected
+(held briefly, then abandoned, logged with its stack trace)."""
+
+from __future__ import annotations
+
+import binascii
+
+import aiohttp
+import pytest
+from azure.core.credentials import AzureKeyCredential
+from azure.core.exceptions import ClientAuthenticationError, ServiceResponseError
+from azure.core.pipeline.policies import AzureKeyCredentialPolicy
+from azure.cosmos import exceptions as cosmos_errors
+
+from shared.cosmos_store import _classify
+from shared.errors import StoreError, SystemicStoreError, TransientStoreError
+
+SYSTEMIC, TRANSIENT, UNKNOWN = SystemicStoreError, TransientStoreError, None
+
+# (status, writing) -> expected class. 409 on a create and 404 on the point read are handled
+# before classification (OrderAlreadyExists, "no such order"); classified, they are unknown.
+STATUSES: dict[tuple[int, bool], type[StoreError] | None] = {
+    (400, True): UNKNOWN,  # a request this code built wrong: a bug, not the moment
+    (401, True): SYSTEMIC,  # key or token rejected
+    (403, True): SYSTEMIC,  # RBAC role missing
+    (404, True): SYSTEMIC,  # database or container missing
+    (404, False): UNKNOWN,
+    (408, True): TRANSIENT,
+    (409, True): UNKNOWN,
+    (410, True): TRANSIENT,  # gone: partition moved, beyond the SDK's own retries
+    (412, True): UNKNOWN,  # no ETag is ever sent
+    (413, True): UNKNOWN,  # bodies are bounded at 256 KiB, far below the 2 MB item limit
+    (429, True): TRANSIENT,  # throttled beyond the SDK's retries
+    (449, True): TRANSIENT,
+    (500, True): TRANSIENT,
+    (503, True): TRANSIENT,
+}
+
+
+@pytest.mark.parametrize(("status", "writing"), list(STATUSES))
+def test_every_status_is_classified_by_what_a_redelivery_can_fix(
+    status: int, writing: bool
+) -> None:
+    error = cosmos_errors.CosmosHttpResponseError(  # type: ignore[no-untyped-call]
+        status_code=status, message=f"status {status}"
+    )
+
+    classified = _classify(error, writing=writing)
+
+    expected = STATUSES[(status, writing)]
+    if expected is None:
+        assert classified is None
+    else:
+        assert type(classified) is expected
+        assert str(status) in str(classified)
+
+
+def value_error_from_the_auth_policy() -> ValueError:
+    """A real ValueError raised inside azure-core's authentication policy."""
+    try:
+        AzureKeyCredentialPolicy(AzureKeyCredential("key"), name="")
+    except ValueError as error:
+        return error
+    raise AssertionError("the policy accepted an empty header name")
+
+
+EXCEPTIONS: dict[str, tuple[Exception, type[StoreError] | None]] = {
+    "credential failure": (ClientAuthenticationError("token request refused"), SYSTEMIC),
+    "malformed account key (binascii.Error)": (binascii.Error("Incorrect padding"), SYSTEMIC),
+    "ValueError from the auth policy": (value_error_from_the_auth_policy(), SYSTEMIC),
+    "any other ValueError": (ValueError("not a credential"), UNKNOWN),
+    "client timeout": (cosmos_errors.CosmosClientTimeoutError(), TRANSIENT),  # type: ignore[no-untyped-call]
+    "asyncio timeout": (TimeoutError(), TRANSIENT),
+    "connection reset": (ConnectionResetError(104, "Connection reset by peer"), TRANSIENT),
+    "response lost": (ServiceResponseError("connection closed"), TRANSIENT),
+    "aiohttp connection error": (aiohttp.ClientConnectionError("refused"), TRANSIENT),
+    "a bug": (KeyError("id"), UNKNOWN),
+}
+
+
+@pytest.mark.parametrize("case", list(EXCEPTIONS))
+def test_every_exception_class_is_classified(case: str) -> None:
+    error, expected = EXCEPTIONS[case]
+
+    for writing in (True, False):
+        classified = _classify(error, writing=writing)
+        if expected is None:
+            assert classified is None
+        else:
+            assert type(classified) is expected

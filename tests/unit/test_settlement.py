@@ -1,0 +1,110 @@
+"""Settlement runs on its own pool, one thread per concurrent call of the host, and never waits
+for ever: a hung settlement is a failed settlement. The actions are the consumer's own port
+(``MessageActions``); the real gRPC path is covered by the integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local.memory_store import InMemoryOrderStore
+from shared.consumer import OrderConsumer
+from shared.core import Decision, Outcome
+from shared.settlement import (
+    DEFAULT_MAX_CONCURRENT_CALLS,
+    HOST_JSON,
+    Settler,
+    max_concurrent_calls,
+)
+from shared.telemetry import ConsumerTelemetry
+from tests.orders import order_body
+from tests.unit.doubles import received
+
+REPO = Path(__file__).resolve().parents[2]
+PROCESSED = Decision(Outcome.PROCESSED, order_id="ord-1")
+
+
+class BlockingActions:
+    """Each complete() waits on ``gate``: a barrier (all in flight at once) or an event."""
+
+    def __init__(self, gate: threading.Barrier | threading.Event) -> None:
+        self.gate = gate
+        self.completed = 0
+        self._lock = threading.Lock()
+
+    def complete(self, message: Any) -> None:
+        if isinstance(self.gate, threading.Barrier):
+            self.gate.wait(timeout=5)
+        else:
+            self.gate.wait(timeout=30)
+        with self._lock:
+            self.completed += 1
+
+    def abandon(self, message: Any) -> None:
+        raise AssertionError("not expected")
+
+    def deadletter(
+        self,
+        message: Any,
+        deadletter_reason: str | None = None,
+        deadletter_error_description: str | None = None,
+    ) -> None:
+        raise AssertionError("not expected")
+
+
+def test_the_pool_is_sized_from_host_json_next_to_function_app(tmp_path: Path) -> None:
+    host = json.loads((REPO / "host.json").read_text())
+    assert HOST_JSON == REPO / "host.json"
+    assert (REPO / "function_app.py").exists()
+    assert max_concurrent_calls() == host["extensions"]["serviceBus"]["maxConcurrentCalls"]
+    assert Settler().max_workers == max_concurrent_calls()
+    assert max_concurrent_calls(tmp_path / "missing.json") == DEFAULT_MAX_CONCURRENT_CALLS == 16
+
+
+async def test_max_concurrent_calls_settlements_run_at_once_none_queued() -> None:
+    # asyncio's default executor has cpu_count + 4 threads (6 on 2 cores): there, the 16
+    # settlements could never all be in flight together and the barrier would break.
+    settler = Settler()
+    actions = BlockingActions(threading.Barrier(settler.max_workers))
+    try:
+        await asyncio.gather(
+            *(settler.settle(actions, object(), PROCESSED) for _ in range(settler.max_workers))
+        )
+    finally:
+        settler.close()
+
+    assert actions.completed == settler.max_workers
+
+
+async def test_a_hung_settlement_fails_after_the_timeout_instead_of_waiting_for_ever() -> None:
+    release = threading.Event()
+    settler = Settler(max_workers=2, timeout_s=0.2)
+    try:
+        with pytest.raises(TimeoutError):
+            await settler.settle(BlockingActions(release), object(), PROCESSED)
+    finally:
+        release.set()
+        settler.close()
+
+
+async def test_the_consumer_logs_and_swallows_a_timed_out_settlement(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    release = threading.Event()
+    store = InMemoryOrderStore()
+    settler = Settler(max_workers=2, timeout_s=0.2)
+    consumer = OrderConsumer(store, ConsumerTelemetry("orders"), settler=settler)
+    try:
+        decision = await consumer.handle(received(order_body()), BlockingActions(release))
+    finally:
+        release.set()
+        settler.close()
+
+    assert decision.outcome is Outcome.PROCESSED  # committed; the redelivery completes it
+    [failed] = [r for r in caplog.records if "settling message" in r.getMessage()]
+    assert failed.settlement_error == "TimeoutError"  # type: ignore[attr-defined]
