@@ -16,6 +16,7 @@ PACKAGES = (
     "pydantic",
     "pydantic-core",
     "azure-functions",
+    "azure-functions-runtime",
     "azurefunctions-extensions-bindings-servicebus",
     "azure-servicebus",
     "grpcio",
