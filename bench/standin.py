@@ -6,7 +6,10 @@ the app's Cosmos client with a counting transport, given to the composition root
 of it in bench/). It must never measure anything, nor be imported by product code.
 
 Round two replaces the body of ``standin`` with ``local.world``'s entry point (whose host runs
-``azure_functions_runtime`` in-process); ``StandIn`` is all the benchmarks see of it.
+``azure_functions_runtime`` in-process); ``StandIn`` is all the benchmarks see of it. The floor
+then loads as a script of its own (``PYTHON_SCRIPT_FILE_NAME=floor_app.py``, script root bench/),
+which the runtime imports as the module ``floor_app``, not ``bench.floor_app``: ``expect`` must
+be called on the module the runtime loaded.
 """
 
 from __future__ import annotations
