@@ -1,12 +1,12 @@
-"""The platform floor behind target 3: the least any function on this platform does per new order.
+"""The platform floor of target 3: the least any function on this platform does per new order.
 
 A Service Bus-triggered function with the very bindings of ``function_app.consume_order`` (the
-extension's ``ServiceBusReceivedMessage`` and ``ServiceBusMessageActions``, autoComplete off),
-run by the same split host. It writes the documents the consumer would write for the message
-(prepared in advance, with the bare loop's call: ``write_documents``) and completes the message
-through the same thread hop as ``shared.settlement.settle``. No validation, no fingerprint, no
-conflict handling, no telemetry: what is left is what the platform costs per message (the worker's
-decoding of the host's bytes, one Cosmos write, one settlement over gRPC), so that
+extension's ``ServiceBusReceivedMessage`` and ``ServiceBusMessageActions``, autoComplete off), run
+by the same host as the consumer. It writes the documents the consumer would write for the message
+(prepared in advance and handed over by ``expect``) with the same request (``write_documents``)
+and completes the message through the same thread hop as ``shared.settlement.settle``. No
+validation, no fingerprint, no conflict handling, no telemetry: what is left is what the platform
+costs per message (decoding the host's bytes, one Cosmos write, one settlement over gRPC), so that
 ``consumer / floor`` is the share of the platform's throughput the consumer's own work leaves.
 
 Not product code: it knows nothing but what it is given, and is correct for new orders only.

@@ -1,0 +1,78 @@
+"""Smoke tests of ``python -m bench``: the smallest run measures every target through the real
+function, the real SDK and the local Cosmos server, and writes its numbers without touching the
+page's prose. Only what cannot vary with the machine is asserted (request counts, settlements,
+the same write for the consumer and the floor); the timing verdicts are the bench's business.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import coldstart, report
+from bench.__main__ import main
+from bench.request_counts import count_outcomes
+from bench.standin import standin
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SMALLEST = ["--cpu-messages", "100", "--creates", "20", "--messages", "16", "--rounds", "1"]
+
+
+def test_smallest_run_measures_every_target_and_keeps_the_prose(
+    cosmos_account: tuple[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("COSMOS_EMULATOR_ENDPOINT", cosmos_account[0])
+    monkeypatch.setenv("COSMOS_EMULATOR_KEY", cosmos_account[1])
+    page = tmp_path / "benchmarks.md"
+    page.write_text((REPO_ROOT / "docs" / "benchmarks.md").read_text())
+    output = tmp_path / "results.json"
+    arguments = [*SMALLEST, "--memory-messages", "100", "--skip", "coldstart"]
+
+    assert main([*arguments, "--output", str(output), "--markdown", str(page)]) == 0
+
+    results = json.loads(output.read_text())
+    assert set(results["verdicts"]) == {"requests", "cpu", "throughput", "memory"}
+    assert results["requests"]["ok"], results["requests"]
+    assert results["requests"]["outcomes"]["new"]["kinds"] == {"batch": 1}  # outbox on
+    throughput = results["throughput"]
+    assert throughput["problems"] == []
+    assert throughput["concurrency"] == 16  # host.json's maxConcurrentCalls
+    for function in ("consumer", "floor"):  # the same write, every message completed
+        measured = throughput["functions"][function]
+        assert measured["documents_per_message"]["values"] == [1.0]
+        assert measured["completed_share"]["values"] == [1.0]
+    assert results["cpu"]["create_item_cpu_us"] > 0 < results["cpu"]["decide_cpu_us"]["p50"]
+    written = page.read_text()
+    prose = (REPO_ROOT / "docs" / "benchmarks.md").read_text().partition(report.BEGIN)[0]
+    assert written.startswith(prose)
+    assert "| 3. consumer / platform floor throughput, concurrency 16 |" in written
+
+
+async def test_a_new_order_is_one_create_item_with_the_outbox_off(
+    cosmos_account: tuple[str, str],
+) -> None:
+    async with standin(cosmos_account, outbox=False) as world:
+        result = await count_outcomes(world)
+
+    outcomes = result["outcomes"]
+    assert result["ok"], outcomes
+    assert {name: o["documents"] for name, o in outcomes.items()} == {
+        "new": 1,
+        "duplicate": 2,
+        "mismatch": 2,
+        "invalid": 0,
+    }
+    assert outcomes["new"]["kinds"] == {"create": 1}
+    assert (
+        outcomes["duplicate"]["kinds"] == outcomes["mismatch"]["kinds"] == {"create": 1, "read": 1}
+    )
+
+
+def test_cold_start_baseline_is_the_apps_third_party_imports() -> None:
+    imports = coldstart.third_party_imports()
+
+    assert "from azure.cosmos.aio import CosmosClient" in imports
+    assert "import azure.functions as func" in imports
+    assert not [s for s in imports if s.split()[1].split(".")[0] in coldstart.PROJECT_PACKAGES]
