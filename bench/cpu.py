@@ -1,6 +1,6 @@
 """Target 2: the consumer's own CPU per message, with no I/O.
 
-``decide`` runs against ``local.memory_store.InMemoryOrderStore`` (its copies, a JSON round trip of
+``decide`` runs against ``tests.memory_store.InMemoryOrderStore`` (its copies, a JSON round trip
 each document, are included: they stand in for the SDK's serialisation). The full path adds what
 the Python worker does with the host's bytes (``local.host_binding.decode_host_binding``, the
 extension's converter), ``to_incoming``, the no-op telemetry of the OpenTelemetry API (no SDK
@@ -23,12 +23,12 @@ from typing import Any
 from bench.orders import order_bytes
 from bench.stats import distribution
 from local.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
-from local.memory_store import InMemoryOrderStore
 from shared.consumer import OrderConsumer
 from shared.contract import fingerprint_v1, parse_order
 from shared.core import Decision, IncomingMessage, Outcome, build_documents, decide
 from shared.settlement import to_incoming
 from shared.telemetry import ConsumerTelemetry
+from tests.memory_store import InMemoryOrderStore
 
 P50_LIMIT_US = 150.0
 P99_LIMIT_US = 500.0

@@ -26,16 +26,16 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic_core import SchemaValidator
 
-import local.memory_store as memory_store
 import shared.core as core
+import tests.memory_store as memory_store
 from bench import baseline_contract, settlement
 from bench.cpu import _timed_async, _us, incoming
 from bench.orders import order_bytes
-from local.memory_store import InMemoryOrderStore
 from shared import contract
 from shared.contract import ValidOrder, fingerprint_v1, normalise_timestamp, parse_order
 from shared.core import IncomingMessage, decide
 from shared.telemetry import ConsumerTelemetry
+from tests.memory_store import InMemoryOrderStore
 
 
 def per_call_us(call: Callable[[], Any], number: int = 2_000) -> float:

@@ -18,7 +18,6 @@ from datetime import timedelta
 
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
-import function_app
 from bench.transport import CountingTransport
 from local.broker import OutgoingMessage, PeekLockQueue, QueueSettings
 from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
@@ -28,6 +27,7 @@ from local.settlement_server import (
     bind_message_actions,
     worker_arguments_restored,
 )
+from local.worker import FunctionsWorker
 from shared import runtime
 from shared.config import Settings
 from shared.cosmos_store import create_client
@@ -116,7 +116,7 @@ async def standin(account: CosmosAccount, *, outbox: bool = True) -> AsyncIterat
             container = await ensure_container(client, settings.cosmos_database, container_name)
             await runtime.close()
             runtime.install(settings, client)
-            host = LocalFunctionsHost(queue, function_app.app, app_settings=env)
+            host = LocalFunctionsHost(queue, await FunctionsWorker.start(), app_settings=env)
             yield StandIn(
                 env,
                 settings,

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from local.memory_store import InMemoryOrderStore
 from shared.core import IncomingMessage, Outcome, Settlement, decide
 from shared.errors import SystemicStoreError, TransientStoreError
+from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 
 
