@@ -49,10 +49,6 @@ class WorkerStartError(RuntimeError):
     """The worker refused the app at init, metadata or load; the message is the worker's own."""
 
 
-class InvocationFailed(RuntimeError):
-    """Raised by callers that treat a failed invocation as a bug (the worker's own message)."""
-
-
 def load_protos() -> ModuleType:
     """The protobuf module the host hands the worker (``properties["protos"]``)."""
     if not _GENERATED.exists() or _GENERATED.stat().st_mtime < PROTO.stat().st_mtime:
