@@ -169,7 +169,11 @@ class FunctionsWorker:
             sys.modules.pop(script_module, None)
             if in_this_process is not None:
                 sys.modules[script_module] = in_this_process
-        _raise_unless_succeeded(protos, init.result, "worker init")
+        try:
+            _raise_unless_succeeded(protos, init.result, "worker init")
+        except WorkerStartError:
+            azure_functions_runtime.stop_threadpool_executor()
+            raise
         metadata = await azure_functions_runtime.functions_metadata_request(
             _WorkerRequest(
                 "WorkerMetadataRequest",

@@ -24,12 +24,13 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
+from local import world as stand_in
 from local.broker import ManualClock, PeekLockQueue
 from local.cosmos_server import EMULATOR_KEY, ensure_container
 from local.faults import FaultInjectingTransport
 from local.host import LocalFunctionsHost
 from local.settlement_server import SettlementServer
-from local.world import CosmosAccount, World, app_settings, cosmos_account, local_world
+from local.world import CosmosAccount, World, app_settings, local_world
 from shared import runtime
 from shared.consumer import OrderConsumer
 
@@ -46,16 +47,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def account() -> Iterator[CosmosAccount]:
-    endpoint = REAL_COSMOS or None
-    with cosmos_account(endpoint, os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY)) as found:
-        yield found
+def cosmos_account() -> Iterator[CosmosAccount]:
+    """The real emulator or account if ``COSMOS_EMULATOR_ENDPOINT`` is set, else one local
+    cosmosdb-server for the session."""
+    key = os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY)
+    with stand_in.cosmos_account(REAL_COSMOS or None, key) as account:
+        yield account
 
 
 @pytest.fixture
-def app_env(account: CosmosAccount, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def app_env(cosmos_account: CosmosAccount, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """App settings of a fresh, isolated container, exported as the worker would see them."""
-    env = app_settings(account, container=f"test-{uuid.uuid4().hex[:12]}")
+    env = app_settings(cosmos_account, container=f"test-{uuid.uuid4().hex[:12]}")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("APPLICATIONINSIGHTS_CONNECTION_STRING", raising=False)
@@ -91,14 +94,15 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 async def world(
-    account: CosmosAccount,
+    cosmos_account: CosmosAccount,
     app_env: dict[str, str],
     clock: ManualClock,
     container: ContainerProxy,
     fresh_runtime: None,
 ) -> AsyncIterator[World]:
+    """The stand-in around the app, on the test's container and manual clock."""
     async with local_world(
-        account=account, container=app_env["COSMOS_CONTAINER"], clock=clock
+        account=cosmos_account, container=app_env["COSMOS_CONTAINER"], clock=clock
     ) as started:
         yield started
     # The host logs an invocation the worker reports as failed, as the real host does (the

@@ -55,7 +55,7 @@ async def test_the_worker_indexes_the_app_from_its_own_metadata() -> None:
 
 
 async def test_a_signature_the_worker_refuses_fails_the_start_with_the_workers_error(
-    tmp_path: Path, account: CosmosAccount
+    tmp_path: Path, cosmos_account: CosmosAccount
 ) -> None:
     # ServiceBusMessageActions is injected by its annotation: without it the worker cannot bind
     # the parameter and refuses the function when it indexes the app.
@@ -69,7 +69,7 @@ async def test_a_signature_the_worker_refuses_fails_the_start_with_the_workers_e
     )
 
     with pytest.raises(WorkerStartError) as refused:
-        async with local_world(account=account, app_directory=app):
+        async with local_world(account=cosmos_account, app_directory=app):
             pass  # pragma: no cover - the world must not start
 
     assert str(refused.value).startswith("worker init failed: FunctionLoadError: ")
@@ -78,7 +78,7 @@ async def test_a_signature_the_worker_refuses_fails_the_start_with_the_workers_e
 
 
 async def test_an_exception_in_the_function_is_a_failed_invocation_that_settles_nothing(
-    tmp_path: Path, account: CosmosAccount, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, cosmos_account: CosmosAccount, caplog: pytest.LogCaptureFixture
 ) -> None:
     app = write_app(
         tmp_path,
@@ -91,7 +91,7 @@ async def test_an_exception_in_the_function_is_a_failed_invocation_that_settles_
             raise ValueError(f"refusing {msg.message_id}")
         """,
     )
-    async with local_world(account=account, app_directory=app) as world:
+    async with local_world(account=cosmos_account, app_directory=app) as world:
         host: LocalFunctionsHost = world.host
         queue: PeekLockQueue = world.queue
         queue.send(message(order_body()))
