@@ -62,7 +62,11 @@ def mutated_orders(draw: st.DrawFn) -> bytes:
             body.pop(field, None)
         elif action == "add":
             body[draw(st.text(max_size=10))] = draw(json_values)
-        elif isinstance(body.get("lines"), list) and body["lines"]:
+        elif (
+            isinstance(body.get("lines"), list)
+            and body["lines"]
+            and isinstance(body["lines"][0], dict)
+        ):
             line = dict(body["lines"][0])
             line[draw(st.sampled_from(["sku", "quantity", "unitPriceMinor", "extra"]))] = draw(
                 edge_numbers | edge_strings | json_values
