@@ -6,7 +6,8 @@ It keeps only the host's side:
 - finds the Service Bus-triggered function in the worker's metadata (its raw bindings), resolves
   ``%ORDERS_QUEUE_NAME%`` from the app settings, and checks ``autoCompleteMessages: false``;
 - turns each delivery into one invocation request: the trigger as ``model_binding_data`` (source
-  ``AzureServiceBusReceivedMessage``: lock token + ``x-opt-lock-token`` + AMQP bytes), trigger
+  ``AzureServiceBusReceivedMessage``: lock token + ``x-opt-lock-token`` + AMQP bytes) when the
+  worker declared the SDK-type binding (``SupportsDeferredBinding``), else the body; trigger
   metadata (MessageId, DeliveryCount, ...), a new trace context for the invocation, the retry
   context;
 - runs up to ``maxConcurrentCalls`` (host.json) invocations at once;
@@ -161,6 +162,9 @@ class LocalFunctionsHost:
             raise LookupError(
                 f"function listens on {queue_name!r}, the queue is {queue.settings.queue_name!r}"
             )
+        self.deferred_binding = bool(
+            trigger.get("properties", {}).get("SupportsDeferredBinding", False)
+        )
         if trigger.get("autoCompleteMessages", True):
             raise ValueError("this stand-in only models autoCompleteMessages: false")
         self.max_concurrent_calls = int(
@@ -175,7 +179,7 @@ class LocalFunctionsHost:
         self.stats.invocations += 1
         result = await self.worker.invoke(
             name,
-            {self.trigger_name: ModelBindingData(content=delivery_binding_bytes(delivery))},
+            {self.trigger_name: self._trigger_data(delivery)},
             trigger_metadata=trigger_metadata(delivery, name, self.queue.clock.now()),
         )
         self.stats.last = result
@@ -189,6 +193,14 @@ class LocalFunctionsHost:
                 result.error,
             )
         return result
+
+    def _trigger_data(self, delivery: Delivery) -> TypedValue:
+        """An SDK-type binding (``ServiceBusReceivedMessage``) gets the whole message as
+        ``model_binding_data``; the classic ``func.ServiceBusMessage`` gets the body, and reads
+        the rest from the trigger metadata."""
+        if self.deferred_binding:
+            return ModelBindingData(content=delivery_binding_bytes(delivery))
+        return delivery.message.body
 
     async def run_until_idle(
         self,

@@ -20,6 +20,7 @@ from local.world import CosmosAccount, local_world
 from tests.orders import message, order_body
 from tests.state import settlements
 
+TRACEPARENT = f"00-{'1' * 32}-{'2' * 16}-01"
 SERVICE_BUS_TRIGGER = """
 @app.service_bus_queue_trigger(
     arg_name="msg",
@@ -108,6 +109,49 @@ async def test_an_exception_in_the_function_is_a_failed_invocation_that_settles_
     [logged] = [r for r in caplog.records if r.name == "local.host"]
     assert logged.levelno == logging.ERROR
     assert "Executed 'Functions.consume_order' (Failed" in logged.getMessage()
+
+
+async def test_the_trigger_metadata_is_what_the_classic_binding_reads(
+    tmp_path: Path, cosmos_account: CosmosAccount
+) -> None:
+    # func.ServiceBusMessage (no SDK type) gets the body as trigger data and is built by
+    # azure-functions from the trigger metadata: it reads back each name and type the host sent.
+    app = write_app(
+        tmp_path,
+        """
+        import json
+        from pathlib import Path
+        """,
+        SERVICE_BUS_TRIGGER,
+        """
+        def consume_order(msg: func.ServiceBusMessage) -> None:
+            seen = {
+                "body": msg.get_body().decode(),
+                "message_id": msg.message_id,
+                "delivery_count": msg.delivery_count,
+                "correlation_id": msg.correlation_id,
+                "enqueued_time_utc": msg.enqueued_time_utc.isoformat(),
+                "application_properties": msg.application_properties,
+            }
+            Path(__file__).with_name("seen.json").write_text(json.dumps(seen))
+        """,
+    )
+    async with local_world(account=cosmos_account, app_directory=app) as world:
+        world.queue.send(message(b"{}", traceparent=TRACEPARENT))
+        [delivery] = world.queue.receive(1)
+
+        result = await world.host.invoke(delivery)
+
+    assert result.succeeded, result.error
+    assert not world.host.deferred_binding
+    assert json.loads((tmp_path / "seen.json").read_text()) == {
+        "body": "{}",
+        "message_id": "ord-1001",
+        "delivery_count": 1,
+        "correlation_id": "corr-1",
+        "enqueued_time_utc": delivery.enqueued_time.isoformat(),
+        "application_properties": {"traceparent": TRACEPARENT},
+    }
 
 
 async def test_any_function_is_invoked_by_name_with_typed_input_data(tmp_path: Path) -> None:
