@@ -142,6 +142,8 @@ InvokeHook = Callable[[Delivery, Callable[[], Awaitable[None]]], Awaitable[None]
 
 
 class LocalFunctionsHost:
+    """The host's Service Bus trigger for one function of a started worker, on one queue."""
+
     def __init__(
         self,
         queue: PeekLockQueue,
