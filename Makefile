@@ -4,22 +4,30 @@ PYTHON ?= python3.13
 VENV := .venv
 PY := $(VENV)/bin/python
 INFRA_VENV := .venv-infra
+# The host-worker protocol messages the local host hands Microsoft's worker (local/worker.py),
+# compiled with grpcio-tools; the generated module is git-ignored.
+PROTO := local/protos/function_rpc.proto
+PROTO_MODULE := local/protos/function_rpc_pb2.py
 DEMO_ARGS ?=
 CHAOS_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: install install-python install-node install-infra lint typecheck infra-lint test demo \
+.PHONY: install install-python install-node install-infra protos lint typecheck infra-lint test demo \
         chaos bench azurite clean
 
 install: install-python install-node
 
-install-python: $(VENV)/.installed
+install-python: $(VENV)/.installed $(PROTO_MODULE)
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required: install Python 3.13 (pyenv install 3.13, or uv python install 3.13)" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
+
+protos: $(PROTO_MODULE)
+$(PROTO_MODULE): $(PROTO) $(VENV)/.installed
+	$(PY) -m grpc_tools.protoc -Ilocal/protos --python_out=local/protos $(PROTO)
 
 install-node: node_modules/.installed
 node_modules/.installed: package.json package-lock.json

@@ -1,8 +1,8 @@
 """``make demo``: orders in, exactly-once effect out, on local stand-ins, with realistic trouble.
 
-A seeded producer sends a stream of orders through the peek-lock queue model; the local
-Functions host calls the real function (real message decoding, real Cosmos SDK, real settlement
-client). Trouble, each at its own rate:
+A seeded producer sends a stream of orders through the peek-lock queue model; the local stand-in
+(``local.world``) invokes the real function through Microsoft's worker runtime (its decoding of
+the host's bytes, the real Cosmos SDK, the real settlement client). Trouble, each at its own rate:
 - producer retries: most arrive inside the duplicate-detection window and are dropped by the
   broker; some arrive after it (a day later) and reach the consumer, which completes them as
   duplicates;
@@ -38,18 +38,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import function_app
-from local.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue, QueueSettings
-from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
+from local.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue
+from local.cosmos_server import ensure_container
 from local.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
-from local.settlement_server import (
-    SettlementServer,
-    bind_message_actions,
-    worker_arguments_restored,
-)
-from shared import runtime
-from shared.config import Settings
+from local.world import World, cosmos_account, local_world
 from shared.contract import MAX_BODY_BYTES, parse_order
 from shared.cosmos_store import create_client
 
@@ -207,128 +200,120 @@ class _OutcomeLog(logging.Handler):
 
 async def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport:
     console = console or Console(quiet=options.quiet)
-    server: LocalCosmosServer | None = None
-    endpoint, key = options.cosmos_endpoint, options.cosmos_key
-    if endpoint is None:
-        server = LocalCosmosServer()
-        endpoint, key = server.start(), EMULATOR_KEY
-        console.print(f"[dim]local Cosmos DB API server at {endpoint}[/dim]")
-    local_server = server is not None
     container_name = f"demo-{options.seed}-{uuid.uuid4().hex[:8]}"
-    queue_settings = QueueSettings.from_messaging_file()
-    env = {
-        "ORDERS_QUEUE_NAME": queue_settings.queue_name,
-        "COSMOS_ENDPOINT": endpoint,
-        "COSMOS_DATABASE": "orders",
-        "COSMOS_CONTAINER": container_name,
-        "COSMOS_VERIFY_TLS": "true" if options.verify_tls and not local_server else "false",
-        "OUTBOX_ENABLED": "true" if options.outbox else "false",
-        **({"COSMOS_KEY": key} if key else {}),
-    }
-    settings = Settings.from_env(env)
     handler = _OutcomeLog()
     consumer_logger = logging.getLogger("orders.consumer")
     consumer_logger.addHandler(handler)
     consumer_logger.setLevel(logging.INFO)
     consumer_logger.propagate = False  # the summary tells the story; no log spam on the console
-    clock = ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
     transport = _chaos_transport(options) if options.transport_fault_rate > 0 else None
-    # The app's client (with the chaos faults, if any) and an independent one that sets up the
-    # container and reads the outcome: the verdict must not depend on the faults under test.
-    app_options = {"transport": transport, "read_timeout": 0.25} if transport is not None else {}
-    verifier = create_client(settings)
     try:
-        container = await ensure_container(verifier, settings.cosmos_database, container_name)
-        # Backoff waits on the queue's clock: an outage is ridden out without real sleeping.
-        jitter = random.Random(options.seed).random
-        runtime.configure(env, clock=clock, cosmos_options=app_options, jitter=jitter)
-        report = await _drive(options, env, queue_settings, container, handler, console, clock)
-        if transport is not None:
-            report.figures["injected Cosmos faults"] = sum(r.fired for r in transport.rules)
-        if not local_server:
-            await verifier.get_database_client(settings.cosmos_database).delete_container(
-                container_name
-            )
-        return report
+        with cosmos_account(options.cosmos_endpoint, options.cosmos_key) as account:
+            if account.is_local_server:
+                console.print(f"[dim]local Cosmos DB API server at {account.endpoint}[/dim]")
+            async with local_world(
+                account=account,
+                container=container_name,
+                outbox=options.outbox,
+                verify_tls=options.verify_tls,
+                clock=ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC)),
+                max_concurrent_calls=options.concurrency,
+            ) as world:
+                settings = world.settings
+                # An independent client sets up the container and reads the outcome: the
+                # verdict must not depend on the faults under test.
+                async with create_client(settings) as verifier:
+                    container = await ensure_container(
+                        verifier, settings.cosmos_database, container_name
+                    )
+                    # The app on the world's clock (an outage is ridden out without real
+                    # sleeping), with the chaos faults below its Cosmos SDK, if any.
+                    world.compose(
+                        transport=transport,
+                        jitter=random.Random(options.seed).random,
+                        **_chaos_client_options(transport),
+                    )
+                    report = await _drive(options, world, container, handler, console)
+                    if transport is not None:
+                        report.figures["injected Cosmos faults"] = sum(
+                            r.fired for r in transport.rules
+                        )
+                    if not account.is_local_server:
+                        await verifier.get_database_client(
+                            settings.cosmos_database
+                        ).delete_container(container_name)
+                    return report
     finally:
         consumer_logger.removeHandler(handler)
         consumer_logger.propagate = True
-        await runtime.close()
-        await verifier.close()
-        if server is not None:
-            server.stop()
 
 
 async def _drive(
     options: DemoOptions,
-    env: dict[str, str],
-    queue_settings: QueueSettings,
+    world: World,
     container: ContainerProxy,
     log: _OutcomeLog,
     console: Console,
-    clock: ManualClock,
 ) -> DemoReport:
     the_plan = plan(options)
-    queue = PeekLockQueue(queue_settings, clock=clock)
-    with worker_arguments_restored(), SettlementServer(queue) as settlement:
-        bind_message_actions(settlement.port)
-        host = LocalFunctionsHost(
-            queue, function_app.app, app_settings=env, max_concurrent_calls=options.concurrency
-        )
-        # Phase 1: the stream, immediate producer retries, poison.
-        for order_id, body in the_plan.bodies.items():
-            queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
-        for order_id in the_plan.early_retries:
-            queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="retry"))
-        for _, message in the_plan.poison:
-            queue.send(message)
+    queue, settlement, host, clock = world.queue, world.settlement, world.host, world.clock
+    # Phase 1: the stream, immediate producer retries, poison.
+    for order_id, body in the_plan.bodies.items():
+        queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
+    for order_id in the_plan.early_retries:
+        queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="retry"))
+    for _, message in the_plan.poison:
+        queue.send(message)
 
-        troubled: set[str] = set()
-        deliveries: Counter[str] = Counter()
+    troubled: set[str] = set()
+    deliveries: Counter[str] = Counter()
 
-        async def with_trouble(delivery: Delivery, invoke: Callable[[], Awaitable[None]]) -> None:
-            message_id = delivery.message.message_id or ""
-            deliveries[message_id] += 1
-            if delivery.delivery_count == 1 and message_id not in troubled:
-                if message_id in the_plan.crash:
-                    troubled.add(message_id)
-                    settlement.servicer.lost_settlements.add(delivery.lock_token)
-                elif message_id in the_plan.lock_expiry:
-                    troubled.add(message_id)
-                    queue.expire_lock(delivery.lock_token)  # a second delivery starts now
-            await invoke()
-            progress.update(task, completed=_settled_for_good(queue))
+    async def with_trouble(delivery: Delivery, invoke: Callable[[], Awaitable[None]]) -> None:
+        message_id = delivery.message.message_id or ""
+        deliveries[message_id] += 1
+        if delivery.delivery_count == 1 and message_id not in troubled:
+            if message_id in the_plan.crash:
+                troubled.add(message_id)
+                settlement.servicer.lost_settlements.add(delivery.lock_token)
+            elif message_id in the_plan.lock_expiry:
+                troubled.add(message_id)
+                queue.expire_lock(delivery.lock_token)  # a second delivery starts now
+        await invoke()
+        progress.update(task, completed=_settled_for_good(queue))
 
-        progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        )
-        with progress:
-            accepted = queue.stats.accepted
-            task = progress.add_task("phase 1: stream", total=accepted)
-            await host.run_until_idle(on_delivery=with_trouble)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+    with progress:
+        accepted = queue.stats.accepted
+        task = progress.add_task("phase 1: stream", total=accepted)
+        await host.run_until_idle(on_delivery=with_trouble)
 
-            # Phase 2: a day later, outside the duplicate-detection window.
-            clock.advance(queue.settings.duplicate_detection_window + timedelta(seconds=1))
-            for order_id in the_plan.late_retries:
-                queue.send(
-                    OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="late")
-                )
-            for order_id, body in the_plan.mismatches.items():
-                queue.send(OutgoingMessage(order_id, body, correlation_id="changed"))
-            progress.update(task, description="phase 2: a day later", total=queue.stats.accepted)
-            await host.run_until_idle(on_delivery=with_trouble)
-            progress.update(task, completed=_settled_for_good(queue))
+        # Phase 2: a day later, outside the duplicate-detection window.
+        clock.advance(queue.settings.duplicate_detection_window + timedelta(seconds=1))
+        for order_id in the_plan.late_retries:
+            queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="late"))
+        for order_id, body in the_plan.mismatches.items():
+            queue.send(OutgoingMessage(order_id, body, correlation_id="changed"))
+        progress.update(task, description="phase 2: a day later", total=queue.stats.accepted)
+        await host.run_until_idle(on_delivery=with_trouble)
+        progress.update(task, completed=_settled_for_good(queue))
 
-        report = await _report(the_plan, queue, host, container, log, options)
-        report.deliveries_per_message = Counter(
-            count for message_id, count in deliveries.items() if message_id
-        )
-        return report
+    report = await _report(the_plan, queue, host, container, log, options)
+    report.deliveries_per_message = Counter(
+        count for message_id, count in deliveries.items() if message_id
+    )
+    return report
+
+
+def _chaos_client_options(transport: FaultInjectingTransport | None) -> dict[str, Any]:
+    """A short read timeout makes the slow-response faults time out (committed, unheard)."""
+    return {"read_timeout": 0.25} if transport is not None else {}
 
 
 def _chaos_transport(options: DemoOptions) -> FaultInjectingTransport:

@@ -1,18 +1,24 @@
-"""A stand-in for the Functions host's Service Bus trigger, on top of the peek-lock queue model.
+"""The Functions host's Service Bus trigger, on top of the peek-lock queue model, invoking the
+function through Microsoft's worker (``local.worker.FunctionsWorker`` over
+``azure_functions_runtime``).
 
-It does what the host does for this app, and no more:
-- indexes ``function_app.app`` (the worker's view: ``app.get_functions()`` and the binding JSON)
-  and resolves ``%ORDERS_QUEUE_NAME%`` from the app settings;
-- encodes each delivery in the host's binding format and decodes it with the extension's own
-  ``ServiceBusConverter`` into a real ``azure.servicebus.ServiceBusReceivedMessage``;
-- passes the real ``ServiceBusMessageActions``, which settles over gRPC against
-  ``local.settlement_server`` exactly as it would against the host;
+It keeps only the host's side:
+- finds the Service Bus-triggered function in the worker's metadata (its raw bindings), resolves
+  ``%ORDERS_QUEUE_NAME%`` from the app settings, and checks ``autoCompleteMessages: false``;
+- turns each delivery into one invocation request: the trigger as ``model_binding_data`` (source
+  ``AzureServiceBusReceivedMessage``: lock token + ``x-opt-lock-token`` + AMQP bytes) when the
+  worker declared the SDK-type binding (``SupportsDeferredBinding``), else the body; trigger
+  metadata (MessageId, DeliveryCount, ...), a new trace context for the invocation, the retry
+  context;
 - runs up to ``maxConcurrentCalls`` (host.json) invocations at once;
-- with ``autoCompleteMessages: false``, an exception escaping the function settles nothing: the
-  lock expires and the message is redelivered.
+- logs a failed invocation (the worker's own error) and, with ``autoCompleteMessages: false``,
+  settles nothing: the lock expires and the message is redelivered.
+Settlement reaches the queue through ``local.settlement_server`` (the host's gRPC service), which
+the worker's ``ServiceBusMessageActions`` calls by itself.
 
 Not reproduced: automatic lock renewal while a function runs (locks only expire when the caller
-advances the clock or expires one on purpose), prefetch, sessions, batch triggers.
+advances the clock or expires one on purpose), prefetch, sessions, batch triggers, the host's
+function timeout, and the worker's cancellation.
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +40,17 @@ from azurefunctions.extensions.base import GrpcClientType
 from azurefunctions.extensions.bindings.servicebus import ServiceBusClientConverter
 
 from local.broker import Delivery, ManualClock, PeekLockQueue
-from local.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
+from local.host_binding import (
+    ModelBindingData,
+    decode_host_binding,
+    encode_amqp,
+    host_binding_bytes,
+)
+from local.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json, TypedValue
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _SETTING_REFERENCE = re.compile(r"^%([^%]+)%$")
+logger = logging.getLogger("local.host")
 
 
 def host_settings(path: Path = REPO_ROOT / "host.json") -> dict[str, Any]:
@@ -46,65 +60,8 @@ def host_settings(path: Path = REPO_ROOT / "host.json") -> dict[str, Any]:
     return settings
 
 
-@dataclass(frozen=True)
-class IndexedFunction:
-    name: str
-    call: Callable[..., Any]
-    trigger_arg: str
-    queue_name: str
-    connection: str
-    auto_complete: bool
-    client_args: tuple[str, ...]
-
-
-_indexed_apps: dict[int, list[tuple[str, str, Callable[..., Any]]]] = {}
-
-
-def indexed_functions(app: func.FunctionApp) -> list[tuple[str, str, Callable[..., Any]]]:
-    """(name, function JSON, user function) of each function, as the worker indexes them.
-
-    ``get_functions()`` validates and registers names, so it may run once per app, as in the
-    worker, which indexes once at start-up."""
-    if id(app) not in _indexed_apps:
-        _indexed_apps[id(app)] = [
-            (str(f.get_function_name()), f.get_function_json(), f.get_user_function())
-            for f in app.get_functions()
-        ]
-    return _indexed_apps[id(app)]
-
-
-def index_function(
-    app: func.FunctionApp, app_settings: Mapping[str, str], function_name: str | None = None
-) -> IndexedFunction:
-    """Find the Service Bus queue-triggered function the way the worker indexes it."""
-    for name, function_json, user_function in indexed_functions(app):
-        if function_name is not None and name != function_name:
-            continue
-        bindings = json.loads(function_json)["bindings"]
-        trigger = next((b for b in bindings if b["type"] == "serviceBusTrigger"), None)
-        if trigger is None:
-            continue
-        signature = inspect.signature(user_function)
-        # The worker injects gRPC client types (ServiceBusMessageActions) by annotation.
-        client_args = tuple(
-            name
-            for name, parameter in signature.parameters.items()
-            if inspect.isclass(parameter.annotation)
-            and issubclass(parameter.annotation, GrpcClientType)
-        )
-        return IndexedFunction(
-            name=name,
-            call=user_function,
-            trigger_arg=trigger["name"],
-            queue_name=_resolve(trigger["queueName"], app_settings),
-            connection=trigger["connection"],
-            auto_complete=bool(trigger.get("autoCompleteMessages", True)),
-            client_args=client_args,
-        )
-    raise LookupError(f"no Service Bus queue trigger named {function_name or '(any)'} in the app")
-
-
-def _resolve(value: str, app_settings: Mapping[str, str]) -> str:
+def resolve_setting(value: str, app_settings: Mapping[str, str]) -> str:
+    """A binding property as the host reads it: ``%NAME%`` is the app setting NAME."""
     match = _SETTING_REFERENCE.match(value)
     if match is None:
         return value
@@ -112,6 +69,18 @@ def _resolve(value: str, app_settings: Mapping[str, str]) -> str:
     if name not in app_settings:
         raise LookupError(f"app setting {name} (referenced as {value}) is not set")
     return app_settings[name]
+
+
+def service_bus_function(
+    worker: FunctionsWorker, function_name: str | None = None
+) -> IndexedFunction:
+    """The Service Bus-triggered function, from the worker's metadata (raw bindings)."""
+    for function in worker.functions.values():
+        if function_name is not None and function.name != function_name:
+            continue
+        if function.trigger["type"] == "serviceBusTrigger":
+            return function
+    raise LookupError(f"no Service Bus queue trigger named {function_name or '(any)'} in the app")
 
 
 def delivery_binding_bytes(delivery: Delivery) -> bytes:
@@ -134,16 +103,30 @@ def delivery_binding_bytes(delivery: Delivery) -> bytes:
     )
 
 
-async def invoke_function(function: IndexedFunction, content: bytes) -> None:
-    """The worker's side of an invocation: decode the host's bytes with the extension's converter,
-    bind the gRPC clients (``ServiceBusMessageActions``) and call the function; raises what the
-    function raised."""
-    kwargs: dict[str, Any] = {function.trigger_arg: decode_host_binding(content)}
-    for name in function.client_args:
-        kwargs[name] = ServiceBusClientConverter.get_client()
-    result = function.call(**kwargs)
-    if inspect.isawaitable(result):
-        await result
+def trigger_metadata(
+    delivery: Delivery, function_name: str, now: datetime
+) -> dict[str, TypedValue]:
+    """The Service Bus trigger's binding data, under the host's names."""
+    message = delivery.message
+    metadata: dict[str, TypedValue] = {
+        "DeliveryCount": Json(delivery.delivery_count),
+        "SequenceNumber": Json(delivery.sequence_number),
+        "EnqueuedTimeUtc": Json(delivery.enqueued_time.isoformat()),
+        "LockedUntil": Json(delivery.locked_until.isoformat()),
+        "LockToken": str(delivery.lock_token),
+        "ApplicationProperties": Json(dict(message.application_properties)),
+        "UserProperties": Json(dict(message.application_properties)),
+        "sys": Json({"MethodName": function_name, "UtcNow": now.isoformat()}),
+    }
+    for name, value in (
+        ("MessageId", message.message_id),
+        ("CorrelationId", message.correlation_id),
+        ("ContentType", message.content_type),
+        ("Subject", message.subject),
+    ):
+        if value is not None:
+            metadata[name] = value
+    return metadata
 
 
 @dataclass
@@ -151,47 +134,75 @@ class HostStats:
     invocations: int = 0
     failed_invocations: int = 0
     lock_expiry_waits: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # the worker's messages of failed invocations
+    last: InvocationResult | None = None
 
 
 InvokeHook = Callable[[Delivery, Callable[[], Awaitable[None]]], Awaitable[None]]
 
 
 class LocalFunctionsHost:
+    """The host's Service Bus trigger for one function of a started worker, on one queue."""
+
     def __init__(
         self,
         queue: PeekLockQueue,
-        app: func.FunctionApp,
+        worker: FunctionsWorker,
         *,
         app_settings: Mapping[str, str] | None = None,
         function_name: str | None = None,
         max_concurrent_calls: int | None = None,
     ) -> None:
         self.queue = queue
+        self.worker = worker
         settings = dict(os.environ if app_settings is None else app_settings)
-        self.function = index_function(app, settings, function_name)
-        if self.function.queue_name != queue.settings.queue_name:
+        self.function = service_bus_function(worker, function_name)
+        trigger = self.function.trigger
+        self.trigger_name = str(trigger["name"])
+        queue_name = resolve_setting(str(trigger["queueName"]), settings)
+        if queue_name != queue.settings.queue_name:
             raise LookupError(
-                f"function listens on {self.function.queue_name!r}, "
-                f"the queue is {queue.settings.queue_name!r}"
+                f"function listens on {queue_name!r}, the queue is {queue.settings.queue_name!r}"
             )
-        if self.function.auto_complete:
+        self.deferred_binding = bool(
+            trigger.get("properties", {}).get("SupportsDeferredBinding", False)
+        )
+        if trigger.get("autoCompleteMessages", True):
             raise ValueError("this stand-in only models autoCompleteMessages: false")
         self.max_concurrent_calls = int(
             max_concurrent_calls or host_settings().get("maxConcurrentCalls", 16)
         )
         self.stats = HostStats()
 
-    async def invoke(self, delivery: Delivery) -> None:
-        """One function invocation for one delivery, as the host and worker perform it. An
-        exception escaping the function is recorded in ``stats`` and settles nothing."""
-        content = delivery_binding_bytes(delivery)  # the host's side
+    async def invoke(self, delivery: Delivery) -> InvocationResult:
+        """One invocation request for one delivery. A failed invocation is logged and recorded
+        in ``stats``, and settles nothing."""
+        name = self.function.name
         self.stats.invocations += 1
-        try:
-            await invoke_function(self.function, content)  # the worker's side
-        except Exception as error:  # noqa: BLE001 - the host logs it; the lock will expire
+        result = await self.worker.invoke(
+            name,
+            {self.trigger_name: self._trigger_data(delivery)},
+            trigger_metadata=trigger_metadata(delivery, name, self.queue.clock.now()),
+        )
+        self.stats.last = result
+        if not result.succeeded:
             self.stats.failed_invocations += 1
-            self.stats.errors.append(f"{type(error).__name__}: {error}")
+            self.stats.errors.append(str(result.error))
+            logger.error(
+                "Executed 'Functions.%s' (Failed, Id=%s): %s",
+                name,
+                result.invocation_id,
+                result.error,
+            )
+        return result
+
+    def _trigger_data(self, delivery: Delivery) -> TypedValue:
+        """An SDK-type binding (``ServiceBusReceivedMessage``) gets the whole message as
+        ``model_binding_data``; the classic ``func.ServiceBusMessage`` gets the body, and reads
+        the rest from the trigger metadata."""
+        if self.deferred_binding:
+            return ModelBindingData(content=delivery_binding_bytes(delivery))
+        return delivery.message.body
 
     async def run_until_idle(
         self,
@@ -257,3 +268,60 @@ class LocalFunctionsHost:
             for task in in_flight:
                 task.cancel()
         raise RuntimeError(f"queue not idle after {max_rounds} rounds")
+
+
+# --- Compatibility, to be removed: the old imitation of the worker ------------------------------
+# ``bench/split_host.py`` (and ``tests/bench``) and ``tests/test_function_app.py`` still call
+# these, owned by colleagues who move them onto ``local.worker`` / ``local.world``. Nothing in
+# tests' fixtures, the demo or chaos uses them: every invocation there goes through the worker.
+
+_indexed_apps: dict[int, list[tuple[str, str, Callable[..., Any]]]] = {}
+
+
+def indexed_functions(app: func.FunctionApp) -> list[tuple[str, str, Callable[..., Any]]]:
+    """(name, function JSON, user function) of each function, from ``app.get_functions()``."""
+    if id(app) not in _indexed_apps:
+        _indexed_apps[id(app)] = [
+            (str(f.get_function_name()), f.get_function_json(), f.get_user_function())
+            for f in app.get_functions()
+        ]
+    return _indexed_apps[id(app)]
+
+
+@dataclass(frozen=True)
+class LegacyIndexedFunction:
+    name: str
+    call: Callable[..., Any]
+    trigger_arg: str
+    client_args: tuple[str, ...]
+
+
+def index_function(
+    app: func.FunctionApp, app_settings: Mapping[str, str], function_name: str | None = None
+) -> LegacyIndexedFunction:
+    for name, function_json, user_function in indexed_functions(app):
+        if function_name is not None and name != function_name:
+            continue
+        bindings = json.loads(function_json)["bindings"]
+        trigger = next((b for b in bindings if b["type"] == "serviceBusTrigger"), None)
+        if trigger is None:
+            continue
+        resolve_setting(trigger["queueName"], app_settings)
+        signature = inspect.signature(user_function)
+        client_args = tuple(
+            arg
+            for arg, parameter in signature.parameters.items()
+            if inspect.isclass(parameter.annotation)
+            and issubclass(parameter.annotation, GrpcClientType)
+        )
+        return LegacyIndexedFunction(name, user_function, trigger["name"], client_args)
+    raise LookupError(f"no Service Bus queue trigger named {function_name or '(any)'} in the app")
+
+
+async def invoke_function(function: LegacyIndexedFunction, content: bytes) -> None:
+    kwargs: dict[str, Any] = {function.trigger_arg: decode_host_binding(content)}
+    for name in function.client_args:
+        kwargs[name] = ServiceBusClientConverter.get_client()
+    result = function.call(**kwargs)
+    if inspect.isawaitable(result):
+        await result

@@ -1,6 +1,11 @@
-"""Shared fixtures: the real azure-cosmos aio client against a local Cosmos DB API server, the
-peek-lock queue model, the gRPC settlement server, and the local Functions host that indexes
-``function_app.app`` and calls it as the worker does.
+"""Shared fixtures: the local stand-in built by ``local.world`` (the one entry point the demo,
+chaos and bench use too) around the real app: the real azure-cosmos aio client against a local
+Cosmos DB API server, the peek-lock queue model, the gRPC settlement server, and the host's
+Service Bus trigger invoking the function through Microsoft's worker (``azure_functions_runtime``).
+
+The app composes itself from the exported app settings on its first message, as in Azure;
+``compose_app`` is the one fixture that composes it instead (fault transport, telemetry, the
+manual clock), through ``World.compose``.
 
 Set ``COSMOS_EMULATOR_ENDPOINT`` (and ``COSMOS_EMULATOR_KEY`` if not the well-known one) to run
 everything against the real Cosmos DB emulator or an account instead of cosmosdb-server; tests
@@ -19,16 +24,13 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
-import function_app
-from local.broker import ManualClock, PeekLockQueue, QueueSettings
-from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
+from local import world as stand_in
+from local.broker import ManualClock, PeekLockQueue
+from local.cosmos_server import EMULATOR_KEY, ensure_container
 from local.faults import FaultInjectingTransport
 from local.host import LocalFunctionsHost
-from local.settlement_server import (
-    SettlementServer,
-    bind_message_actions,
-    worker_arguments_restored,
-)
+from local.settlement_server import SettlementServer
+from local.world import CosmosAccount, World, app_settings, local_world
 from shared import runtime
 
 REAL_COSMOS = os.environ.get("COSMOS_EMULATOR_ENDPOINT", "")
@@ -44,27 +46,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def cosmos_account() -> Iterator[tuple[str, str]]:
-    if REAL_COSMOS:
-        yield REAL_COSMOS, os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY)
-        return
-    with LocalCosmosServer() as server:
-        yield server.endpoint, EMULATOR_KEY
+def cosmos_account() -> Iterator[CosmosAccount]:
+    """The real emulator or account if ``COSMOS_EMULATOR_ENDPOINT`` is set, else one local
+    cosmosdb-server for the session."""
+    key = os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY)
+    with stand_in.cosmos_account(REAL_COSMOS or None, key) as account:
+        yield account
 
 
 @pytest.fixture
-def app_env(cosmos_account: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def app_env(cosmos_account: CosmosAccount, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """App settings of a fresh, isolated container, exported as the worker would see them."""
-    endpoint, key = cosmos_account
-    env = {
-        "ORDERS_QUEUE_NAME": "orders",
-        "COSMOS_ENDPOINT": endpoint,
-        "COSMOS_KEY": key,
-        "COSMOS_DATABASE": "orders",
-        "COSMOS_CONTAINER": f"test-{uuid.uuid4().hex[:12]}",
-        "COSMOS_VERIFY_TLS": "false",
-        "OUTBOX_ENABLED": "true",
-    }
+    env = app_settings(cosmos_account, container=f"test-{uuid.uuid4().hex[:12]}")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("APPLICATIONINSIGHTS_CONNECTION_STRING", raising=False)
@@ -99,15 +92,36 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def queue(clock: ManualClock) -> PeekLockQueue:
-    return PeekLockQueue(QueueSettings.from_messaging_file(), clock=clock)
+async def world(
+    cosmos_account: CosmosAccount,
+    app_env: dict[str, str],
+    clock: ManualClock,
+    container: ContainerProxy,
+    fresh_runtime: None,
+) -> AsyncIterator[World]:
+    """The stand-in around the app, on the test's container and manual clock."""
+    async with local_world(
+        account=cosmos_account, container=app_env["COSMOS_CONTAINER"], clock=clock
+    ) as started:
+        yield started
+    # The host logs an invocation the worker reports as failed, as the real host does (the
+    # lock just expires), which would hide a bug: the function must never raise.
+    assert started.host.stats.errors == [], "the function raised"
 
 
 @pytest.fixture
-def settlement_server(queue: PeekLockQueue) -> Iterator[SettlementServer]:
-    with worker_arguments_restored(), SettlementServer(queue) as server:
-        bind_message_actions(server.port)
-        yield server
+def queue(world: World) -> PeekLockQueue:
+    return world.queue
+
+
+@pytest.fixture
+def settlement_server(world: World) -> SettlementServer:
+    return world.settlement
+
+
+@pytest.fixture
+def host(world: World) -> LocalFunctionsHost:
+    return world.host
 
 
 # The SDK's own retries (503, connection errors) back off in real time, a second apiece; the
@@ -122,22 +136,33 @@ def manual_time(clock: ManualClock) -> dict[str, Any]:
     return {"clock": clock, "jitter": lambda: 1.0}
 
 
+ComposeApp = Callable[..., runtime.Runtime]
+
+
+@pytest.fixture
+async def compose_app(world: World) -> ComposeApp:
+    """Compose the app for this event loop on the manual clock (jitter 1.0): ``transport``,
+    ``telemetry`` and Cosmos client options (over ``FAST_SDK_BACKOFF``) as keywords."""
+    loop = asyncio.get_running_loop()
+
+    def compose(**options: Any) -> runtime.Runtime:
+        assert asyncio.get_running_loop() is loop
+        return world.compose(jitter=lambda: 1.0, **{**FAST_SDK_BACKOFF, **options})
+
+    return compose
+
+
 InstallFaulty = Callable[..., FaultInjectingTransport]
 
 
 @pytest.fixture
-async def install_faulty(
-    app_env: dict[str, str], clock: ManualClock, host: LocalFunctionsHost
-) -> InstallFaulty:
-    """Install, for this event loop, the app's Cosmos client with a fault-injecting transport,
-    on the manual clock; ``client_options`` go to the Cosmos client (over ``FAST_SDK_BACKOFF``)."""
-    loop = asyncio.get_running_loop()
+async def install_faulty(compose_app: ComposeApp) -> InstallFaulty:
+    """Compose the app with a fault-injecting transport; ``client_options`` go to the Cosmos
+    client (over ``FAST_SDK_BACKOFF``)."""
 
     def install(**client_options: Any) -> FaultInjectingTransport:
-        assert asyncio.get_running_loop() is loop
         transport = FaultInjectingTransport(connection_verify=False)
-        options = {"transport": transport, **FAST_SDK_BACKOFF, **client_options}
-        runtime.configure(app_env, cosmos_options=options, **manual_time(clock))
+        compose_app(transport=transport, **client_options)
         return transport
 
     return install
@@ -147,18 +172,3 @@ async def install_faulty(
 async def faulty(install_faulty: InstallFaulty) -> FaultInjectingTransport:
     """The app's Cosmos client with a fault-injecting transport, on the manual clock."""
     return install_faulty()
-
-
-@pytest.fixture
-def host(
-    queue: PeekLockQueue,
-    settlement_server: SettlementServer,
-    app_env: dict[str, str],
-    container: ContainerProxy,
-    fresh_runtime: None,
-) -> Iterator[LocalFunctionsHost]:
-    host = LocalFunctionsHost(queue, function_app.app, app_settings=app_env)
-    yield host
-    # The host treats an exception escaping the function as the real host does (the lock just
-    # expires), which would hide a bug: the function must never raise.
-    assert host.stats.errors == [], "the function raised"

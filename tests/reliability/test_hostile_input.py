@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from local.broker import OutgoingMessage, PeekLockQueue
 from local.host import LocalFunctionsHost
 from local.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
-from local.memory_store import InMemoryOrderStore
 from shared.consumer import OrderConsumer
 from shared.contract import MAX_BODY_BYTES, MAX_DESCRIPTION_CHARS, DeadletterReason
 from shared.core import IncomingMessage, Outcome, Settlement, decide
 from shared.telemetry import ConsumerTelemetry
+from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.state import documents
 
@@ -62,7 +62,11 @@ def mutated_orders(draw: st.DrawFn) -> bytes:
             body.pop(field, None)
         elif action == "add":
             body[draw(st.text(max_size=10))] = draw(json_values)
-        elif isinstance(body.get("lines"), list) and body["lines"]:
+        elif (
+            isinstance(body.get("lines"), list)
+            and body["lines"]
+            and isinstance(body["lines"][0], dict)
+        ):
             line = dict(body["lines"][0])
             line[draw(st.sampled_from(["sku", "quantity", "unitPriceMinor", "extra"]))] = draw(
                 edge_numbers | edge_strings | json_values

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from local.broker import ManualClock
-from local.memory_store import InMemoryOrderStore
 from shared.consumer import OrderConsumer
 from shared.core import IncomingMessage, Outcome, RetryPolicy, Settlement, decide
 from shared.errors import SystemicStoreError, TransientStoreError
 from shared.telemetry import ConsumerTelemetry
+from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.unit.doubles import CompletingActions, received
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from local.memory_store import InMemoryOrderStore
 from shared.consumer import OrderConsumer
 from shared.core import Decision, Outcome
 from shared.settlement import (
@@ -22,6 +21,7 @@ from shared.settlement import (
     max_concurrent_calls,
 )
 from shared.telemetry import ConsumerTelemetry
+from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.unit.doubles import received
 
