@@ -177,3 +177,22 @@ async def test_a_failed_batch_is_not_checkpointed_past(
     assert sorted(m.message_id or "" for m in topic.delivered()) == sorted(
         d["eventId"] for d in (await outbox(container)).values()
     )
+
+
+async def test_a_stale_replay_never_overwrites_the_first_mark(
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    invoke: BatchInvoker,
+    clock: ManualClock,
+) -> None:
+    [order_id] = new_order_ids(1)
+    await accept_order(container, order_id, accepted_at=clock.now())
+    batch = await change_feed.read_changes()
+    await invoke(batch, FIRST)
+    first = (await outbox(container))[order_id]
+
+    clock.advance(timedelta(hours=1))
+    await invoke(batch, FIRST)  # the old version again: its etag no longer matches
+
+    assert (await outbox(container))[order_id]["_etag"] == first["_etag"]
+    assert (await outbox(container))[order_id]["dispatchedAt"] == first["dispatchedAt"]
