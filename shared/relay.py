@@ -325,7 +325,10 @@ class OutboxRelay:
             self._raise_if_incomplete(report)
             return report
 
-        spans = [telemetry.start_publish(event.event_id, event.order_id) for event in events]
+        spans = [
+            telemetry.start_publish(event.event_id, event.order_id, event.stored_traceparent)
+            for event in events
+        ]
         stamped = [
             event.with_traceparent(telemetry.traceparent(span) or event.stored_traceparent)
             for event, span in zip(events, spans, strict=True)

@@ -481,11 +481,16 @@ class RelayTelemetry:
             explicit_bucket_boundaries_advisory=_LAG_BUCKETS_S,
         )
 
-    def start_publish(self, event_id: str, order_id: str) -> Span:
-        """The producer span of one event; ended by ``published`` or ``publish_failed``."""
+    def start_publish(
+        self, event_id: str, order_id: str, stored_traceparent: str | None = None
+    ) -> Span:
+        """The producer span of one event; ended by ``published`` or ``publish_failed``. Linked
+        to the consumer's span when the outbox document carries its ``traceparent``."""
+        links = producer_links({"traceparent": stored_traceparent}) if stored_traceparent else []
         return self._tracer.start_span(
             self.span_name,
             kind=SpanKind.PRODUCER,
+            links=links,
             attributes={
                 ATTR_SYSTEM: MESSAGING_SYSTEM,
                 ATTR_OPERATION_TYPE: RELAY_OPERATION_TYPE,

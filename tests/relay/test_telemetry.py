@@ -68,3 +68,24 @@ async def test_publish_spans_metrics_and_logs_carry_the_agreed_names(
     levels = [(r.name, r.levelname) for r in caplog.records if r.name == "orders.relay"]
     assert ("orders.relay", "ERROR") in levels
     assert ("orders.relay", "INFO") in levels
+
+
+async def test_the_publish_span_links_the_consumer_span_stored_with_the_outbox_document(
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+) -> None:
+    # The consumer does not store its traceparent yet (shared/core.py); when it does, the
+    # relay's span links to it.
+    consumer = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    [order_id] = new_order_ids(1)
+    _, event = await accept_order(container, order_id, accepted_at=clock.now())
+    await container.replace_item(event["id"], {**event, "traceparent": consumer})
+
+    await change_feed.drain()
+
+    [span] = captured_relay.send_spans()
+    [link] = span.links
+    assert f"{link.context.trace_id:032x}" == "0af7651916cd43dd8448eb211c80319c"
+    assert f"{link.context.span_id:016x}" == "b7ad6b7169203331"
