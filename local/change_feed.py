@@ -100,9 +100,11 @@ class RetrySchedule:
 
 @dataclass
 class Lease:
-    """The leases container's state for the one range: the etag checkpointed per document."""
+    """The leases container's state for the one range: the etag checkpointed per document, and
+    the ``_ts`` before which every change is checkpointed (a read skips older documents)."""
 
     checkpoint: dict[str, str] = field(default_factory=dict)
+    since_ts: int = 0
 
 
 @dataclass
@@ -140,7 +142,13 @@ class ChangeFeedEmulator:
 
     async def read_changes(self) -> list[dict[str, Any]]:
         """The next batch after the checkpoint (latest versions, oldest modification first)."""
-        documents = [document async for document in self.container.query_items("SELECT * FROM c")]
+        documents = [
+            document
+            async for document in self.container.query_items(
+                "SELECT * FROM c WHERE c._ts >= @since",
+                parameters=[{"name": "@since", "value": self.lease.since_ts}],
+            )
+        ]
         changed = [d for d in documents if self.lease.checkpoint.get(_key(d)) != d.get("_etag")]
         changed.sort(key=lambda d: int(d.get("_ts", 0)))
         return changed[: self.max_items]
@@ -161,6 +169,9 @@ class ChangeFeedEmulator:
                 return self.stats
             for document in batch:  # checkpoint: only after the invocation succeeded
                 self.lease.checkpoint[_key(document)] = str(document.get("_etag"))
+            # The batch is the oldest changes: all before its last ``_ts`` are now checkpointed
+            # (later changes of a document get a newer ``_ts``); equal ones may remain.
+            self.lease.since_ts = max(self.lease.since_ts, int(batch[-1].get("_ts", 0)))
         raise RuntimeError(f"change feed not drained after {max_batches} batches")
 
     async def _deliver(self, batch: list[dict[str, Any]], max_attempts: int | None) -> bool:
