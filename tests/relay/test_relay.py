@@ -196,3 +196,27 @@ async def test_a_stale_replay_never_overwrites_the_first_mark(
 
     assert (await outbox(container))[order_id]["_etag"] == first["_etag"]
     assert (await outbox(container))[order_id]["dispatchedAt"] == first["dispatchedAt"]
+
+
+async def test_changes_are_delivered_in_batches_of_at_most_max_items(
+    container: ContainerProxy,
+    invoke: BatchInvoker,
+    relay: object,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+) -> None:
+    for order_id in new_order_ids(5):
+        await accept_order(container, order_id, accepted_at=clock.now())
+    sizes: list[int] = []
+
+    async def counting(documents: list[dict[str, Any]], attempt: RetryAttempt) -> None:
+        sizes.append(len(documents))
+        await invoke(documents, attempt)
+
+    feed = ChangeFeedEmulator(container, counting, clock=clock, max_items_per_invocation=4)
+    stats = await feed.drain()
+
+    # 10 documents (orders and outbox entries), then the 5 marks coming back as changes.
+    assert sum(sizes) == stats.delivered_documents == 15
+    assert max(sizes) == 4
+    assert len(topic.delivered()) == 5
