@@ -3,7 +3,8 @@
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from shared.runtime import handle_order_message
+from shared.relay import RUNTIME_RETRY
+from shared.runtime import handle_order_message, handle_outbox_changes
 
 app = func.FunctionApp()
 
@@ -20,3 +21,29 @@ async def consume_order(
     message_actions: servicebus.ServiceBusMessageActions,
 ) -> None:
     await handle_order_message(msg, message_actions)
+
+
+@app.function_name("relay_outbox")
+@app.cosmos_db_trigger(
+    arg_name="documents",
+    connection="CosmosDBConnection",  # CosmosDBConnection__accountEndpoint: managed identity
+    database_name="%COSMOS_DATABASE%",
+    container_name="%COSMOS_CONTAINER%",
+    lease_container_name="leases",
+    create_lease_container_if_not_exists=False,  # Entra ID cannot create containers; Bicep does
+)
+# The trigger checkpoints its lease when an invocation returns, and by default does not re-run a
+# failed batch ("Diagnose and troubleshoot issues with the Azure Functions trigger for Azure
+# Cosmos DB", learn.microsoft.com/azure/cosmos-db/nosql/troubleshoot-changefeed-functions); a
+# retry policy does, and holds the checkpoint until the retries end ("Azure Functions error
+# handling and retries", learn.microsoft.com/azure/azure-functions/functions-bindings-error-pages:
+# Cosmos DB supports function-level retry policies, -1 = retry indefinitely). Unbounded, so a
+# failed batch is never checkpointed past; the relay parks what must not block (shared/relay.py).
+@app.retry(
+    strategy=RUNTIME_RETRY.strategy,
+    max_retry_count=str(RUNTIME_RETRY.max_retry_count),
+    minimum_interval=RUNTIME_RETRY.minimum_interval,
+    maximum_interval=RUNTIME_RETRY.maximum_interval,
+)
+async def relay_outbox(documents: func.DocumentList, context: func.Context) -> None:
+    await handle_outbox_changes(documents, context)

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pydantic_core
 from pydantic import (
@@ -245,3 +245,58 @@ def _is_not_utf8(body: bytes) -> bool:
     except UnicodeDecodeError:
         return True
     return False
+
+
+# ---------------------------------------------------------------------------------------------
+# The OrderAccepted event, schemaVersion 1: what the outbox relay publishes to the topic
+# (docs/events.md is its description for downstream teams; change both together).
+#
+# Its body is built from the outbox document the consumer wrote with the order, validated here
+# strictly: an outbox document that does not make a valid v1 event is not published half-formed,
+# it is parked for an operator (shared/relay.py).
+# ---------------------------------------------------------------------------------------------
+
+ORDER_ACCEPTED_EVENT_TYPE = "OrderAccepted"
+ORDER_ACCEPTED_SCHEMA_VERSION = 1
+EVENT_CONTENT_TYPE = "application/json"
+
+
+@with_config(ConfigDict(strict=True, extra="forbid"))
+class OrderAcceptedPayload(TypedDict):
+    orderId: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
+    customerId: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+    totalMinor: Annotated[int, Field(ge=0)]
+    placedAt: str
+    lineCount: Annotated[int, Field(ge=1, le=100)]
+
+
+@with_config(ConfigDict(strict=True, extra="forbid"))
+class OrderAcceptedV1(TypedDict):
+    """The event body. ``eventId`` is also the Service Bus MessageId; ``occurredAt`` is when the
+    order was accepted (the outbox document's ``createdAt``), UTC, RFC 3339."""
+
+    schemaVersion: Literal[1]
+    eventId: Annotated[
+        str, StringConstraints(pattern=r"^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$")
+    ]
+    eventType: Literal["OrderAccepted"]
+    occurredAt: Annotated[str, AfterValidator(normalise_timestamp)]
+    payload: OrderAcceptedPayload
+
+
+_ORDER_ACCEPTED_V1: TypeAdapter[OrderAcceptedV1] = TypeAdapter(OrderAcceptedV1)
+
+
+def order_accepted_v1(candidate: Mapping[str, Any]) -> OrderAcceptedV1:
+    """Validate an OrderAccepted v1 body (a plain dict) or raise ``InvalidMessage`` with reason
+    ``InvalidPayload`` and a bounded description."""
+    try:
+        return _ORDER_ACCEPTED_V1.validate_python(candidate)
+    except ValidationError as error:
+        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
+
+
+def encode_event(event: OrderAcceptedV1) -> bytes:
+    """The wire bytes: compact JSON, UTF-8, keys in the order of the contract."""
+    return pydantic_core.to_json(event)

@@ -20,7 +20,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +31,18 @@ from shared.consumer import OrderConsumer
 from shared.core import SYSTEM_CLOCK, Clock, Decision, IncomingMessage, Outcome, RetryPolicy
 from shared.cosmos_store import CosmosOrderStore, create_client, default_credential
 from shared.errors import ConfigurationError
+from shared.event_publisher import MessageBatchSender, ServiceBusEventPublisher
+from shared.outbox_store import CosmosOutboxStore
+from shared.relay import Clock as RelayClock
+from shared.relay import OutboxRelay, RelayPolicy
+from shared.relay_config import RelaySettings
 from shared.settlement import MessageActions, Settler, to_incoming
-from shared.telemetry import CONNECTION_STRING_SETTING, ConsumerTelemetry, configure_exporters
+from shared.telemetry import (
+    CONNECTION_STRING_SETTING,
+    ConsumerTelemetry,
+    RelayTelemetry,
+    configure_exporters,
+)
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -272,3 +282,112 @@ async def _closed_quietly(close: Callable[[], Awaitable[None]], what: str) -> No
         await close()
     except Exception:  # logged; the connections die with the process anyway
         logger.warning("closing %s failed", what, exc_info=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The outbox relay (owner: relay). Composed apart from the consumer: its own Cosmos client (the
+# trigger's client belongs to the host), one ServiceBusClient and topic sender per worker
+# process. ``start_relay`` is the one way to build it: production calls it with defaults on the
+# first change batch; the local stand-in and tests call it first with their clock, Cosmos client
+# options, sender (the local topic) and telemetry.
+# ---------------------------------------------------------------------------------------------
+
+relay_logger = logging.getLogger("orders.relay")
+
+
+@dataclass
+class _RelayRuntime:
+    loop: asyncio.AbstractEventLoop
+    relay: OutboxRelay
+    closers: list[Callable[[], Awaitable[None]]]
+
+
+_relay_runtime: _RelayRuntime | None = None
+
+
+async def start_relay(
+    env: Mapping[str, str] | None = None,
+    *,
+    clock: RelayClock | None = None,
+    cosmos_options: Mapping[str, Any] | None = None,
+    sender: MessageBatchSender | None = None,
+    telemetry: RelayTelemetry | None = None,
+    policy: RelayPolicy | None = None,
+) -> OutboxRelay:
+    """Build the relay for the running event loop (replacing a previous one) from app settings.
+    Opens no connection: the clients connect on first use. A caller-supplied ``sender`` stays
+    the caller's to close."""
+    global _relay_runtime
+    await close_relay()
+    environment = os.environ if env is None else env
+    settings = Settings.from_env(environment)
+    relay_settings = RelaySettings.from_env(environment)
+    configure_exporters(environment)
+    closers: list[Callable[[], Awaitable[None]]] = []  # closed in this order
+    if sender is None:
+        sender, closers = _topic_sender(relay_settings)
+    cosmos = create_client(settings, **dict(cosmos_options or {}))
+    closers.append(cosmos.close)
+    container = cosmos.get_database_client(settings.cosmos_database).get_container_client(
+        settings.cosmos_container
+    )
+    relay = OutboxRelay(
+        ServiceBusEventPublisher(sender),
+        CosmosOutboxStore(container),
+        telemetry or RelayTelemetry(relay_settings.topic_name),
+        clock=clock,
+        policy=policy,
+    )
+    _relay_runtime = _RelayRuntime(asyncio.get_running_loop(), relay, closers)
+    return relay
+
+
+def _topic_sender(
+    settings: RelaySettings,
+) -> tuple[MessageBatchSender, list[Callable[[], Awaitable[None]]]]:
+    """The topic sender and what closes it, in order (sender, client, credential)."""
+    from azure.servicebus.aio import ServiceBusClient  # only where it is used
+
+    if settings.fully_qualified_namespace is not None:
+        from azure.identity.aio import DefaultAzureCredential
+
+        credential = DefaultAzureCredential()
+        client = ServiceBusClient(settings.fully_qualified_namespace, credential)
+        sender = client.get_topic_sender(settings.topic_name)
+        return sender, [sender.close, client.close, credential.close]
+    assert settings.connection_string is not None  # RelaySettings guarantees one of them
+    client = ServiceBusClient.from_connection_string(settings.connection_string)
+    sender = client.get_topic_sender(settings.topic_name)
+    return sender, [sender.close, client.close]
+
+
+async def handle_outbox_changes(documents: Sequence[Mapping[str, Any]], context: Any) -> None:
+    """The relay function's body. Raises when an event must be retried (``RelayIncomplete``) or
+    the relay cannot be built (bad configuration: the lease then waits, under the unbounded retry
+    policy, until an operator fixes the settings; nothing is skipped)."""
+    global _relay_runtime
+    loop = asyncio.get_running_loop()
+    if _relay_runtime is None or _relay_runtime.loop is not loop:
+        try:
+            await start_relay()
+        except ConfigurationError as error:
+            relay_logger.critical(
+                "invalid configuration, the outbox relay cannot publish: %s",
+                error,
+                extra={"setting": error.setting},
+            )
+            raise
+    assert _relay_runtime is not None
+    retry_context = getattr(context, "retry_context", None)
+    attempt = int(getattr(retry_context, "retry_count", 0) or 0) + 1
+    await _relay_runtime.relay.relay([dict(document) for document in documents], attempt=attempt)
+
+
+async def close_relay() -> None:
+    """Close the relay's clients (tests, local host shutdown)."""
+    global _relay_runtime
+    if _relay_runtime is None:
+        return
+    runtime, _relay_runtime = _relay_runtime, None
+    for close_one in runtime.closers:
+        await close_one()

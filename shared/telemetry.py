@@ -418,3 +418,168 @@ def producer_links(properties: Mapping[str, Any]) -> list[Link]:
 def _qualified_name(kind: type[BaseException]) -> str:
     module = kind.__module__
     return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The outbox relay (owner: relay). Names agreed in CONTRACTS.md section 3; infra/ queries them.
+# ---------------------------------------------------------------------------------------------
+
+RELAY_INSTRUMENTATION_SCOPE = "orders.relay"
+RELAY_LOGGER_NAME = "orders.relay"
+RELAY_OPERATION_TYPE = "send"
+ATTR_EVENT_ID = "orders.event_id"
+ATTR_ORDER_ID = "orders.order_id"
+ATTR_TOPIC = "orders.topic"
+ATTR_RELAY_OUTCOME = "orders.relay.outcome"
+METRIC_RELAY_PUBLISHED = "orders.relay.published"
+METRIC_RELAY_FAILED = "orders.relay.failed"
+METRIC_RELAY_PARKED = "orders.relay.parked"
+METRIC_RELAY_LAG = "orders.relay.lag"
+RELAY_PUBLISHED = "published"
+RELAY_FAILED = "failed"
+RELAY_PARKED = "parked"
+# Relay lag: seconds from the order's acceptance to its event's publish.
+_LAG_BUCKETS_S = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
+
+relay_logger = logging.getLogger(RELAY_LOGGER_NAME)
+
+
+class RelayTelemetry:
+    """A PRODUCER span per published event (``send <topic>``), four instruments and the relay's
+    log records. The span is started before the message is built, so the message's
+    ``traceparent`` is this span: a downstream consumer's span links back to the publish."""
+
+    def __init__(
+        self,
+        topic_name: str,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        self.topic_name = topic_name
+        self.span_name = f"{RELAY_OPERATION_TYPE} {topic_name}"
+        self._tracer = trace.get_tracer(
+            RELAY_INSTRUMENTATION_SCOPE, tracer_provider=tracer_provider
+        )
+        meter = metrics.get_meter(RELAY_INSTRUMENTATION_SCOPE, meter_provider=meter_provider)
+        self._published = meter.create_counter(
+            METRIC_RELAY_PUBLISHED, unit="{event}", description="Outbox events sent to the topic"
+        )
+        self._failed = meter.create_counter(
+            METRIC_RELAY_FAILED,
+            unit="{event}",
+            description="Failed sends of outbox events, by error type (retried or parked)",
+        )
+        self._parked = meter.create_counter(
+            METRIC_RELAY_PARKED,
+            unit="{event}",
+            description="Outbox events set aside for an operator (status parked)",
+        )
+        self._lag = meter.create_histogram(
+            METRIC_RELAY_LAG,
+            unit="s",
+            description="Time from the order's acceptance (outbox createdAt) to its publish",
+            explicit_bucket_boundaries_advisory=_LAG_BUCKETS_S,
+        )
+
+    def start_publish(
+        self, event_id: str, order_id: str, stored_traceparent: str | None = None
+    ) -> Span:
+        """The producer span of one event; ended by ``published`` or ``publish_failed``. Linked
+        to the consumer's span when the outbox document carries its ``traceparent``."""
+        links = producer_links({"traceparent": stored_traceparent}) if stored_traceparent else []
+        return self._tracer.start_span(
+            self.span_name,
+            kind=SpanKind.PRODUCER,
+            links=links,
+            attributes={
+                ATTR_SYSTEM: MESSAGING_SYSTEM,
+                ATTR_OPERATION_TYPE: RELAY_OPERATION_TYPE,
+                ATTR_OPERATION_NAME: RELAY_OPERATION_TYPE,
+                ATTR_DESTINATION: self.topic_name,
+                ATTR_MESSAGE_ID: event_id,
+                ATTR_EVENT_ID: event_id,
+                ATTR_ORDER_ID: order_id,
+                ATTR_TOPIC: self.topic_name,
+            },
+        )
+
+    @staticmethod
+    def traceparent(span: Span) -> str | None:
+        """The W3C traceparent of ``span``; None when tracing is off (a non-recording span)."""
+        carrier: dict[str, str] = {}
+        _propagator.inject(carrier, context=trace.set_span_in_context(span))
+        return carrier.get("traceparent")
+
+    def published(self, span: Span, event_id: str, order_id: str, lag_s: float) -> None:
+        span.set_attribute(ATTR_RELAY_OUTCOME, RELAY_PUBLISHED)
+        span.end()
+        self._published.add(1, {ATTR_TOPIC: self.topic_name})
+        self._lag.record(max(0.0, lag_s), {ATTR_TOPIC: self.topic_name})
+        relay_logger.info(
+            "OrderAccepted %s of order %s published",
+            event_id,
+            order_id,
+            extra={"event_id": event_id, "order_id": order_id, "topic": self.topic_name},
+        )
+
+    def publish_failed(
+        self,
+        span: Span,
+        event_id: str,
+        order_id: str,
+        error: BaseException,
+        *,
+        parked: bool = False,
+    ) -> None:
+        """A failed send; ``parked``: it will not be retried (``parked`` logs it)."""
+        # Bounded: a class name, never the message; the SDK's own when the adapter translated it.
+        cause = error.__cause__
+        shown = cause if isinstance(cause, Exception) else error
+        error_type = type(shown).__name__
+        span.set_attribute(ATTR_RELAY_OUTCOME, RELAY_PARKED if parked else RELAY_FAILED)
+        span.set_attribute(ATTR_ERROR_TYPE, error_type)
+        span.set_status(Status(StatusCode.ERROR, f"{error_type}: {shown}"[:300]))
+        span.end()
+        self._failed.add(1, {ATTR_TOPIC: self.topic_name, ATTR_ERROR_TYPE: error_type})
+        relay_logger.error(
+            "sending OrderAccepted %s of order %s failed: %s: %s",
+            event_id,
+            order_id,
+            error_type,
+            shown,
+            extra={
+                "event_id": event_id,
+                "order_id": order_id,
+                "topic": self.topic_name,
+                "error_type": error_type,
+            },
+        )
+
+    def parked(self, event_id: str, order_id: str, reason: str, description: str) -> None:
+        self._parked.add(1, {ATTR_TOPIC: self.topic_name})
+        relay_logger.critical(
+            "OrderAccepted %s of order %s parked (%s): %s; reset its status to pending to "
+            "publish it again",
+            event_id,
+            order_id,
+            reason,
+            description,
+            extra={
+                "event_id": event_id,
+                "order_id": order_id,
+                "topic": self.topic_name,
+                "parked_reason": reason,
+                "description": description,
+            },
+        )
+
+    def mark_failed(self, event_id: str, order_id: str, error: BaseException) -> None:
+        """Marking (or parking) an outbox document failed: the batch's redelivery resolves it."""
+        relay_logger.warning(
+            "updating the outbox document of %s (order %s) failed: %s: %s",
+            event_id,
+            order_id,
+            type(error).__name__,
+            error,
+            extra={"event_id": event_id, "order_id": order_id, "error_type": type(error).__name__},
+        )

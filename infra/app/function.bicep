@@ -126,6 +126,10 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     AzureWebJobsStorage__credential: 'managedidentity'
     AzureWebJobsStorage__clientId: identityClientId
     COSMOS_ENDPOINT: cosmosEndpoint
+    // The outbox relay's Cosmos DB trigger (connection "CosmosDBConnection"): identity-based.
+    CosmosDBConnection__accountEndpoint: cosmosEndpoint
+    CosmosDBConnection__credential: 'managedidentity'
+    CosmosDBConnection__clientId: identityClientId
     COSMOS_DATABASE: cosmosDatabaseName
     COSMOS_CONTAINER: cosmosContainerName
     COSMOS_VERIFY_TLS: 'true'

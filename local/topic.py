@@ -1,0 +1,193 @@
+"""The `order-events` topic, in memory: send-side duplicate detection and one subscription.
+
+Driven by infra/messaging.json (``topicName``, ``duplicateDetectionHistoryTimeWindow``,
+``lockDuration``, ``maxDeliveryCount``), the file the Bicep deploys. The relay reaches it
+through the production adapter (``shared.event_publisher.ServiceBusEventPublisher``): this module
+stands in for the SDK's topic sender (``create_message_batch`` / ``send_messages``), the network
+boundary, so the relay builds real ``ServiceBusMessage`` objects and real size-bounded
+``ServiceBusMessageBatch`` es here as in Azure.
+
+A batch is accepted or refused as a whole (as Service Bus does); inside an accepted batch, each
+message whose MessageId was accepted within the window is dropped, exactly as by the topic's
+duplicate detection. The subscription is a ``PeekLockQueue`` (a subscription is a queue), so
+tests and the demo can receive, settle and count what downstream would see.
+
+Not reproduced: filters and rules, several subscriptions, sessions, partitions, message TTL,
+forwarding, AMQP errors other than those injected with ``fail_next_sends``, real latency.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
+
+from local.broker import (
+    Clock,
+    OutgoingMessage,
+    PeekLockQueue,
+    PropertyValue,
+    QueueSettings,
+    SystemClock,
+    default_messaging_file,
+    parse_iso8601_duration,
+)
+
+# Standard tier: 256 KB per message (and per batch).
+MAX_BATCH_BYTES = 256 * 1024
+SUBSCRIPTION_NAME = "downstream"
+
+
+@dataclass
+class TopicStats:
+    sends: int = 0  # send_messages calls that reached the topic
+    failed_sends: int = 0  # refused by an injected fault
+    messages: int = 0  # messages in accepted sends
+    accepted: int = 0
+    dropped_duplicates: int = 0
+
+
+@dataclass
+class _Fault:
+    error: Callable[[], BaseException]
+    remaining: int
+
+
+class _TopicBatch(ServiceBusMessageBatch):
+    """A real ``ServiceBusMessageBatch`` (the SDK's own size accounting) that also keeps the
+    messages it accepted, which the topic reads back instead of decoding AMQP frames."""
+
+    def __init__(self, max_size_in_bytes: int) -> None:
+        super().__init__(max_size_in_bytes=max_size_in_bytes)
+        self.accepted_messages: list[ServiceBusMessage] = []
+
+    def add_message(self, message: Any) -> None:
+        super().add_message(message)  # raises MessageSizeExceededError when full
+        self.accepted_messages.append(message)
+
+
+@dataclass
+class OrderEventsTopic:
+    """The topic and its one subscription. Thread-safe like the queue model."""
+
+    name: str
+    duplicate_detection_window_s: float
+    subscription: PeekLockQueue
+    clock: Clock = field(default_factory=SystemClock)
+    max_batch_bytes: int = MAX_BATCH_BYTES
+    stats: TopicStats = field(default_factory=TopicStats)
+    # Every message of every accepted send, duplicates included (what the topic was sent).
+    received: list[OutgoingMessage] = field(default_factory=list)
+    _accepted_ids: dict[str, Any] = field(default_factory=dict)
+    _faults: list[_Fault] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def from_messaging_file(
+        cls, clock: Clock | None = None, path: Path | None = None
+    ) -> OrderEventsTopic:
+        file = path or default_messaging_file()
+        raw = json.loads(file.read_text(encoding="utf-8"))
+        name = str(raw["topicName"])
+        window = parse_iso8601_duration(raw["duplicateDetectionHistoryTimeWindow"])
+        clock = clock or SystemClock()
+        # The subscription delivers what the topic accepted: no detection of its own.
+        settings = QueueSettings.from_messaging_file(
+            file,
+            queue_name=f"{name}/subscriptions/{SUBSCRIPTION_NAME}",
+            duplicate_detection_window=window * 0,
+        )
+        return cls(
+            name=name,
+            duplicate_detection_window_s=window.total_seconds(),
+            subscription=PeekLockQueue(settings, clock=clock),
+            clock=clock,
+        )
+
+    # -- the SDK sender's surface (shared.event_publisher.MessageBatchSender) -----------
+
+    async def create_message_batch(
+        self, max_size_in_bytes: int | None = None
+    ) -> ServiceBusMessageBatch:
+        return _TopicBatch(min(max_size_in_bytes or self.max_batch_bytes, self.max_batch_bytes))
+
+    async def send_messages(self, message: Any, **kwargs: Any) -> None:
+        messages = message.accepted_messages if isinstance(message, _TopicBatch) else [message]
+        with self._lock:
+            fault = next((f for f in self._faults if f.remaining > 0), None)
+            if fault is not None:
+                fault.remaining -= 1
+                self.stats.failed_sends += 1
+                raise fault.error()
+            self.stats.sends += 1
+            self.stats.messages += len(messages)
+            self.received.extend(_outgoing(sent) for sent in messages)
+            now = self.clock.now()
+            accepted: list[OutgoingMessage] = []
+            for sent in messages:
+                message_id = sent.message_id
+                first = self._accepted_ids.get(message_id) if message_id else None
+                if first is not None and (now - first).total_seconds() < (
+                    self.duplicate_detection_window_s
+                ):
+                    self.stats.dropped_duplicates += 1
+                    continue
+                if message_id:
+                    self._accepted_ids[message_id] = now
+                self.stats.accepted += 1
+                accepted.append(_outgoing(sent))
+        for outgoing in accepted:
+            self.subscription.send(outgoing)
+
+    async def close(self) -> None:
+        """The sender's ``close``: nothing to release."""
+
+    # -- fault injection ----------------------------------------------------------------
+
+    def fail_next_sends(self, error: Callable[[], BaseException], times: int = 1) -> None:
+        """The next ``times`` sends raise ``error()`` and accept nothing (a refused batch)."""
+        with self._lock:
+            self._faults.append(_Fault(error, times))
+
+    def heal(self) -> None:
+        """Drop every injected fault that has not fired yet."""
+        with self._lock:
+            self._faults.clear()
+
+    # -- what downstream sees -----------------------------------------------------------
+
+    def delivered(self) -> list[OutgoingMessage]:
+        """Receive and complete every message in the subscription (what downstream gets)."""
+        received: list[OutgoingMessage] = []
+        while deliveries := self.subscription.receive(100):
+            for delivery in deliveries:
+                self.subscription.complete(delivery.lock_token)
+                received.append(delivery.message)
+        return received
+
+
+def _outgoing(message: ServiceBusMessage) -> OutgoingMessage:
+    body = message.body
+    data = body if isinstance(body, bytes) else b"".join(body)
+    properties: dict[str, PropertyValue] = {}
+    for key, value in (message.application_properties or {}).items():
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        if isinstance(value, bytes):
+            properties[name] = value.decode()
+        elif isinstance(value, str | int | float | bool):
+            properties[name] = value
+        else:  # a UUID
+            properties[name] = str(value)
+    return OutgoingMessage(
+        message_id=message.message_id,
+        body=data,
+        correlation_id=message.correlation_id,
+        content_type=message.content_type,
+        application_properties=properties,
+        subject=message.subject,
+    )

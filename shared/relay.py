@@ -1,0 +1,415 @@
+"""The outbox relay: which outbox documents to publish, how each becomes an OrderAccepted v1
+message, and what to do when a send fails. No Azure imports: the topic and the container are
+reached through the two ports below (``EventPublisher``, ``OutboxStore``).
+
+Guarantee: every pending outbox document is published at least once, and never skipped silently.
+The change-feed trigger checkpoints its lease when an invocation returns; an invocation that
+raises is re-run by the function's retry policy (unbounded, see ``RUNTIME_RETRY``), so a document
+stays reachable until its invocation succeeds. An invocation therefore returns only when every
+pending document of its batch is either published (then marked ``dispatched``) or parked
+(``status: parked``, with a reason, for an operator; never skipped).
+
+What a failed send means, by what a retry can fix (as the consumer classifies store errors):
+
+- the event itself (``EventRejected``: the broker refuses this message, e.g. too large; or the
+  document does not make a valid v1 event): no retry can fix it: park it at once;
+- the moment (``PublishUnavailable``: timeouts, connection loss, a busy namespace) or the system
+  (``PublishMisconfigured``: RBAC, credential, a missing or disabled topic, a full topic): retry,
+  without bound. Parking would turn every healthy event of an outage into a manual resubmission,
+  and blocking the lease's range costs nothing: every other send of the range would fail too.
+  This is loud: each failed attempt is counted (``orders.relay.failed``) and logged at error
+  level, and the relay lag grows (alerts in infra/);
+- anything else (an exception nobody classified): retried ``park_after_attempts`` times, then
+  parked. Such an error may belong to the event, and unbounded retries would then block every
+  later order of its lease range behind one poison event.
+
+Crash windows (each safe; tests/relay/test_crash_windows.py):
+
+- before the send: nothing happened; the lease was not checkpointed, the batch comes back;
+- after the send, before the mark: the batch comes back and is published again with the same
+  MessageId (= eventId): the topic's duplicate detection drops the copy within its window (P1D),
+  and downstream consumers deduplicate on eventId beyond it;
+- during the mark: the patch is conditional on the etag the change feed delivered. Committed, the
+  replayed batch's stale etag makes the next mark a no-op (412: already dispatched); not
+  committed, it is the previous window;
+- a mark that fails (the send succeeded): the event counts as published, and the invocation
+  still asks for a retry (``RelayIncomplete``), whose republish the topic drops and whose mark
+  completes the document. Returning instead would checkpoint past a document left pending.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from shared.contract import (
+    EVENT_CONTENT_TYPE,
+    ORDER_ACCEPTED_EVENT_TYPE,
+    ORDER_ACCEPTED_SCHEMA_VERSION,
+    InvalidMessage,
+    bound,
+    encode_event,
+    order_accepted_v1,
+)
+from shared.telemetry import RelayTelemetry
+
+logger = logging.getLogger("orders.relay")
+
+OUTBOX_TYPE = "outbox"
+STATUS_PENDING = "pending"
+STATUS_DISPATCHED = "dispatched"
+STATUS_PARKED = "parked"
+# A dispatched outbox document expires a week after its dispatch (the container's defaultTtl is
+# -1: orders, which carry no ttl, never expire). Longer than the topic's duplicate detection
+# window, so an operator can still see what was sent while a duplicate could still arrive.
+DISPATCHED_TTL_S = 7 * 24 * 3600
+
+# Reasons a document is parked with (bounded set, like the consumer's dead-letter reasons).
+PARKED_INVALID_EVENT = "InvalidOutboxEvent"
+PARKED_REJECTED = "RejectedByBroker"
+PARKED_RETRIES_EXHAUSTED = "RetriesExhausted"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeRetry:
+    """The function's ``@app.retry`` (exponential backoff). ``max_retry_count`` -1 = unbounded:
+    with a bounded policy the host, once the retries are spent, checkpoints past the batch and
+    never delivers it again: its pending documents would be lost without a trace. The bound that
+    parks an event is the relay's own (``RelayPolicy``), applied inside an invocation."""
+
+    strategy: str = "exponential_backoff"
+    max_retry_count: int = -1
+    minimum_interval: str = "00:00:05"
+    maximum_interval: str = "00:05:00"
+
+
+RUNTIME_RETRY = RuntimeRetry()
+
+
+# ---- errors the publisher adapter raises, classified by what a retry can fix ----------------
+
+
+class PublishError(Exception):
+    """Base of the errors an ``EventPublisher`` reports for a message."""
+
+
+class EventRejected(PublishError):
+    """The broker refuses this message itself (e.g. larger than the entity allows)."""
+
+
+class PublishUnavailable(PublishError):
+    """Timeouts, connection loss, a busy namespace: the moment is wrong."""
+
+
+class PublishMisconfigured(PublishError):
+    """Authentication, authorisation, a missing/disabled/full topic: the system is wrong."""
+
+
+class RelayIncomplete(Exception):
+    """Raised by an invocation that must be retried: some pending events were not published
+    (nor parked). The host re-runs the batch under the function's retry policy."""
+
+
+class FailureKind(enum.StrEnum):
+    EVENT = "event"
+    TRANSIENT = "transient"
+    SYSTEMIC = "systemic"
+    UNEXPECTED = "unexpected"
+
+
+def classify(error: BaseException) -> FailureKind:
+    if isinstance(error, EventRejected | InvalidMessage):
+        return FailureKind.EVENT
+    if isinstance(error, PublishUnavailable):
+        return FailureKind.TRANSIENT
+    if isinstance(error, PublishMisconfigured):
+        return FailureKind.SYSTEMIC
+    return FailureKind.UNEXPECTED
+
+
+@dataclass(frozen=True, slots=True)
+class RelayPolicy:
+    """When a failed event is parked instead of retried (see the module docstring)."""
+
+    park_after_attempts: int = 10  # ~25 min of the runtime's 5 s..5 min exponential backoff
+
+    def should_park(self, kind: FailureKind, attempt: int) -> bool:
+        """``attempt`` is 1-based: the runtime's retry count + 1 (best effort: it is kept in the
+        instance's memory, so a restart only delays parking, never loses an event)."""
+        if kind is FailureKind.EVENT:
+            return True
+        if kind is FailureKind.UNEXPECTED:
+            return attempt >= self.park_after_attempts
+        return False
+
+
+# ---- what is published ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundEvent:
+    """One OrderAccepted v1 message, transport-neutral; the publisher adapter turns it into a
+    ``ServiceBusMessage`` (MessageId = ``event_id``)."""
+
+    event_id: str
+    order_id: str
+    document_id: str
+    etag: str | None
+    body: bytes
+    created_at: datetime
+    correlation_id: str | None
+    causation_id: str | None
+    application_properties: Mapping[str, str | int]
+    subject: str = ORDER_ACCEPTED_EVENT_TYPE
+    content_type: str = EVENT_CONTENT_TYPE
+    # The consumer's trace context, if the outbox document carries it: the publish span links it.
+    stored_traceparent: str | None = None
+
+    def with_traceparent(self, traceparent: str | None) -> OutboundEvent:
+        if traceparent is None:
+            return self
+        properties = {**self.application_properties, "traceparent": traceparent}
+        return dataclasses.replace(self, application_properties=properties)
+
+
+def is_pending_outbox(document: Mapping[str, Any]) -> bool:
+    """The documents the relay publishes: OrderAccepted outbox entries not yet dispatched. Orders,
+    dispatched and parked entries (the relay's own marks come back through the change feed) are
+    ignored."""
+    return (
+        document.get("type") == OUTBOX_TYPE
+        and document.get("status") == STATUS_PENDING
+        and document.get("eventType") == ORDER_ACCEPTED_EVENT_TYPE
+    )
+
+
+def build_event(document: Mapping[str, Any]) -> OutboundEvent:
+    """The OrderAccepted v1 message of one pending outbox document, or ``InvalidMessage``."""
+    body = order_accepted_v1(
+        {
+            "schemaVersion": ORDER_ACCEPTED_SCHEMA_VERSION,
+            "eventId": document.get("eventId"),
+            "eventType": document.get("eventType"),
+            "occurredAt": document.get("createdAt"),
+            "payload": document.get("payload"),
+        }
+    )
+    order_id = body["payload"]["orderId"]
+    if document.get("orderId") != order_id:
+        raise InvalidMessage(
+            "InvalidPayload",
+            f"outbox document's orderId {bound(str(document.get('orderId')), 80)!r} differs "
+            f"from its payload's {order_id!r}",
+        )
+    properties: dict[str, str | int] = {
+        "eventType": body["eventType"],
+        "schemaVersion": body["schemaVersion"],
+    }
+    causation_id = _optional_text(document.get("causationId"))
+    if causation_id is not None:
+        properties["causationId"] = causation_id
+    return OutboundEvent(
+        event_id=body["eventId"],
+        order_id=order_id,
+        document_id=str(document.get("id")),
+        etag=_optional_text(document.get("_etag")),
+        body=encode_event(body),
+        created_at=datetime.fromisoformat(body["occurredAt"]),
+        correlation_id=_optional_text(document.get("correlationId")),
+        causation_id=causation_id,
+        application_properties=properties,
+        stored_traceparent=_optional_text(document.get("traceparent")),
+    )
+
+
+def _optional_text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+# ---- ports ----------------------------------------------------------------------------------
+
+
+class EventPublisher(Protocol):
+    async def publish(self, events: Sequence[OutboundEvent]) -> list[BaseException | None]:
+        """Send the events in as few sends as their size allows; one entry per event, aligned:
+        None when its send succeeded, else the error (``PublishError`` when classified)."""
+        ...
+
+
+class OutboxStore(Protocol):
+    """Conditional updates of outbox documents (on the etag the change feed delivered)."""
+
+    async def mark_dispatched(
+        self, event: OutboundEvent, *, dispatched_at: datetime, ttl_s: int
+    ) -> bool:
+        """Set ``status: dispatched``, ``dispatchedAt`` and ``ttl``; False when the document
+        changed since it was read (412: already marked by an earlier run) or is gone."""
+        ...
+
+    async def park(
+        self,
+        document: Mapping[str, Any],
+        *,
+        parked_at: datetime,
+        reason: str,
+        description: str,
+    ) -> bool:
+        """Set ``status: parked``, ``parkedAt``, ``parkedReason``, ``parkedDescription``; False
+        when the document changed since it was read."""
+        ...
+
+
+class Clock(Protocol):
+    """``shared.core.Clock`` structurally (only ``now`` is used here)."""
+
+    def now(self) -> datetime: ...
+
+
+class _SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+# ---- the application service ----------------------------------------------------------------
+
+
+@dataclass
+class RelayReport:
+    """What one invocation did, by document id (tests and logs)."""
+
+    published: list[str] = field(default_factory=list)
+    parked: list[str] = field(default_factory=list)
+    retry: list[str] = field(default_factory=list)
+    mark_failed: list[str] = field(default_factory=list)
+
+
+class OutboxRelay:
+    def __init__(
+        self,
+        publisher: EventPublisher,
+        store: OutboxStore,
+        telemetry: RelayTelemetry,
+        *,
+        clock: Clock | None = None,
+        policy: RelayPolicy | None = None,
+        dispatched_ttl_s: int = DISPATCHED_TTL_S,
+    ) -> None:
+        self._publisher = publisher
+        self._store = store
+        self._telemetry = telemetry
+        self._clock: Clock = clock or _SystemClock()
+        self._policy = policy or RelayPolicy()
+        self._ttl_s = dispatched_ttl_s
+
+    async def relay(
+        self, documents: Sequence[Mapping[str, Any]], *, attempt: int = 1
+    ) -> RelayReport:
+        """Publish the batch's pending outbox documents; raise ``RelayIncomplete`` if any must be
+        retried (after marking what was sent, so the retry republishes as little as possible)."""
+        report = RelayReport()
+        telemetry = self._telemetry
+        events: list[OutboundEvent] = []
+        for document in documents:
+            if not is_pending_outbox(document):
+                continue
+            try:
+                events.append(build_event(document))
+            except InvalidMessage as invalid:
+                await self._park(document, PARKED_INVALID_EVENT, invalid.description, report)
+        if not events:
+            self._raise_if_incomplete(report)
+            return report
+
+        spans = [
+            telemetry.start_publish(event.event_id, event.order_id, event.stored_traceparent)
+            for event in events
+        ]
+        stamped = [
+            event.with_traceparent(telemetry.traceparent(span) or event.stored_traceparent)
+            for event, span in zip(events, spans, strict=True)
+        ]
+        try:
+            results = await self._publisher.publish(stamped)
+        except BaseException as error:
+            # The publisher reports per event; an escape (cancellation, a bug) ends every span.
+            for event, span in zip(stamped, spans, strict=True):
+                telemetry.publish_failed(span, event.event_id, event.order_id, error)
+            raise
+
+        now = self._clock.now()
+        for event, span, failure in zip(stamped, spans, results, strict=True):
+            if failure is None:
+                lag_s = (now - event.created_at).total_seconds()
+                telemetry.published(span, event.event_id, event.order_id, lag_s)
+                report.published.append(event.document_id)
+                await self._mark_dispatched(event, report)
+                continue
+            kind = classify(failure)
+            if self._policy.should_park(kind, attempt):
+                reason = PARKED_REJECTED if kind is FailureKind.EVENT else PARKED_RETRIES_EXHAUSTED
+                description = bound(f"{type(failure).__name__}: {failure} (attempt {attempt})")
+                telemetry.publish_failed(span, event.event_id, event.order_id, failure, parked=True)
+                document = {"id": event.document_id, "orderId": event.order_id, "_etag": event.etag}
+                await self._park(document, reason, description, report, event_id=event.event_id)
+            else:
+                telemetry.publish_failed(span, event.event_id, event.order_id, failure)
+                report.retry.append(event.document_id)
+        self._raise_if_incomplete(report)
+        return report
+
+    async def _mark_dispatched(self, event: OutboundEvent, report: RelayReport) -> None:
+        try:
+            marked = await self._store.mark_dispatched(
+                event, dispatched_at=self._clock.now(), ttl_s=self._ttl_s
+            )
+        except Exception as error:  # noqa: BLE001 - sent: the retry's republish is dropped
+            report.mark_failed.append(event.document_id)
+            self._telemetry.mark_failed(event.event_id, event.order_id, error)
+            return
+        if not marked:
+            logger.info(
+                "outbox document %s changed since it was read: already marked",
+                event.document_id,
+                extra={"event_id": event.event_id, "order_id": event.order_id},
+            )
+
+    async def _park(
+        self,
+        document: Mapping[str, Any],
+        reason: str,
+        description: str,
+        report: RelayReport,
+        *,
+        event_id: str | None = None,
+    ) -> None:
+        document_id = str(document.get("id"))
+        order_id = str(document.get("orderId"))
+        event_id = event_id or _optional_text(document.get("eventId")) or document_id
+        try:
+            await self._store.park(
+                document, parked_at=self._clock.now(), reason=reason, description=description
+            )
+        except Exception as error:  # noqa: BLE001 - not parked: it must be retried, never skipped
+            report.retry.append(document_id)
+            self._telemetry.mark_failed(event_id, order_id, error)
+            return
+        report.parked.append(document_id)
+        self._telemetry.parked(event_id, order_id, reason, description)
+
+    @staticmethod
+    def _raise_if_incomplete(report: RelayReport) -> None:
+        """Retry the batch if an event was neither published nor parked, or was published but
+        not marked. Returning would checkpoint the lease past a document left ``pending`` for
+        ever (without ttl); the retry instead republishes it, which the topic's duplicate
+        detection drops, and marks it."""
+        unfinished = report.retry + report.mark_failed
+        if unfinished:
+            raise RelayIncomplete(
+                f"{len(report.retry)} outbox event(s) not published and {len(report.mark_failed)}"
+                " not marked, retrying the batch: " + bound(", ".join(unfinished), 300)
+            )

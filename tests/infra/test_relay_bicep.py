@@ -1,0 +1,99 @@
+"""Offline checks (pycep) of what the outbox relay needs from the Bicep: TTL on the orders
+container with no default expiry, the leases container, the Data Sender role at topic scope and
+the relay's app settings, wired from the right module outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.infra.infra_support import INFRA, messaging, parse_bicep
+
+CONTAINER = "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"
+SERVICE_BUS_DATA_SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
+
+
+def bicep(name: str) -> dict[str, Any]:
+    return parse_bicep(INFRA / "main.bicep" if name == "main" else INFRA / "app" / f"{name}.bicep")
+
+
+def body(resource: dict[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = resource["config"]
+    return config["config"] if "condition" in config else config
+
+
+def ttl(expr: Any) -> int:
+    if isinstance(expr, int):
+        return expr
+    operator = expr["operator"]  # pycep's unary minus
+    assert operator["type"] == "minus", expr
+    return -ttl(operator["operands"]["integer_value"])
+
+
+def accessor(expr: Any) -> tuple[str, ...]:
+    if isinstance(expr, str):
+        return (expr,)
+    operator = expr.get("operator", {}) if isinstance(expr, dict) else {}
+    if operator.get("type") != "property_accessor":
+        return ()
+    operands = operator["operands"]
+    return accessor(operands["operand_1"]) + accessor(operands["operand_2"])
+
+
+def test_orders_container_has_ttl_on_without_default_expiry() -> None:
+    resources = bicep("cosmos")["resources"]
+    orders = body(resources["ordersContainer"])["properties"]["resource"]
+    # -1: TTL is on, nothing expires unless it carries its own ttl (dispatched outbox documents).
+    assert ttl(orders["defaultTtl"]) == -1
+    assert resources["ordersContainer"]["type"] == CONTAINER
+
+
+def test_leases_container_exists_partitioned_on_id_in_the_orders_database() -> None:
+    cosmos = bicep("cosmos")
+    leases = cosmos["resources"]["leasesContainer"]
+    assert leases["type"] == CONTAINER
+    assert body(leases)["parent"] == "database"
+    resource = body(leases)["properties"]["resource"]
+    assert resource["id"] == "leasesContainerName"
+    # The trigger requires /id (a partitioned lease container with another key fails to start).
+    assert resource["partitionKey"]["paths"] == ["/id"]
+    assert cosmos["parameters"]["leasesContainerName"]["default"] == "leases"
+    assert body(bicep("main")["modules"]["cosmos"])["params"]["leasesContainerName"] == "leases"
+
+
+def test_the_app_may_send_to_the_topic_only() -> None:
+    rbac = bicep("rbac")
+    resources = rbac["resources"]
+    sender = body(resources["appTopicSender"])
+    assert sender["scope"] == "topic"
+    assert resources["topic"]["type"] == "Microsoft.ServiceBus/namespaces/topics"
+    assert body(resources["topic"]) == {"parent": "namespace", "name": "topicName"}
+    role = sender["properties"]["roleDefinitionId"]["function"]["parameters"]["resource_name_1"]
+    assert rbac["variables"][role]["value"] == SERVICE_BUS_DATA_SENDER
+    assert sender["properties"]["principalId"] == "managedIdentityPrincipalId"
+    # No Data Sender anywhere broader than an entity (namespace, resource group).
+    for name, resource in resources.items():
+        if resource["type"] != "Microsoft.Authorization/roleAssignments":
+            continue
+        scope = body(resource)["scope"]
+        assert resources[scope]["type"] != "Microsoft.ServiceBus/namespaces", name
+
+
+def test_the_topic_is_the_messaging_json_one_with_duplicate_detection() -> None:
+    topic = body(bicep("servicebus")["resources"]["topic"])
+    assert accessor(topic["name"])[-1] == "topicName"
+    assert topic["properties"]["requiresDuplicateDetection"] is True
+    assert messaging()["topicName"] == "order-events"
+
+
+def test_relay_app_settings_are_identity_based_and_wired() -> None:
+    settings = body(bicep("function")["resources"]["appSettings"])["properties"]
+    values = settings["function"]["parameters"]["arg_1"]
+    assert values["ORDER_EVENTS_TOPIC_NAME"] == "topicName"
+    assert values["CosmosDBConnection__accountEndpoint"] == "cosmosEndpoint"
+    assert values["CosmosDBConnection__credential"] == "managedidentity"
+    assert values["CosmosDBConnection__clientId"] == "identityClientId"
+    assert not any(name.startswith("CosmosDBConnection") and "Key" in name for name in values)
+    assert "CosmosDBConnection" not in values  # no connection string with a key
+    params = body(bicep("main")["modules"]["functionApp"])["params"]
+    assert accessor(params["cosmosEndpoint"]) == ("cosmos", "outputs", "endpoint")
+    assert accessor(params["topicName"]) == ("serviceBus", "outputs", "topicName")

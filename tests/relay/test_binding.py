@@ -1,0 +1,64 @@
+"""The relay function as the worker indexes it: a Cosmos DB trigger on the orders container with
+the leases container, identity-based connection, and the unbounded exponential retry policy that
+the change-feed emulation applies (``shared.relay.RUNTIME_RETRY``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from shared.relay import RUNTIME_RETRY
+from tests.infra.infra_support import parse_bicep
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def indexed_relay() -> dict[str, object]:
+    # A fresh interpreter: ``app.get_functions()`` may run once per app (the suite's host did).
+    probe = textwrap.dedent(
+        """
+        import json, function_app
+        [f] = [f for f in function_app.app.get_functions()
+               if f.get_function_name() == "relay_outbox"]
+        print(json.dumps({"function": json.loads(f.get_function_json()),
+                          "retry": f.get_settings_dict("retry_policy")}))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    indexed: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
+    return indexed
+
+
+def test_relay_is_a_change_feed_trigger_with_an_unbounded_exponential_retry() -> None:
+    indexed = indexed_relay()
+    function = indexed["function"]
+    assert isinstance(function, dict)
+    [binding] = function["bindings"]
+    assert binding == {
+        "direction": "IN",
+        "type": "cosmosDBTrigger",
+        "name": "documents",
+        "connection": "CosmosDBConnection",
+        "databaseName": "%COSMOS_DATABASE%",
+        "containerName": "%COSMOS_CONTAINER%",
+        "leaseContainerName": "leases",
+        "createLeaseContainerIfNotExists": False,
+    }
+    assert indexed["retry"] == {
+        "setting_name": "retry_policy",
+        "strategy": "exponential_backoff",
+        "max_retry_count": "-1",
+        "minimum_interval": RUNTIME_RETRY.minimum_interval,
+        "maximum_interval": RUNTIME_RETRY.maximum_interval,
+    }
+
+
+def test_the_trigger_s_lease_container_is_the_one_bicep_deploys() -> None:
+    main = parse_bicep(REPO / "infra" / "main.bicep")
+    params = main["modules"]["cosmos"]["config"]["params"]
+    assert params["leasesContainerName"] == "leases"

@@ -1,0 +1,145 @@
+"""The relay's crash windows (before the send, after the send before the mark, during the mark)
+and a failed mark: each ends with exactly one OrderAccepted per order delivered to the
+subscription and no outbox document pending. A crash is a ``BaseException`` escaping the
+invocation (the worker dies): the next change feed, on the same lease, starts from the last
+checkpoint with its retry count lost."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from azure.cosmos.aio import ContainerProxy
+
+from local.broker import ManualClock
+from local.change_feed import BatchInvoker, ChangeFeedEmulator, Lease
+from local.faults import FaultInjectingTransport, FaultKind, FaultRule
+from local.topic import OrderEventsTopic
+from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids
+from tests.state import documents
+
+
+@pytest.fixture
+def cosmos_faults() -> FaultInjectingTransport:
+    return FaultInjectingTransport(connection_verify=False)
+
+
+@pytest.fixture
+def relay_cosmos_options(cosmos_faults: FaultInjectingTransport) -> dict[str, Any]:
+    return {"transport": cosmos_faults}
+
+
+class CrashingSender:
+    """The topic's sender; the worker dies right before or right after the next send."""
+
+    def __init__(self, topic: OrderEventsTopic, *, after_send: bool) -> None:
+        self.topic = topic
+        self.after_send = after_send
+        self.armed = True
+
+    async def create_message_batch(self, max_size_in_bytes: int | None = None) -> Any:
+        return await self.topic.create_message_batch(max_size_in_bytes)
+
+    async def send_messages(self, message: Any, **kwargs: Any) -> None:
+        if self.armed and not self.after_send:
+            self.armed = False
+            raise asyncio.CancelledError("worker stopped before the send")
+        await self.topic.send_messages(message)
+        if self.armed:
+            self.armed = False
+            raise asyncio.CancelledError("worker stopped after the send")
+
+
+async def settled_state(
+    container: ContainerProxy, topic: OrderEventsTopic, order_ids: list[str]
+) -> tuple[list[str], set[str]]:
+    outbox = [d for d in await documents(container) if d["type"] == "outbox"]
+    by_event = {d["eventId"]: d["orderId"] for d in outbox}
+    delivered = sorted(by_event[m.message_id or ""] for m in topic.delivered())
+    return delivered, {d["status"] for d in outbox}
+
+
+@pytest.mark.parametrize("after_send", [False, True], ids=["before-send", "after-send"])
+async def test_a_crash_around_the_send_delivers_exactly_one_event_per_order(
+    after_send: bool,
+    container: ContainerProxy,
+    relay_env: dict[str, str],
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+    invoke: BatchInvoker,
+    lease: Lease,
+    change_feed: ChangeFeedEmulator,
+) -> None:
+    from shared import runtime
+
+    ids = new_order_ids(3)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    crashing = CrashingSender(topic, after_send=after_send)
+    await runtime.start_relay(
+        relay_env, clock=clock, sender=crashing, telemetry=captured_relay.telemetry
+    )
+
+    with pytest.raises(asyncio.CancelledError):
+        await change_feed.drain()
+    assert lease.checkpoint == {}  # the invocation never returned
+    assert topic.stats.accepted == (3 if after_send else 0)
+
+    restarted = ChangeFeedEmulator(container, invoke, lease=lease, clock=clock)
+    await restarted.drain()
+
+    delivered, statuses = await settled_state(container, topic, ids)
+    assert delivered == sorted(ids)
+    assert statuses == {"dispatched"}
+    assert topic.stats.dropped_duplicates == (3 if after_send else 0)
+
+
+async def test_a_crash_during_the_mark_is_resolved_by_the_etag(
+    container: ContainerProxy,
+    cosmos_faults: FaultInjectingTransport,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    change_feed: ChangeFeedEmulator,
+) -> None:
+    # The patch commits and its response is lost: the invocation fails, the batch comes back with
+    # the old etag, its republish is dropped and its mark is a 412 (already dispatched).
+    ids = new_order_ids(2)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    rule = cosmos_faults.add(FaultRule(FaultKind.LOST_RESPONSE, method="PATCH", times=1))
+
+    stats = await change_feed.drain()
+
+    assert rule.fired == 1
+    assert stats.failed_invocations == 1
+    delivered, statuses = await settled_state(container, topic, ids)
+    assert delivered == sorted(ids)
+    assert statuses == {"dispatched"}
+    assert topic.stats.dropped_duplicates == 2
+
+
+async def test_a_mark_failure_after_the_send_keeps_the_event_published_and_the_republish_is_dropped(
+    container: ContainerProxy,
+    cosmos_faults: FaultInjectingTransport,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    change_feed: ChangeFeedEmulator,
+    captured_relay: RelayCaptured,
+) -> None:
+    [order_id] = new_order_ids(1)
+    await accept_order(container, order_id, accepted_at=clock.now())
+    cosmos_faults.add(FaultRule(FaultKind.STATUS, method="PATCH", status=403, times=1))
+
+    stats = await change_feed.drain()
+
+    # The send succeeded: the event counts as published, never as a failed send. The invocation
+    # still asks for a retry, so the document does not stay pending behind a checkpoint.
+    assert stats.failed_invocations == 1
+    assert "not marked" in stats.errors[0]
+    assert captured_relay.total("orders.relay.failed") == 0
+    assert topic.stats.messages == 2 and topic.stats.dropped_duplicates == 1
+    delivered, statuses = await settled_state(container, topic, [order_id])
+    assert delivered == [order_id]
+    assert statuses == {"dispatched"}

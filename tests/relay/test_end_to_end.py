@@ -1,0 +1,50 @@
+"""From the orders queue to the order-events subscription: the consumer (through the local
+Functions host) writes orders and their outbox documents, the change feed delivers them to the
+relay, and downstream receives exactly one OrderAccepted per accepted order."""
+
+from __future__ import annotations
+
+import json
+
+from azure.cosmos.aio import ContainerProxy
+from azure.servicebus.exceptions import OperationTimeoutError
+
+from local.broker import ManualClock, PeekLockQueue
+from local.change_feed import ChangeFeedEmulator
+from local.host import LocalFunctionsHost
+from local.topic import OrderEventsTopic
+from tests.orders import message, order_body
+from tests.relay.conftest import new_order_ids
+from tests.state import documents
+
+
+async def test_exactly_one_order_accepted_per_accepted_order_none_for_rejected_none_pending(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    clock: ManualClock,
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+) -> None:
+    accepted = new_order_ids(4)
+    for order_id in accepted:
+        queue.send(message(order_body(order_id), message_id=order_id))
+    await host.run_until_idle()
+    topic.fail_next_sends(lambda: OperationTimeoutError(message="timed out"), times=1)
+    await change_feed.drain()
+    # Later: a producer retry (a duplicate), the same id with another body (dead-lettered
+    # HashMismatch), a poison message, after the broker's detection window.
+    clock.advance(queue.settings.duplicate_detection_window)
+    queue.send(message(order_body(accepted[0]), message_id=accepted[0]))
+    queue.send(message(order_body(accepted[1], currency="USD"), message_id=accepted[1]))
+    queue.send(message(b"{not json", message_id="poison-1"))
+    await host.run_until_idle()
+    await change_feed.drain()
+
+    assert sorted(d.reason for d in queue.dead_letters) == ["HashMismatch", "InvalidPayload"]
+    delivered = topic.delivered()
+    assert sorted(json.loads(m.body)["payload"]["orderId"] for m in delivered) == sorted(accepted)
+    assert len({m.message_id for m in delivered}) == len(accepted)
+    outbox = [d for d in await documents(container) if d["type"] == "outbox"]
+    assert len(outbox) == len(accepted)
+    assert {d["status"] for d in outbox} == {"dispatched"}

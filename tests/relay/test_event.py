@@ -1,0 +1,74 @@
+"""The pure core: which documents are published and the OrderAccepted v1 event built from the
+outbox document exactly as the consumer writes it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from shared.contract import InvalidMessage, parse_order
+from shared.core import IncomingMessage, build_documents
+from shared.relay import build_event, is_pending_outbox
+from tests.orders import order_body
+
+ACCEPTED = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def consumer_documents(order_id: str = "ord-7") -> list[dict[str, Any]]:
+    raw = json.dumps(order_body(order_id)).encode()
+    incoming = IncomingMessage(order_id, raw, correlation_id="corr-7")
+    return build_documents(
+        parse_order(raw, order_id), incoming, outbox_enabled=True, accepted_at=ACCEPTED
+    )
+
+
+def test_the_event_is_built_from_the_consumer_s_outbox_document() -> None:
+    order, outbox = consumer_documents()
+    assert not is_pending_outbox(order)
+    assert is_pending_outbox(outbox)
+
+    event = build_event({**outbox, "_etag": "etag-1"})
+
+    assert event.event_id == outbox["eventId"]
+    assert event.etag == "etag-1"
+    assert event.created_at == ACCEPTED
+    assert json.loads(event.body) == {
+        "schemaVersion": 1,
+        "eventId": outbox["eventId"],
+        "eventType": "OrderAccepted",
+        "occurredAt": "2026-11-29T12:00:00.123456Z",
+        "payload": {
+            "orderId": "ord-7",
+            "customerId": "cust-42",
+            "currency": "EUR",
+            "totalMinor": 3499,
+            "placedAt": "2026-11-29T09:15:00Z",
+            "lineCount": 2,
+        },
+    }
+    assert dict(event.application_properties) == {
+        "eventType": "OrderAccepted",
+        "schemaVersion": 1,
+        "causationId": "ord-7",
+    }
+    assert event.correlation_id == "corr-7"
+    # Deterministic: the same order always gives the same event id (= MessageId).
+    assert build_event(consumer_documents()[1]).event_id == event.event_id
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"eventId": "not-a-uuid"},
+        {"createdAt": "yesterday"},
+        {"payload": None},
+        {"orderId": "ord-8"},  # differs from the payload's
+    ],
+)
+def test_an_outbox_document_that_is_no_valid_v1_event_is_refused(change: dict[str, Any]) -> None:
+    _, outbox = consumer_documents()
+    with pytest.raises(InvalidMessage):
+        build_event({**outbox, **change})
