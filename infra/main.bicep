@@ -59,7 +59,7 @@ param duplicateDetectionHistoryTimeWindowOverride string = ''
 @maxValue(1000)
 param functionMaximumInstanceCount int = 40
 
-@description('Grant the app identity Azure Service Bus Data Owner on the orders queue, so that target-based scaling can read the queue length (Data Receiver cannot; without it the scale controller falls back and scales out slowly). Off by default: Data Owner includes Manage and Send on the queue. See docs/infrastructure.md.')
+@description('Grant the app identity Azure Service Bus Data Owner on the orders queue, so that target-based scaling can read the queue length (Data Receiver cannot; without it the scale controller falls back and scales out slowly). Off by default: Data Owner includes Manage and Send on the queue. See docs/operations.md#scaling-permission.')
 param grantQueueDataOwnerForScaling bool = false
 
 @minLength(1)
