@@ -20,6 +20,9 @@ from azure.servicebus import (
 from ops.port import DeadLetter, PropertyValue
 
 _PEEK_BATCH = 250
+# Service Bus records the dead-lettering in these application properties; they describe the
+# dead letter, not the order, and must not travel with a resubmitted copy.
+_BROKER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
 _RECEIVE_BATCH = 50
 _RECEIVE_WAIT_S = 5
 
@@ -31,6 +34,8 @@ def _text(value: Any) -> str:
 def _properties(message: ServiceBusReceivedMessage) -> dict[str, PropertyValue]:
     properties: dict[str, PropertyValue] = {}
     for key, value in (message.application_properties or {}).items():
+        if _text(key) in _BROKER_PROPERTIES:
+            continue
         kept = value if isinstance(value, str | int | float | bool) else _text(value)
         properties[_text(key)] = kept
     return properties
