@@ -17,44 +17,22 @@ in ``function_app.app`` (see ``RELAY_PENDING``).
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
-import subprocess
-import sys
-import threading
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import function_app
 from local.host import indexed_functions
-from tests.telemetry.envelope_scenario import (
-    CAPTURE_CONNECTION_SETTING,
-    CAPTURE_SUMMARY_SETTING,
-)
+from tests.telemetry.envelope_capture import BASE_TYPES, Capture, capture_envelopes
 from tests.telemetry.kql_names import Segment, all_segments, segments
-
-REPO = Path(__file__).resolve().parents[2]
-SCENARIO = Path(__file__).with_name("envelope_scenario.py")
+from tests.telemetry.workbook_picture import render
 
 COSMOS_OPERATIONS = {
     "ContainerProxy.create_item",
     "ContainerProxy.execute_item_batch",
     "ContainerProxy.read_item",
-}
-# Table -> the envelope's data.baseType.
-BASE_TYPES = {
-    "requests": "RequestData",
-    "traces": "MessageData",
-    "customMetrics": "MetricData",
-    "dependencies": "RemoteDependencyData",
-    "exceptions": "ExceptionData",
 }
 
 
@@ -75,131 +53,9 @@ def relay_owned(name: str) -> bool:
 RELAY_PENDING = not relay_deployed()
 
 
-# ---- the capture --------------------------------------------------------------------------------
-
-
-class _Ingestion(BaseHTTPRequestHandler):
-    envelopes: list[dict[str, Any]]
-
-    def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        received = 0
-        if self.path.rstrip("/").endswith("/v2.1/track"):
-            text = raw.decode("utf-8").strip()
-            try:
-                parsed = json.loads(text)
-                items = parsed if isinstance(parsed, list) else [parsed]
-            except json.JSONDecodeError:
-                items = [json.loads(line) for line in text.splitlines() if line.strip()]
-            self.envelopes.extend(items)
-            received = len(items)
-        answer = json.dumps(
-            {"itemsReceived": received, "itemsAccepted": received, "errors": []}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-
-@dataclass
-class Capture:
-    envelopes: list[dict[str, Any]]
-    summary: dict[str, Any]
-
-    def of(self, table: str) -> list[dict[str, Any]]:
-        return [
-            envelope["data"]["baseData"]
-            for envelope in self.envelopes
-            if envelope.get("data", {}).get("baseType") == BASE_TYPES[table]
-        ]
-
-    def requests(self) -> list[dict[str, Any]]:
-        return [row for row in self.of("requests") if row["name"] == "process orders"]
-
-    def item_counts(self) -> list[float]:
-        return [
-            100.0 / float(envelope.get("sampleRate", 100.0))
-            for envelope in self.envelopes
-            if envelope.get("data", {}).get("baseType") == "RequestData"
-        ]
-
-    def metric_rows(self, name: str) -> list[tuple[dict[str, str], float, int]]:
-        """(customDimensions, valueSum, valueCount) of each customMetrics row of ``name``."""
-        rows = []
-        for data in self.of("customMetrics"):
-            for point in data["metrics"]:
-                if point["name"] == name:
-                    rows.append((data.get("properties", {}), point["value"], point["count"]))
-        return rows
-
-    def names(self, table: str) -> set[str]:
-        if table == "customMetrics":
-            return {point["name"] for data in self.of(table) for point in data["metrics"]}
-        return {str(data.get("name") or data.get("message")) for data in self.of(table)}
-
-    def dimensions(self, table: str, names: set[str]) -> set[str]:
-        keys: set[str] = set()
-        for data in self.of(table):
-            if table == "customMetrics":
-                row_names = {point["name"] for point in data["metrics"]}
-            else:
-                row_names = {str(data.get("name"))}
-            if not names or row_names & names:
-                keys.update(data.get("properties", {}))
-        return keys
-
-
 @pytest.fixture(scope="module")
-def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
-    envelopes: list[dict[str, Any]] = []
-    handler = type("Ingestion", (_Ingestion,), {"envelopes": envelopes})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        endpoint = f"http://127.0.0.1:{server.server_address[1]}/"
-        tmp = tmp_path_factory.mktemp("envelopes")
-        summary_file = tmp / "summary.json"
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(("APPLICATIONINSIGHTS_", "OTEL_", "PYTEST_"))
-        }
-        env |= {
-            CAPTURE_CONNECTION_SETTING: (
-                "InstrumentationKey=00000000-0000-0000-0000-000000000000;"
-                f"IngestionEndpoint={endpoint};LiveEndpoint={endpoint}"
-            ),
-            CAPTURE_SUMMARY_SETTING: str(summary_file),
-            # Every span, so that counts can be compared; the queries must not assume it.
-            "OTEL_TRACES_SAMPLER": "microsoft.fixed_percentage",
-            "OTEL_TRACES_SAMPLER_ARG": "1.0",
-            # The SDK's own usage telemetry goes to a Microsoft endpoint: not ours to capture.
-            "APPLICATIONINSIGHTS_STATSBEAT_DISABLED_ALL": "true",
-            "TMPDIR": str(tmp),
-        }
-        result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(SCENARIO)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-        assert "1 passed" in result.stdout, result.stdout[-2000:]
-        yield Capture(envelopes, json.loads(summary_file.read_text(encoding="utf-8")))
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Capture:
+    return capture_envelopes(tmp_path_factory.mktemp("envelopes"))
 
 
 # ---- the parser (unit) --------------------------------------------------------------------------
@@ -390,3 +246,11 @@ def test_relay_names_are_skipped_only_while_the_relay_is_absent() -> None:
         return
     assert not relay_deployed()
     pytest.skip(f"relay names not emitted yet: {len(relay_segments)} segments skip them")
+
+
+def test_the_local_workbook_picture_renders_from_the_capture(
+    capture: Capture, tmp_path: Path
+) -> None:
+    target = tmp_path / "workbook.png"
+    render(capture, target)
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
