@@ -42,6 +42,10 @@ param processingP95ThresholdMs int = 2000
 @minValue(1)
 param processingP95MinDeliveries int = 10
 
+@description('Alert when the outbox relay\'s mean lag (outbox createdAt to publish) exceeds this (seconds).')
+@minValue(1)
+param relayLagThresholdSeconds int = 60
+
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
   name: serviceBusNamespaceName
 }
@@ -181,6 +185,90 @@ var abandonRateQuery = 'customMetrics | where name == "orders.messages" | extend
 // 5. p95 of the consumer span `process <queue>` (CONSUMER spans land in the requests table, duration in ms).
 // Requests are sampled: each row stands for itemCount deliveries.
 var processingP95Query = 'requests | where name == "process ${queueName}" | summarize P95Ms = percentilew(duration, itemCount, 95), Deliveries = sum(itemCount) | where Deliveries >= ${processingP95MinDeliveries}'
+
+// 6. The outbox relay (CONTRACTS.md section 3; its metrics exist once the relay is deployed).
+// A parked event was set aside after the retry bound: an OrderAccepted not published.
+var relayParkedQuery = 'customMetrics | where name == "orders.relay.parked" | summarize Parked = sum(valueSum)'
+// Mean lag from the outbox document's createdAt to the publish (histogram: valueSum / valueCount).
+var relayLagQuery = 'customMetrics | where name == "orders.relay.lag" | summarize Published = sum(valueCount), LagSum = sum(valueSum) | where Published > 0 | extend MeanLagS = LagSum / Published'
+
+resource relayParkedAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${namePrefix}-relay-parked'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders: relay parked an event'
+    description: 'The outbox relay set an OrderAccepted event aside after its retry bound: it is not published. Runbook: docs/operations.md#relay'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    criteria: {
+      allOf: [
+        {
+          query: relayParkedQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'Parked'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: false
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource relayLagAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${namePrefix}-relay-lag'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders: relay lag above ${relayLagThresholdSeconds} s'
+    description: 'OrderAccepted events reach the topic late (outbox createdAt to publish). Runbook: docs/operations.md#relay'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      allOf: [
+        {
+          query: relayLagQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'MeanLagS'
+          operator: 'GreaterThan'
+          threshold: relayLagThresholdSeconds
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
 
 resource hashMismatchAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: 'alert-${namePrefix}-hash-mismatch'

@@ -675,7 +675,13 @@ def test_log_alerts_query_the_telemetry_the_consumer_emits() -> None:
         "systemicAlert",
         "abandonRateAlert",
         "processingP95Alert",
+        "relayParkedAlert",
+        "relayLagAlert",
     }
+    assert 'name == "orders.relay.parked"' in queries["relayParkedAlert"]
+    assert "sum(valueSum)" in queries["relayParkedAlert"]  # a counter: its increments
+    assert 'name == "orders.relay.lag"' in queries["relayLagAlert"]
+    assert "sum(valueCount)" in queries["relayLagAlert"]  # a histogram: its observations
     hash_mismatch = queries["hashMismatchAlert"]
     assert hash_mismatch.startswith("traces")
     assert 'customDimensions["deadletter_reason"]) == "HashMismatch"' in hash_mismatch
@@ -729,6 +735,8 @@ def test_log_alert_thresholds_and_wiring() -> None:
         "systemicAlert": ("Count", None, 0),
         "abandonRateAlert": ("Maximum", "AbandonRatePct", "abandonRateThresholdPercent"),
         "processingP95Alert": ("Maximum", "P95Ms", "processingP95ThresholdMs"),
+        "relayParkedAlert": ("Maximum", "Parked", 0),
+        "relayLagAlert": ("Maximum", "MeanLagS", "relayLagThresholdSeconds"),
     }
     for name, (aggregation, column, threshold) in expected.items():
         props = body(rules[name])["properties"]

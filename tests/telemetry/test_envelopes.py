@@ -170,6 +170,10 @@ def span_seconds(duration: str) -> float:
 def _truths(capture: Capture) -> dict[tuple[str, str], float]:
     """What each metric column must add up to, from the other signals of the same run."""
     requests = capture.requests()
+    relay = Counter(
+        str(row.get("properties", {}).get("orders.relay.outcome"))
+        for row in capture.of("dependencies")
+    )
     retries = [t for t in capture.of("traces") if "attempt_outcome" in t.get("properties", {})]
     return {
         ("orders.messages", "valueSum"): len(requests),
@@ -179,6 +183,11 @@ def _truths(capture: Capture) -> dict[tuple[str, str], float]:
             int(row["properties"]["orders.delivery_count"]) for row in requests
         ),
         ("orders.retries", "valueSum"): len(retries),
+        # The relay's PRODUCER spans (dependencies) name the outcome of each publish.
+        ("orders.relay.published", "valueSum"): relay["published"],
+        ("orders.relay.failed", "valueSum"): relay["failed"],
+        ("orders.relay.parked", "valueSum"): relay["parked"],
+        ("orders.relay.lag", "valueCount"): relay["published"],
         # One observation per Cosmos DB call of the consumer (the SDK's spans: dependencies).
         ("orders.cosmos.request_charge", "valueCount"): len(
             [d for d in capture.of("dependencies") if d["name"] in COSMOS_OPERATIONS]
@@ -214,6 +223,11 @@ def test_metric_arithmetic_matches_the_other_signals(capture: Capture) -> None:
             spans_s = sum(span_seconds(row["duration"]) for row in capture.requests())
             if not 0 < total_s <= spans_s:
                 problems.append(f"{name} sum(valueSum) = {total_s} s, spans {spans_s} s")
+            continue
+        if (name, column) == ("orders.relay.lag", "valueSum"):
+            # Seconds from createdAt to publish: no other signal has them; never negative.
+            if any(value < 0 for _, value, _ in capture.metric_rows(name)):
+                problems.append(f"{name}: negative lag")
             continue
         if (name, column) not in truths:
             problems.append(f"{name} {column}: not a meaningful total (a counter's valueCount?)")
