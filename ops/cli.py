@@ -159,6 +159,11 @@ def main(
             console.print("error: name message ids or give --reason")
             return 2
         chosen, missing = select(letters, args.message_ids, args.reason)
+        if orders is None:
+            console.print(
+                "warning: no Cosmos DB endpoint: a copy is verified only by a peek of the "
+                "queue, and one the consumer takes at once is reported as not seen"
+            )
         results = resubmit(
             queue, chosen, orders=orders, dry_run=args.dry_run, inside_window=args.inside_window
         )

@@ -161,12 +161,17 @@ def _resubmit_one(
     ):
         queue.remove([letter.sequence_number])
         return Result(letter, Verdict.RESUBMITTED, "copy seen on the queue: dead letter removed")
-    return Result(
-        letter,
-        Verdict.DROPPED,
-        "sent, but the copy is neither on the queue nor stored: the broker dropped it as a "
-        "duplicate. The dead letter stays; resubmit after the window",
-    )
+    if orders is None:
+        why = (
+            "not seen on the queue: dropped as a duplicate, or already consumed (give the "
+            "Cosmos DB endpoint to check the stored order). The dead letter stays"
+        )
+    else:
+        why = (
+            "sent, but the copy is neither on the queue nor stored: the broker dropped it as "
+            "a duplicate. The dead letter stays; resubmit after the window"
+        )
+    return Result(letter, Verdict.DROPPED, why)
 
 
 def purge_candidates(
