@@ -16,8 +16,11 @@ param environmentName string
 })
 param location string
 
-@description('Object id of the developer running azd (AZURE_PRINCIPAL_ID): gets data roles to run the consumer locally against the cloud. Empty = none.')
+@description('Object id of the developer running azd (AZURE_PRINCIPAL_ID). Granted data roles only when grantDeveloperAccess is true.')
 param principalId string = ''
+
+@description('Grant principalId Cosmos DB data and Service Bus send/receive rights, to run the consumer locally against the cloud. Off by default: CI and production deployments must not grant whoever deploys access to the data.')
+param grantDeveloperAccess bool = false
 
 @allowed([
   'User'
@@ -56,11 +59,12 @@ param duplicateDetectionHistoryTimeWindowOverride string = ''
 @maxValue(1000)
 param functionMaximumInstanceCount int = 40
 
-@description('Grant Azure Service Bus Data Owner on the queue for exact scaler queue-length reads (broader than least privilege).')
+@description('Grant the app identity Azure Service Bus Data Owner on the orders queue, so that target-based scaling can read the queue length (Data Receiver cannot; without it the scale controller falls back and scales out slowly). Off by default: Data Owner includes Manage and Send on the queue. See docs/operations.md#scaling-permission.')
 param grantQueueDataOwnerForScaling bool = false
 
-@description('E-mail address for alert notifications (empty = action group without receivers).')
-param alertEmail string = ''
+@minLength(1)
+@description('E-mail address notified when an alert fires, or "none" to deploy the alerts without any receiver (nobody is notified). No default: azd up asks (ALERT_EMAIL).')
+param alertEmail string
 
 @minValue(1)
 @maxValue(100)
@@ -174,7 +178,7 @@ module rbac 'app/rbac.bicep' = {
   scope: rg
   params: {
     managedIdentityPrincipalId: identity.outputs.principalId
-    principalId: principalId
+    principalId: grantDeveloperAccess ? principalId : ''
     principalType: principalType
     serviceBusNamespaceName: serviceBus.outputs.name
     queueName: serviceBus.outputs.queueName
@@ -203,6 +207,27 @@ module alerts 'app/alerts.bicep' = {
   }
 }
 
+module diagnostics 'app/diagnostics.bicep' = {
+  name: 'diagnostics'
+  scope: rg
+  params: {
+    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsId
+    serviceBusNamespaceName: serviceBus.outputs.name
+    cosmosAccountName: cosmos.outputs.accountName
+    storageAccountName: storage.outputs.name
+  }
+}
+
+module workbook 'app/workbook.bicep' = {
+  name: 'workbook'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+  }
+}
+
 // azd writes these into .azure/<env>/.env (used to run the consumer locally against the cloud).
 output AZURE_LOCATION string = location
 output AZURE_TENANT_ID string = tenant().tenantId
@@ -219,3 +244,5 @@ output COSMOS_CONTAINER string = cosmos.outputs.containerName
 output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.connectionString
 output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName
 output LOG_ANALYTICS_WORKSPACE_ID string = monitoring.outputs.logAnalyticsId
+output ALERTS_NOTIFY string = alerts.outputs.alertsNotify
+output ORDERS_WORKBOOK_ID string = workbook.outputs.id

@@ -34,6 +34,7 @@ __all__ = [
     "MessageLockLostError",
     "OutgoingMessage",
     "PeekLockQueue",
+    "PeekedMessage",
     "QueueSettings",
     "QueueStats",
     "SettlementRecord",
@@ -202,6 +203,18 @@ class DeadLetteredMessage:
     reason: str
     description: str | None
     dead_lettered_at: datetime
+    #: When the original was accepted (Service Bus keeps EnqueuedTimeUtc on a dead letter); the
+    #: duplicate-detection window of its MessageId runs from here.
+    enqueued_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PeekedMessage:
+    """An active message seen without locking it (Service Bus peek)."""
+
+    message: OutgoingMessage
+    sequence_number: int
+    enqueued_time: datetime
 
 
 @dataclass(frozen=True)
@@ -428,6 +441,24 @@ class PeekLockQueue:
             self._expire_locks(self.clock.now())
             return dataclasses.replace(self._stats)
 
+    def peek(self) -> list[PeekedMessage]:
+        """The active messages (available or locked) in sequence order, locking nothing."""
+        with self._lock:
+            self._expire_locks(self.clock.now())
+            return [
+                PeekedMessage(entry.message, entry.sequence_number, entry.enqueued_time)
+                for entry in sorted(self._entries.values(), key=lambda e: e.sequence_number)
+            ]
+
+    def remove_dead_letter(self, sequence_number: int) -> DeadLetteredMessage:
+        """Take one message out of the dead-letter sub-queue for good (a receive + complete on
+        the DLQ); KeyError if it is not there (already removed by someone else)."""
+        with self._lock:
+            for index, dead in enumerate(self._dead_letters):
+                if dead.sequence_number == sequence_number:
+                    return self._dead_letters.pop(index)
+        raise KeyError(f"no dead letter with sequence number {sequence_number}")
+
     def expire_lock(self, lock_token: uuid.UUID) -> None:
         """Fault injection: this delivery's lock lapses now (the host could not renew it), as if
         its ``locked_until`` had passed. The message is available again at once."""
@@ -498,6 +529,7 @@ class PeekLockQueue:
                 reason=reason,
                 description=description,
                 dead_lettered_at=now,
+                enqueued_time=entry.enqueued_time,
             )
         )
 

@@ -8,8 +8,12 @@ configures the Azure Monitor distro itself; the Functions worker must not (see d
 
 Span attributes follow the OpenTelemetry messaging semantic conventions (``messaging.*``, as of
 semconv 1.27+: ``messaging.operation.type``, ``messaging.message.conversation_id``,
-``messaging.servicebus.*``). The names below are also the contract of the KQL queries and alert
-rules in ``infra/``: change them together.
+``messaging.servicebus.*``). The Azure Monitor exporter drops attributes with the standard
+prefixes (``messaging.``, ``db.``, ``http.`` ...) and ``error.type`` from ``customDimensions``, so
+every field an operator filters on is ALSO set under a kept ``orders.*`` name
+(``orders.message_id``, ``orders.delivery_count`` ...). The kept names are the contract of the
+KQL queries, alert rules and workbook in ``infra/``: change them together
+(``tests/telemetry/test_envelopes.py`` holds the two against what the real exporter sends).
 
 Metric attributes are bounded by construction (outcome, settlement, operation): a message id,
 order id or customer id in a metric attribute would create one time series per order.
@@ -52,7 +56,14 @@ ATTR_CONVERSATION_ID = "messaging.message.conversation_id"
 ATTR_DELIVERY_COUNT = "messaging.servicebus.message.delivery_count"
 ATTR_DISPOSITION = "messaging.servicebus.disposition_status"
 ATTR_ERROR_TYPE = "error.type"
+# The kept copies of the semconv fields operators filter on (the exporter drops the originals).
+ATTR_KEPT_QUEUE = "orders.queue"
+ATTR_KEPT_MESSAGE_ID = "orders.message_id"
+ATTR_KEPT_CORRELATION_ID = "orders.correlation_id"
+ATTR_KEPT_DELIVERY_COUNT = "orders.delivery_count"
+ATTR_KEPT_ERROR_TYPE = "orders.error_type"
 # Ours: what the consumer decided, in the vocabulary of the README and the metrics.
+ATTR_ORDER_ID = "orders.order_id"
 ATTR_OUTCOME = "orders.outcome"
 ATTR_SETTLEMENT = "orders.settlement"
 ATTR_ATTEMPTS = "orders.attempts"
@@ -239,13 +250,17 @@ class ConsumerTelemetry:
             ATTR_OPERATION_TYPE: OPERATION_TYPE,
             ATTR_OPERATION_NAME: OPERATION_TYPE,
             ATTR_DESTINATION: self.queue_name,
+            ATTR_KEPT_QUEUE: self.queue_name,
         }
         if message.message_id is not None:
             attributes[ATTR_MESSAGE_ID] = message.message_id
+            attributes[ATTR_KEPT_MESSAGE_ID] = message.message_id
         if message.correlation_id is not None:
             attributes[ATTR_CONVERSATION_ID] = message.correlation_id
+            attributes[ATTR_KEPT_CORRELATION_ID] = message.correlation_id
         if message.delivery_count is not None:
             attributes[ATTR_DELIVERY_COUNT] = message.delivery_count
+            attributes[ATTR_KEPT_DELIVERY_COUNT] = message.delivery_count
         charge_token = _delivery_charge.set([])
         try:
             with self._tracer.start_as_current_span(
@@ -262,7 +277,7 @@ class ConsumerTelemetry:
                 except BaseException as error:
                     # Only cancellation (or a bug in the consumer) gets here: nothing was
                     # settled, the lock will lapse and the message come back.
-                    span.set_attribute(ATTR_ERROR_TYPE, _qualified_name(type(error)))
+                    _set_error_type(span, _qualified_name(type(error)))
                     span.set_status(Status(StatusCode.ERROR, f"not settled: {error!r}"))
                     span.record_exception(error)
                     raise
@@ -296,6 +311,8 @@ class ConsumerTelemetry:
             span.set_attribute(ATTR_DISPOSITION, _DISPOSITION[decision.settlement])
         if decision.deadletter_reason:
             span.set_attribute(ATTR_DEADLETTER_REASON, decision.deadletter_reason)
+        if decision.order_id is not None:
+            span.set_attribute(ATTR_ORDER_ID, decision.order_id)
         charges = _delivery_charge.get()
         if charges:
             span.set_attribute(ATTR_REQUEST_CHARGE, sum(charges))
@@ -303,7 +320,7 @@ class ConsumerTelemetry:
             error_type = (
                 _qualified_name(type(decision.error)) if decision.error is not None else outcome
             )
-            span.set_attribute(ATTR_ERROR_TYPE, error_type)
+            _set_error_type(span, error_type)
             span.set_status(Status(StatusCode.ERROR, decision.description or outcome))
             if decision.error is not None and decision.outcome in _RECORDED_OUTCOMES:
                 span.record_exception(decision.error)
@@ -370,7 +387,7 @@ class ConsumerTelemetry:
     ) -> None:
         """Called inside ``processing``: the current span is the delivery's."""
         span = trace.get_current_span()
-        span.set_attribute(ATTR_ERROR_TYPE, _qualified_name(type(error)))
+        _set_error_type(span, _qualified_name(type(error)))
         span.record_exception(error)
         # Expected after a lock loss: the redelivery is classified as a duplicate.
         logger.warning(
@@ -385,6 +402,11 @@ class ConsumerTelemetry:
                 "settlement_error": type(error).__name__,
             },
         )
+
+
+def _set_error_type(span: Span, error_type: str) -> None:
+    span.set_attribute(ATTR_ERROR_TYPE, error_type)
+    span.set_attribute(ATTR_KEPT_ERROR_TYPE, error_type)
 
 
 def _message_fields(message: IncomingMessage, decision: Decision) -> dict[str, Any]:

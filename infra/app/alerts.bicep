@@ -9,8 +9,21 @@ param serviceBusNamespaceName string
 param queueName string
 param applicationInsightsName string
 
-@description('E-mail address notified by the action group. Empty = action group without receivers.')
-param alertEmail string = ''
+@description('E-mail address notified by the action group, or "none": the alerts are deployed and notify nobody (main.bicep makes azd ask).')
+@minLength(1)
+param alertEmail string
+
+@description('The stalled-consumer alert fires when the queue\'s active message count stays above this for the whole window. In-flight (locked) messages count as active: raise it above the normal backlog if the queue is never empty under sustained load.')
+@minValue(0)
+param stalledQueueActiveMessagesThreshold int = 0
+
+@description('How long the queue must stay above the threshold before the stalled-consumer alert fires.')
+@allowed([
+  'PT15M'
+  'PT30M'
+  'PT1H'
+])
+param stalledQueueWindow string = 'PT15M'
 
 @description('Alert when more than this percentage of settled deliveries were abandoned in the window.')
 @minValue(1)
@@ -29,6 +42,10 @@ param processingP95ThresholdMs int = 2000
 @minValue(1)
 param processingP95MinDeliveries int = 10
 
+@description('Alert when the outbox relay\'s mean lag (outbox createdAt to publish) exceeds this (seconds).')
+@minValue(1)
+param relayLagThresholdSeconds int = 60
+
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
   name: serviceBusNamespaceName
 }
@@ -37,6 +54,10 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
   name: applicationInsightsName
 }
 
+// "none" is an explicit choice, made at `azd up` (ALERT_EMAIL): alerts fire into a group with no
+// receiver, visible in the portal only. Anything else must be an e-mail address.
+var notifyNobody = toLower(alertEmail) == 'none'
+
 resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {
   name: 'ag-${namePrefix}'
   location: 'global'
@@ -44,7 +65,7 @@ resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {
   properties: {
     groupShortName: 'orders'
     enabled: true
-    emailReceivers: empty(alertEmail) ? [] : [
+    emailReceivers: notifyNobody ? [] : [
       {
         name: 'oncall'
         emailAddress: alertEmail
@@ -101,6 +122,55 @@ resource deadLetteredAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
   }
 }
 
+// 1b. A stalled consumer: the function stopped (host down, scale stuck, trigger permission
+// broken) and messages wait. Service Bus publishes no oldest-message-age metric, so the signal is
+// ActiveMessages (available + locked) never dropping to the threshold for the whole window.
+resource stalledConsumerAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
+  name: 'alert-${namePrefix}-stalled-consumer'
+  location: 'global'
+  tags: tags
+  properties: {
+    description: 'Messages have waited in the orders queue for the whole window: the consumer is not draining it. Runbook: docs/operations.md#stalled-consumer'
+    severity: 1
+    enabled: true
+    scopes: [
+      namespace.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: stalledQueueWindow
+    autoMitigate: true
+    targetResourceType: 'Microsoft.ServiceBus/namespaces'
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'ActiveMessages'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'ActiveMessages'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                queueName
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: stalledQueueActiveMessagesThreshold
+          timeAggregation: 'Minimum'
+        }
+      ]
+    }
+    actions: [
+      {
+        actionGroupId: actionGroup.id
+      }
+    ]
+  }
+}
+
 // 2. Same MessageId, different payload: a producer bug, the message was dead-lettered.
 var hashMismatchQuery = 'traces | where tostring(customDimensions["deadletter_reason"]) == "HashMismatch" | project timestamp, message, message_id = tostring(customDimensions["message_id"]), order_id = tostring(customDimensions["order_id"])'
 
@@ -113,7 +183,92 @@ var systemicQuery = 'traces | where tostring(customDimensions["outcome"]) == "sy
 var abandonRateQuery = 'customMetrics | where name == "orders.messages" | extend settlement = tostring(customDimensions["settlement"]) | where settlement in ("complete", "abandon", "deadletter") | summarize Settled = sum(valueSum), Abandoned = sumif(valueSum, settlement == "abandon") | where Settled >= ${abandonRateMinMessages} | extend AbandonRatePct = round(100.0 * Abandoned / Settled, 2)'
 
 // 5. p95 of the consumer span `process <queue>` (CONSUMER spans land in the requests table, duration in ms).
-var processingP95Query = 'requests | where name == "process ${queueName}" | summarize P95Ms = percentile(duration, 95), Deliveries = count() | where Deliveries >= ${processingP95MinDeliveries}'
+// Requests are sampled: each row stands for itemCount deliveries.
+var processingP95Query = 'requests | where name == "process ${queueName}" | summarize P95Ms = percentilew(duration, itemCount, 95), Deliveries = sum(itemCount) | where Deliveries >= ${processingP95MinDeliveries}'
+
+// 6. The outbox relay (CONTRACTS.md section 3; its metrics exist once the relay is deployed).
+// A parked event was set aside after the retry bound: an OrderAccepted not published.
+var relayParkedQuery = 'customMetrics | where name == "orders.relay.parked" | summarize Parked = sum(valueSum)'
+// Mean lag from the outbox document's createdAt to the publish (histogram: valueSum / valueCount).
+var relayLagQuery = 'customMetrics | where name == "orders.relay.lag" | summarize Published = sum(valueCount), LagSum = sum(valueSum) | where Published > 0 | extend MeanLagS = LagSum / Published'
+
+resource relayParkedAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${namePrefix}-relay-parked'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders: relay parked an event'
+    description: 'The outbox relay set an OrderAccepted event aside after its retry bound: it is not published. Runbook: docs/operations.md#relay'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    criteria: {
+      allOf: [
+        {
+          query: relayParkedQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'Parked'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: false
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource relayLagAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${namePrefix}-relay-lag'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders: relay lag above ${relayLagThresholdSeconds} s'
+    description: 'OrderAccepted events reach the topic late (outbox createdAt to publish). Runbook: docs/operations.md#relay'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      allOf: [
+        {
+          query: relayLagQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'MeanLagS'
+          operator: 'GreaterThan'
+          threshold: relayLagThresholdSeconds
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
 
 resource hashMismatchAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: 'alert-${namePrefix}-hash-mismatch'
@@ -270,3 +425,4 @@ resource processingP95Alert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' 
 }
 
 output actionGroupId string = actionGroup.id
+output alertsNotify string = notifyNobody ? 'nobody (ALERT_EMAIL=none)' : alertEmail

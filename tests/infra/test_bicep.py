@@ -37,6 +37,8 @@ EXPECTED_MODULES = {
     "function.bicep",
     "rbac.bicep",
     "alerts.bicep",
+    "diagnostics.bicep",
+    "workbook.bicep",
 }
 
 # Documented built-in role definition ids
@@ -558,8 +560,32 @@ def test_rbac_scopes_point_at_the_deployed_entities() -> None:
         "applicationInsightsName",
     )
     assert accessor(params["managedIdentityPrincipalId"]) == ("identity", "outputs", "principalId")
-    assert params["principalId"] == "principalId"
     assert doc("main")["parameters"]["principalId"]["default"] == ""
+
+
+def test_developer_access_is_granted_only_when_asked_for() -> None:
+    """AZURE_PRINCIPAL_ID is set in every azd environment (CI, production): the developer roles
+    follow grantDeveloperAccess, off by default, not the mere presence of a principal id."""
+    main = doc("main")
+    assert main["parameters"]["grantDeveloperAccess"]["default"] is False
+    gated = body(main["modules"]["rbac"])["params"]["principalId"]["operator"]
+    assert gated["type"] == "conditional"
+    assert gated["operands"] == {
+        "condition": "grantDeveloperAccess",
+        "true_value": "principalId",
+        "false_value": "",
+    }
+    params = json.loads((INFRA / "main.parameters.json").read_text(encoding="utf-8"))
+    assert params["parameters"]["grantDeveloperAccess"]["value"] == (
+        "${GRANT_DEVELOPER_ACCESS=false}"
+    )
+
+
+def test_queue_data_owner_for_scaling_is_a_parameter_off_by_default() -> None:
+    main = doc("main")
+    assert main["parameters"]["grantQueueDataOwnerForScaling"]["default"] is False
+    params = body(main["modules"]["rbac"])["params"]
+    assert params["grantQueueDataOwnerForScaling"] == "grantQueueDataOwnerForScaling"
 
 
 def test_cosmos_data_contributor_is_scoped_to_the_orders_database() -> None:
@@ -614,7 +640,7 @@ def _log_alert_queries() -> dict[str, str]:
 
 def test_dead_letter_metric_alert_on_the_orders_queue() -> None:
     alerts = doc("alerts")
-    alert = body(only_resource(alerts, "Microsoft.Insights/metricAlerts"))
+    alert = body(alerts["resources"]["deadLetteredAlert"])
     props = alert["properties"]
     assert props["scopes"] == [accessor_to_str(("namespace", "id"))]
     assert alerts["resources"]["namespace"]["type"] == "Microsoft.ServiceBus/namespaces"
@@ -649,7 +675,13 @@ def test_log_alerts_query_the_telemetry_the_consumer_emits() -> None:
         "systemicAlert",
         "abandonRateAlert",
         "processingP95Alert",
+        "relayParkedAlert",
+        "relayLagAlert",
     }
+    assert 'name == "orders.relay.parked"' in queries["relayParkedAlert"]
+    assert "sum(valueSum)" in queries["relayParkedAlert"]  # a counter: its increments
+    assert 'name == "orders.relay.lag"' in queries["relayLagAlert"]
+    assert "sum(valueCount)" in queries["relayLagAlert"]  # a histogram: its observations
     hash_mismatch = queries["hashMismatchAlert"]
     assert hash_mismatch.startswith("traces")
     assert 'customDimensions["deadletter_reason"]) == "HashMismatch"' in hash_mismatch
@@ -665,7 +697,34 @@ def test_log_alerts_query_the_telemetry_the_consumer_emits() -> None:
     assert latency.startswith("requests")
     # the consumer span is named "process <queue name>" ("process orders")
     assert 'name == "process ${queueName}"' in latency
-    assert "percentile(duration, 95)" in latency
+    # requests are sampled: weighted by itemCount
+    assert "percentilew(duration, itemCount, 95)" in latency
+    assert "sum(itemCount)" in latency
+
+
+def test_a_stalled_consumer_alerts_on_the_queue_backlog() -> None:
+    """Nothing in App Insights fires when the function stops: the broker's metric must."""
+    alerts = doc("alerts")
+    assert set(resources_of_type(alerts, "Microsoft.Insights/metricAlerts")) == {
+        "deadLetteredAlert",
+        "stalledConsumerAlert",
+    }
+    props = body(alerts["resources"]["stalledConsumerAlert"])["properties"]
+    assert props["scopes"] == [accessor_to_str(("namespace", "id"))]
+    assert props["windowSize"] == "stalledQueueWindow"
+    assert props["actions"] == [{"actionGroupId": accessor_to_str(("actionGroup", "id"))}]
+    (criterion,) = props["criteria"]["allOf"]
+    assert criterion["metricNamespace"] == "Microsoft.ServiceBus/namespaces"
+    assert criterion["metricName"] == "ActiveMessages"
+    # never down to the threshold during the whole window
+    assert criterion["timeAggregation"] == "Minimum"
+    assert criterion["operator"] == "GreaterThan"
+    assert criterion["threshold"] == "stalledQueueActiveMessagesThreshold"
+    assert criterion["dimensions"] == [
+        {"name": "EntityName", "operator": "Include", "values": ["queueName"]}
+    ]
+    assert alerts["parameters"]["stalledQueueActiveMessagesThreshold"]["default"] == 0
+    assert alerts["parameters"]["stalledQueueWindow"]["default"] == "PT15M"
 
 
 def test_log_alert_thresholds_and_wiring() -> None:
@@ -676,6 +735,8 @@ def test_log_alert_thresholds_and_wiring() -> None:
         "systemicAlert": ("Count", None, 0),
         "abandonRateAlert": ("Maximum", "AbandonRatePct", "abandonRateThresholdPercent"),
         "processingP95Alert": ("Maximum", "P95Ms", "processingP95ThresholdMs"),
+        "relayParkedAlert": ("Maximum", "Parked", 0),
+        "relayLagAlert": ("Maximum", "MeanLagS", "relayLagThresholdSeconds"),
     }
     for name, (aggregation, column, threshold) in expected.items():
         props = body(rules[name])["properties"]
@@ -701,15 +762,93 @@ def test_log_alert_thresholds_and_wiring() -> None:
     )
 
 
-def test_action_group_email_is_optional() -> None:
+def test_an_action_group_without_receiver_is_an_explicit_choice() -> None:
+    """No default anywhere: azd up asks for ALERT_EMAIL; "none" deploys alerts nobody gets."""
     alerts = doc("alerts")
     group = body(only_resource(alerts, "Microsoft.Insights/actionGroups"))
     receivers = group["properties"]["emailReceivers"]["operator"]
     assert receivers["type"] == "conditional"
-    assert receivers["operands"]["condition"]["function"]["type"] == "empty"
+    assert receivers["operands"]["condition"] == "notifyNobody"
     assert receivers["operands"]["true_value"] == []
     assert receivers["operands"]["false_value"][0]["emailAddress"] == "alertEmail"
-    assert alerts["parameters"]["alertEmail"]["default"] == ""
+    nobody = alerts["variables"]["notifyNobody"]["value"]["operator"]
+    assert nobody["type"] == "equals"
+    assert nobody["operands"]["operand_2"] == "none"
+    assert nobody["operands"]["operand_1"]["function"]["type"] == "to_lower"
+    main = doc("main")
+    for document in (alerts, main):
+        assert document["parameters"]["alertEmail"].get("default") is None
+        assert decorator(document["parameters"]["alertEmail"], "min_length") == 1
+    params = json.loads((INFRA / "main.parameters.json").read_text(encoding="utf-8"))
+    # no "=default" in the azd substitution: an unset ALERT_EMAIL makes azd prompt
+    assert params["parameters"]["alertEmail"]["value"] == "${ALERT_EMAIL}"
+    assert "ALERTS_NOTIFY" in main["outputs"]
+
+
+# ---- Diagnostics and workbook -------------------------------------------------------------------
+
+DIAGNOSTICS_TYPE = "Microsoft.Insights/diagnosticSettings"
+
+
+def test_diagnostic_settings_send_service_bus_cosmos_and_storage_to_log_analytics() -> None:
+    diagnostics = doc("diagnostics")
+    settings = resources_of_type(diagnostics, DIAGNOSTICS_TYPE)
+    scoped = {
+        diagnostics["resources"][body(setting)["scope"]]["type"]: body(setting)
+        for setting in settings.values()
+    }
+    assert set(scoped) == {
+        "Microsoft.ServiceBus/namespaces",
+        "Microsoft.DocumentDB/databaseAccounts",
+        "Microsoft.Storage/storageAccounts",
+        "Microsoft.Storage/storageAccounts/blobServices",
+    }
+    for type_, setting in scoped.items():
+        props = setting["properties"]
+        assert props["workspaceId"] == "logAnalyticsWorkspaceId", type_
+        assert all(entry["enabled"] is True for entry in props.get("logs", [])), type_
+        assert props["metrics"] and all(m["enabled"] is True for m in props["metrics"]), type_
+        if type_ != "Microsoft.Storage/storageAccounts":  # the account itself has no logs
+            assert props["logs"] == [{"categoryGroup": "allLogs", "enabled": True}], type_
+    for name in ("namespace", "cosmosAccount", "storage", "blobService"):
+        assert diagnostics["resources"][name]["existing"] is True, name
+    params = body(doc("main")["modules"]["diagnostics"])["params"]
+    assert accessor(params["logAnalyticsWorkspaceId"]) == (
+        "monitoring",
+        "outputs",
+        "logAnalyticsId",
+    )
+    assert accessor(params["serviceBusNamespaceName"]) == ("serviceBus", "outputs", "name")
+    assert accessor(params["cosmosAccountName"]) == ("cosmos", "outputs", "accountName")
+    assert accessor(params["storageAccountName"]) == ("storage", "outputs", "name")
+
+
+def test_the_workbook_is_deployed_from_the_monitoring_folder() -> None:
+    workbook = doc("workbook")
+    resource = body(only_resource(workbook, "Microsoft.Insights/workbooks"))
+    props = resource["properties"]
+    loaded = props["serializedData"]["function"]
+    assert loaded["type"] == "load_text_content"
+    path = (APP / loaded["parameters"]["file_path"]).resolve()
+    assert path == (INFRA / "monitoring" / "workbook.json").resolve()
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["version"] == "Notebook/1.0"
+    assert accessor(props["sourceId"]) == ("applicationInsights", "id")
+    assert resource["kind"] == "shared"
+    assert resource["name"]["function"]["type"] == "guid"
+    titles = " | ".join(
+        item["content"].get("title", "") for item in data["items"] if item["type"] == 3
+    )
+    for panel in (
+        "Outcomes per minute",
+        "Duplicate rate",
+        "Dead-letters by reason",
+        "retries",
+        "p50 / p95 / p99",
+        "Request units per processed order",
+        "Relay lag",
+    ):
+        assert panel in titles, panel
 
 
 def test_operator_queries_cover_the_runbook() -> None:
@@ -720,7 +859,7 @@ def test_operator_queries_cover_the_runbook() -> None:
         'name == "orders.cosmos.request_charge"',
         'name == "orders.processing.duration"',
         'customDimensions["deadletter_reason"]',
-        'customDimensions["messaging.servicebus.message.delivery_count"]',
+        'customDimensions["orders.delivery_count"]',
         'outcome == "duplicate"',
     ):
         assert needle in kql, needle

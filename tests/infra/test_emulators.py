@@ -120,3 +120,13 @@ def test_servicebus_emulator_mounts_the_config_and_has_its_sql_backend() -> None
         environment = services[name]["environment"]
         assert environment["MSSQL_SA_PASSWORD"].startswith("${MSSQL_SA_PASSWORD:?")
         assert environment["ACCEPT_EULA"].startswith("${ACCEPT_EULA:?")
+
+
+def test_every_emulator_image_is_pinned_to_a_version() -> None:
+    """``latest`` (or ``2022-latest``) lets a new emulator release change local behaviour."""
+    for name, service in _compose()["services"].items():
+        repository, _, tag = service["image"].rpartition(":")
+        assert repository.startswith("mcr.microsoft.com/"), name
+        assert tag, f"{name}: no tag"
+        assert "latest" not in tag, f"{name}: {tag}"
+        assert any(character.isdigit() for character in tag), f"{name}: {tag}"

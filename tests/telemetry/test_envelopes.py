@@ -1,0 +1,270 @@
+"""What Application Insights receives, against what infra/ reads.
+
+A local HTTP ingestion server (stdlib) on 127.0.0.1 stands in for the ``IngestionEndpoint`` of the
+connection string. A fresh interpreter (``envelope_scenario.py``) configures the project's own
+exporters (``configure_exporters``: the real azure-monitor-opentelemetry distro) with it, drives
+one delivery of each outcome through the function, and flushes. The envelopes the real exporter
+posts to ``/v2.1/track`` are then held against every query, alert rule and workbook panel:
+
+- every ``customDimensions`` key a query reads arrives on that table's rows (and on the rows of
+  the metric or request it filters on), and every ``name == "..."`` it filters on exists;
+- the metric arithmetic the queries apply gives the counts the requests and traces show;
+- requests are sampled: a query counting or ranking ``requests`` must weigh by ``itemCount``.
+
+Names owned by the outbox relay (CONTRACTS.md section 3) are skipped until a relay function is
+in ``function_app.app`` (see ``RELAY_PENDING``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import function_app
+from local.host import indexed_functions
+from tests.telemetry.envelope_capture import BASE_TYPES, Capture, capture_envelopes
+from tests.telemetry.kql_names import Segment, all_segments, segments
+from tests.telemetry.workbook_picture import render
+
+COSMOS_OPERATIONS = {
+    "ContainerProxy.create_item",
+    "ContainerProxy.execute_item_batch",
+    "ContainerProxy.read_item",
+}
+
+
+def relay_deployed() -> bool:
+    """The relay is deployed once ``function_app.app`` has a Cosmos DB-triggered function."""
+    return any(
+        any(binding.get("type") == "cosmosDBTrigger" for binding in json.loads(doc)["bindings"])
+        for _, doc, _ in indexed_functions(function_app.app)
+    )
+
+
+def relay_owned(name: str) -> bool:
+    """Names the relay emits (CONTRACTS.md section 3): not emitted until the relay is merged."""
+    return name.startswith(("orders.relay", "send ")) or name in {"orders.topic", "orders.event_id"}
+
+
+# RELAY_PENDING: while no relay function exists, its names are skipped, visibly.
+RELAY_PENDING = not relay_deployed()
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Capture:
+    return capture_envelopes(tmp_path_factory.mktemp("envelopes"))
+
+
+# ---- the parser (unit) --------------------------------------------------------------------------
+
+
+def test_the_parser_reads_every_form_and_skips_comments_and_strings() -> None:
+    query = """
+    // customDimensions["commented"] and name == "commented"
+    requests | where name == "process orders"
+    | extend a = customDimensions["orders.outcome"], b = customDimensions['single'],
+             c = customDimensions.dotted, s = "customDimensions['quoted']"
+    | summarize sum(itemCount) by tostring(a)
+    | join (customMetrics | where name in ("m.one", "m.two") | summarize sum(valueSum))
+    """
+    first, second = segments("test", query)
+    assert (first.table, first.names) == ("requests", {"process orders"})
+    assert first.dimensions == {"orders.outcome", "single", "dotted"}
+    assert first.aggregates == {("sum", "itemCount")}
+    assert (second.table, second.names) == ("customMetrics", {"m.one", "m.two"})
+    assert second.aggregates == {("sum", "valueSum")}
+
+
+def test_every_query_alert_and_workbook_panel_is_found() -> None:
+    sources = {segment.source for segment in all_segments()}
+    assert {source.split()[0] for source in sources} == {
+        "queries.kql",
+        "alerts.bicep",
+        "workbook.json",
+    }
+    assert {f"queries.kql Q{n}" for n in range(1, 11)} <= sources
+
+
+# ---- against the capture ------------------------------------------------------------------------
+
+
+def _relevant(segment: Segment) -> tuple[set[str], set[str]]:
+    """The names and keys of a segment that must arrive now (relay names skipped while pending)."""
+    names = {name for name in segment.names if not (RELAY_PENDING and relay_owned(name))}
+    keys = {key for key in segment.dimensions if not (RELAY_PENDING and relay_owned(key))}
+    if RELAY_PENDING and segment.names and not names:
+        keys = set()  # a segment only about relay rows: nothing of it is emitted yet
+    return names, keys
+
+
+def test_the_scenario_drove_every_outcome(capture: Capture) -> None:
+    outcomes = Counter(row["properties"]["orders.outcome"] for row in capture.requests())
+    assert set(outcomes) == {
+        "processed",
+        "duplicate",
+        "mismatch",
+        "invalid",
+        "transient",
+        "systemic",
+    }
+    assert sum(outcomes.values()) == capture.summary["deliveries"]
+    settlements = {row["properties"]["orders.settlement"] for row in capture.requests()}
+    assert settlements == {"complete", "abandon", "deadletter", "none"}
+
+
+def test_the_exporter_drops_semconv_attributes_and_keeps_the_orders_names(
+    capture: Capture,
+) -> None:
+    for row in capture.requests():
+        keys = set(row["properties"])
+        assert not {key for key in keys if key.startswith("messaging.")}, keys
+        assert "error.type" not in keys
+        assert {"orders.message_id", "orders.delivery_count", "orders.queue"} <= keys
+
+
+def test_every_name_and_key_read_in_infra_arrives(capture: Capture) -> None:
+    missing = []
+    checked = 0
+    for segment in all_segments():
+        names, keys = _relevant(segment)
+        if segment.table not in BASE_TYPES:
+            continue
+        for name in sorted(names - capture.names(segment.table)):
+            missing.append(f"{segment.source}: {segment.table} name {name!r} never sent")
+        available = capture.dimensions(segment.table, names)
+        for key in sorted(keys - available):
+            missing.append(f"{segment.source}: {segment.table} customDimensions[{key!r}] absent")
+        checked += len(names) + len(keys)
+    assert not missing, "\n".join(missing)
+    assert checked > 40  # the extraction found the queries
+
+
+def test_queries_over_requests_weigh_by_item_count() -> None:
+    """Requests are sampled (5 per second by default); metrics and logs are not."""
+    offenders = []
+    for segment in all_segments():
+        if segment.table != "requests":
+            continue
+        for function, argument in segment.aggregates:
+            if function in {"count", "countif", "percentile", "percentiles", "dcount"}:
+                offenders.append(f"{segment.source}: {function}() over sampled requests")
+            if function in {"sum", "sumif"} and argument not in {"itemCount"}:
+                offenders.append(f"{segment.source}: {function}({argument}) over requests")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_sampled_requests_carry_their_item_count(capture: Capture) -> None:
+    assert capture.item_counts()
+    assert set(capture.item_counts()) == {1.0}  # 100 % in this run: itemCount = 1
+
+
+def span_seconds(duration: str) -> float:
+    days, _, clock = duration.partition(".")
+    hours, minutes, seconds = clock.split(":")
+    return ((int(days) * 24 + int(hours)) * 60 + int(minutes)) * 60 + float(seconds)
+
+
+def _truths(capture: Capture) -> dict[tuple[str, str], float]:
+    """What each metric column must add up to, from the other signals of the same run."""
+    requests = capture.requests()
+    relay = Counter(
+        str(row.get("properties", {}).get("orders.relay.outcome"))
+        for row in capture.of("dependencies")
+    )
+    retries = [t for t in capture.of("traces") if "attempt_outcome" in t.get("properties", {})]
+    return {
+        ("orders.messages", "valueSum"): len(requests),
+        ("orders.processing.duration", "valueCount"): len(requests),
+        ("orders.delivery_count", "valueCount"): len(requests),
+        ("orders.delivery_count", "valueSum"): sum(
+            int(row["properties"]["orders.delivery_count"]) for row in requests
+        ),
+        ("orders.retries", "valueSum"): len(retries),
+        # The relay's PRODUCER spans (dependencies) name the outcome of each publish.
+        ("orders.relay.published", "valueSum"): relay["published"],
+        ("orders.relay.failed", "valueSum"): relay["failed"],
+        ("orders.relay.parked", "valueSum"): relay["parked"],
+        ("orders.relay.lag", "valueCount"): relay["published"],
+        # One observation per Cosmos DB call of the consumer (the SDK's spans: dependencies).
+        ("orders.cosmos.request_charge", "valueCount"): len(
+            [d for d in capture.of("dependencies") if d["name"] in COSMOS_OPERATIONS]
+        ),
+        ("orders.cosmos.request_charge", "valueSum"): sum(
+            float(row["properties"].get("orders.cosmos.request_charge", 0)) for row in requests
+        ),
+    }
+
+
+def test_metric_arithmetic_matches_the_other_signals(capture: Capture) -> None:
+    truths = _truths(capture)
+    assert truths[("orders.retries", "valueSum")] > 2  # several retries in one interval
+    used: set[tuple[str, str]] = set()
+    problems = []
+    for segment in all_segments():
+        if segment.table != "customMetrics":
+            continue
+        names, _ = _relevant(segment)
+        for function, argument in segment.aggregates:
+            if function in {"count", "countif", "dcount"}:
+                problems.append(f"{segment.source}: {function}() counts pre-aggregated rows")
+                continue
+            if argument not in {"valueSum", "valueCount"}:
+                problems.append(f"{segment.source}: {function}({argument}) of customMetrics")
+                continue
+            for name in names:
+                used.add((name, argument))
+    for name, column in sorted(used):
+        if (name, column) == ("orders.processing.duration", "valueSum"):
+            # Seconds of decide + settle: inside each delivery's span (requests, "d.hh:mm:ss").
+            total_s = sum(value for _, value, _ in capture.metric_rows(name))
+            spans_s = sum(span_seconds(row["duration"]) for row in capture.requests())
+            if not 0 < total_s <= spans_s:
+                problems.append(f"{name} sum(valueSum) = {total_s} s, spans {spans_s} s")
+            continue
+        if (name, column) == ("orders.relay.lag", "valueSum"):
+            # Seconds from createdAt to publish: no other signal has them; never negative.
+            if any(value < 0 for _, value, _ in capture.metric_rows(name)):
+                problems.append(f"{name}: negative lag")
+            continue
+        if (name, column) not in truths:
+            problems.append(f"{name} {column}: not a meaningful total (a counter's valueCount?)")
+            continue
+        rows = capture.metric_rows(name)
+        total = sum(value if column == "valueSum" else count for _, value, count in rows)
+        if abs(total - truths[(name, column)]) > 1e-6:
+            problems.append(f"{name} sum({column}) = {total}, expected {truths[(name, column)]}")
+    assert not problems, "\n".join(problems)
+    assert ("orders.retries", "valueSum") in used
+    assert ("orders.messages", "valueSum") in used
+
+
+def test_outcome_counts_from_metrics_equal_the_requests(capture: Capture) -> None:
+    from_metrics: Counter[tuple[str, str]] = Counter()
+    for properties, value, count in capture.metric_rows("orders.messages"):
+        assert count == 1  # a counter point: value = the increment, count = 1
+        from_metrics[(properties["outcome"], properties["settlement"])] += int(value)
+    from_requests = Counter(
+        (row["properties"]["orders.outcome"], row["properties"]["orders.settlement"])
+        for row in capture.requests()
+    )
+    assert from_metrics == from_requests
+
+
+def test_relay_names_are_skipped_only_while_the_relay_is_absent() -> None:
+    relay_segments = [s for s in all_segments() if any(map(relay_owned, s.names | s.dimensions))]
+    assert relay_segments, "the relay lag rows are in the workbook and queries"
+    if not RELAY_PENDING:
+        return
+    assert not relay_deployed()
+    pytest.skip(f"relay names not emitted yet: {len(relay_segments)} segments skip them")
+
+
+def test_the_local_workbook_picture_renders_from_the_capture(
+    capture: Capture, tmp_path: Path
+) -> None:
+    target = tmp_path / "workbook.png"
+    render(capture, target)
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
