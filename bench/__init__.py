@@ -12,6 +12,7 @@ Five targets, each a verdict of one run on one machine, written to ``bench/resul
 4. Cold start: importing ``function_app`` ≤ 15% over its third-party imports (``bench.coldstart``).
 5. Flat resident memory over many messages (``bench.memory``).
 
-The stand-in they run on is assembled in one place, ``bench.standin.standin``. Nothing here is
+They run on the one local stand-in, ``local.world.local_world`` (through ``bench.standin``): every
+function invocation goes through Microsoft's worker, ``azure_functions_runtime``. Nothing here is
 product code.
 """

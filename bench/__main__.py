@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -16,7 +17,9 @@ from typing import Any
 from rich.console import Console
 
 from bench import coldstart, cpu, machine, memory, report, request_counts, throughput
-from bench.standin import cosmos_account, standin
+from bench.standin import standin
+from local.cosmos_server import EMULATOR_KEY
+from local.world import cosmos_account
 
 TARGETS = ("requests", "cpu", "throughput", "coldstart", "memory")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -52,8 +55,11 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if not {"requests", "cpu", "throughput"} & set(selected):
             return results
         status.update("starting the Cosmos DB API")
-        with cosmos_account() as account:
-            results["cosmos"] = account[0]
+        # COSMOS_EMULATOR_ENDPOINT: the real emulator or an account; else a local server.
+        endpoint = os.environ.get("COSMOS_EMULATOR_ENDPOINT") or None
+        key = os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY)
+        with cosmos_account(endpoint, key) as account:
+            results["cosmos"] = account.endpoint
             async with standin(account) as world:
                 if "requests" in selected:
                     status.update("target 1: requests per outcome")

@@ -2,14 +2,18 @@
 
 A Service Bus-triggered function with the very bindings of ``function_app.consume_order`` (the
 extension's ``ServiceBusReceivedMessage`` and ``ServiceBusMessageActions``, autoComplete off), run
-by the same host as the consumer. It writes the documents the consumer would write for the message
-(prepared in advance and handed over by ``expect``) with the same request (``write_documents``)
-and completes the message through the same thread hop as ``shared.settlement.settle``. No
+by the same worker and host as the consumer (``bench.bench_app`` registers this blueprint beside
+``function_app``'s functions in one app). It writes the documents the consumer would write for
+the message (prepared in advance and handed over by ``expect``) with the same request
+(``write_documents``) and completes the message through the same thread hop as
+``shared.settlement.settle``. No
 validation, no fingerprint, no conflict handling, no telemetry: what is left is what the platform
 costs per message (decoding the host's bytes, one Cosmos write, one settlement over gRPC), so that
 ``consumer / floor`` is the share of the platform's throughput the consumer's own work leaves.
 
 Not product code: it knows nothing but what it is given, and is correct for new orders only.
+Its state (``expect``) lives in this importable module, so the bench and the function the worker
+loaded share it.
 """
 
 # No ``from __future__ import annotations``: the worker binds ServiceBusMessageActions by the
@@ -23,7 +27,7 @@ import azurefunctions.extensions.bindings.servicebus as servicebus
 
 from shared.cosmos_store import OPERATION_TIMEOUT_S
 
-app = func.FunctionApp()
+blueprint = func.Blueprint()  # type: ignore[no-untyped-call]
 _expected: dict[str, Sequence[Mapping[str, Any]]] = {}
 _target: list[Any] = []  # the container proxy to write to
 
@@ -49,8 +53,8 @@ async def write_documents(container: Any, documents: Sequence[Mapping[str, Any]]
         )
 
 
-@app.function_name("platform_floor")
-@app.service_bus_queue_trigger(
+@blueprint.function_name("platform_floor")
+@blueprint.service_bus_queue_trigger(
     arg_name="msg",
     queue_name="%ORDERS_QUEUE_NAME%",
     connection="ServiceBusConnection",

@@ -1,6 +1,7 @@
 """Target 3: the consumer's throughput against the platform floor (``bench.floor_app``) at the
-host's concurrency (``maxConcurrentCalls`` of host.json, 16), through the same host, queue,
-settlement server and Cosmos client.
+host's concurrency (``maxConcurrentCalls`` of host.json, 16): both functions of one app, invoked
+through the same worker (``azure_functions_runtime``), queue, settlement server and transport,
+each by a host of its own (``bench.standin``).
 
 Each round sends fresh new orders to the queue (untimed), then times the host invoking until the
 queue is idle. The two functions alternate, their order reversed every other round, and each is

@@ -24,7 +24,6 @@ function timeout, and the worker's cancellation.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
@@ -36,13 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import azure.functions as func
-from azurefunctions.extensions.base import GrpcClientType
-from azurefunctions.extensions.bindings.servicebus import ServiceBusClientConverter
 
 from local.broker import Delivery, ManualClock, PeekLockQueue
 from local.host_binding import (
     ModelBindingData,
-    decode_host_binding,
     encode_amqp,
     host_binding_bytes,
 )
@@ -270,10 +266,9 @@ class LocalFunctionsHost:
         raise RuntimeError(f"queue not idle after {max_rounds} rounds")
 
 
-# --- Compatibility, to be removed: the old imitation of the worker ------------------------------
-# ``bench/split_host.py`` (and ``tests/bench``) and ``tests/test_function_app.py`` still call
-# these, owned by colleagues who move them onto ``local.worker`` / ``local.world``. Nothing in
-# tests' fixtures, the demo or chaos uses them: every invocation there goes through the worker.
+# --- To be removed with the relay's move onto the worker (CONTRACTS.md section 4) ---------------
+# ``local.change_feed.function_invoker`` still finds the relay function through
+# ``app.get_functions()``; nothing else uses this.
 
 _indexed_apps: dict[int, list[tuple[str, str, Callable[..., Any]]]] = {}
 
@@ -286,42 +281,3 @@ def indexed_functions(app: func.FunctionApp) -> list[tuple[str, str, Callable[..
             for f in app.get_functions()
         ]
     return _indexed_apps[id(app)]
-
-
-@dataclass(frozen=True)
-class LegacyIndexedFunction:
-    name: str
-    call: Callable[..., Any]
-    trigger_arg: str
-    client_args: tuple[str, ...]
-
-
-def index_function(
-    app: func.FunctionApp, app_settings: Mapping[str, str], function_name: str | None = None
-) -> LegacyIndexedFunction:
-    for name, function_json, user_function in indexed_functions(app):
-        if function_name is not None and name != function_name:
-            continue
-        bindings = json.loads(function_json)["bindings"]
-        trigger = next((b for b in bindings if b["type"] == "serviceBusTrigger"), None)
-        if trigger is None:
-            continue
-        resolve_setting(trigger["queueName"], app_settings)
-        signature = inspect.signature(user_function)
-        client_args = tuple(
-            arg
-            for arg, parameter in signature.parameters.items()
-            if inspect.isclass(parameter.annotation)
-            and issubclass(parameter.annotation, GrpcClientType)
-        )
-        return LegacyIndexedFunction(name, user_function, trigger["name"], client_args)
-    raise LookupError(f"no Service Bus queue trigger named {function_name or '(any)'} in the app")
-
-
-async def invoke_function(function: LegacyIndexedFunction, content: bytes) -> None:
-    kwargs: dict[str, Any] = {function.trigger_arg: decode_host_binding(content)}
-    for name in function.client_args:
-        kwargs[name] = ServiceBusClientConverter.get_client()
-    result = function.call(**kwargs)
-    if inspect.isawaitable(result):
-        await result

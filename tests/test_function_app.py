@@ -10,19 +10,18 @@ import sys
 import textwrap
 from pathlib import Path
 
-import function_app
-from local.host import indexed_functions
+from local.worker import FunctionsWorker
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_binding_json_is_a_peek_lock_queue_trigger_with_explicit_settlement() -> None:
-    [function_json] = [
-        function_json
-        for name, function_json, _ in indexed_functions(function_app.app)
-        if name == "consume_order"
-    ]
-    [binding] = json.loads(function_json)["bindings"]
+async def test_binding_json_is_a_peek_lock_queue_trigger_with_explicit_settlement() -> None:
+    # The raw bindings of the worker's metadata response: what the Functions host reads.
+    worker = await FunctionsWorker.start()
+    try:
+        [binding] = worker.functions["consume_order"].bindings
+    finally:
+        worker.close()
 
     assert binding == {
         "direction": "IN",
@@ -31,6 +30,7 @@ def test_binding_json_is_a_peek_lock_queue_trigger_with_explicit_settlement() ->
         "connection": "ServiceBusConnection",
         "queueName": "%ORDERS_QUEUE_NAME%",
         "autoCompleteMessages": False,
+        "properties": {"SupportsDeferredBinding": True},  # the SDK-type binding
     }
 
 

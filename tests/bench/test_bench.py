@@ -15,16 +15,17 @@ from bench import coldstart, report
 from bench.__main__ import main
 from bench.request_counts import count_outcomes
 from bench.standin import standin
+from local.world import CosmosAccount
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALLEST = ["--cpu-messages", "100", "--creates", "20", "--messages", "16", "--rounds", "1"]
 
 
 def test_smallest_run_measures_every_target_and_keeps_the_prose(
-    cosmos_account: tuple[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    cosmos_account: CosmosAccount, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("COSMOS_EMULATOR_ENDPOINT", cosmos_account[0])
-    monkeypatch.setenv("COSMOS_EMULATOR_KEY", cosmos_account[1])
+    monkeypatch.setenv("COSMOS_EMULATOR_ENDPOINT", cosmos_account.endpoint)
+    monkeypatch.setenv("COSMOS_EMULATOR_KEY", cosmos_account.key or "")
     page = tmp_path / "benchmarks.md"
     page.write_text((REPO_ROOT / "docs" / "benchmarks.md").read_text())
     output = tmp_path / "results.json"
@@ -51,7 +52,7 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
 
 
 async def test_a_new_order_is_one_create_item_with_the_outbox_off(
-    cosmos_account: tuple[str, str],
+    cosmos_account: CosmosAccount,
 ) -> None:
     async with standin(cosmos_account, outbox=False) as world:
         result = await count_outcomes(world)
