@@ -4,7 +4,8 @@
 - ``chaos``: the same with every failure mixed in, 10,000 messages by default (``make chaos``);
 - ``send``: sample orders to a REAL Service Bus namespace or the Service Bus emulator, for people
   running ``func start``;
-- ``init-cosmos``: create the database and container (partition key ``/orderId``).
+- ``init-cosmos``: create the database, the orders container (partition key ``/orderId``) and
+  the relay trigger's ``leases`` container (partition key ``/id``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from local import demo
+
+LEASES_CONTAINER = "leases"  # function_app.py's lease_container_name, infra's leasesContainerName
 
 
 def _send(arguments: argparse.Namespace) -> int:
@@ -54,6 +57,7 @@ def _send(arguments: argparse.Namespace) -> int:
 
 
 def _init_cosmos(arguments: argparse.Namespace) -> int:
+    from azure.cosmos import PartitionKey
     from azure.cosmos.aio import CosmosClient
 
     from local.cosmos_server import ensure_container
@@ -71,9 +75,17 @@ def _init_cosmos(arguments: argparse.Namespace) -> int:
         client: CosmosClient = create_client(settings)
         async with client:
             await ensure_container(client, settings.cosmos_database, settings.cosmos_container)
+            # The relay's trigger keeps its leases here; it never creates the container itself
+            # (createLeaseContainerIfNotExists is false: Entra ID cannot create containers).
+            database = client.get_database_client(settings.cosmos_database)
+            await database.create_container_if_not_exists(
+                LEASES_CONTAINER, partition_key=PartitionKey(path="/id")
+            )
 
     asyncio.run(create())
-    print(f"{settings.cosmos_database}/{settings.cosmos_container} ready (partition key /orderId)")
+    database = settings.cosmos_database
+    print(f"{database}/{settings.cosmos_container} ready (partition key /orderId)")
+    print(f"{database}/{LEASES_CONTAINER} ready (partition key /id)")
     return 0
 
 
@@ -90,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     send.add_argument("--queue", help="default: $ORDERS_QUEUE_NAME or 'orders'")
     send.add_argument("--namespace", help="<name>.servicebus.windows.net (Entra ID auth)")
     send.add_argument("--connection-string", help="default: $ServiceBusConnection")
-    commands.add_parser("init-cosmos", help="create database and container from app settings")
+    commands.add_parser(
+        "init-cosmos",
+        help="create the database, the orders and the leases containers from app settings",
+    )
     arguments = parser.parse_args(argv)
     if arguments.command in ("demo", "chaos"):
         return demo.main(arguments)

@@ -1,61 +1,53 @@
-"""The Cosmos DB trigger's contract, emulated over a container that has no change feed
-(cosmosdb-server has none): read the changes, deliver them in batches to a function, checkpoint
-only after a successful invocation, re-run a failed one as the function's retry policy says.
+"""The Functions host's Cosmos DB trigger, emulated over a container that has no change feed
+(cosmosdb-server has none): read the changes, deliver them in batches to the Cosmos DB-triggered
+function through Microsoft's worker (``local.worker.FunctionsWorker``), checkpoint only after a
+successful invocation, re-run a failed one as the function's retry policy says.
 
-What it reproduces (latest-version mode, one lease):
-- a change is the latest version of a created or updated document: the lease remembers the etag
-  it checkpointed for each document, and a read returns every document whose etag differs, in
-  order of modification (``_ts``), at most ``max_items_per_invocation`` at a time; a document
-  changed twice before it is read is delivered once, in its latest version; the relay's own marks
-  come back as changes, as in Azure;
-- the lease is checkpointed only when the invocation returns; a failed invocation is re-run with
-  the same documents after the policy's exponential backoff (without the host's small random
-  spread), its ``retry_count`` rising, for ever when ``max_retry_count`` is -1; a crashed worker
-  (``BaseException`` escaping, e.g. cancellation) loses its retry count and the batch is
-  delivered again from the last checkpoint by the next emulator built on the same ``Lease``.
+It keeps only the host's side, as ``local.host`` does for the Service Bus trigger:
+- finds the Cosmos DB-triggered function in the worker's metadata (its raw bindings), resolves
+  ``%COSMOS_CONTAINER%`` from the app settings and checks it is the container it reads;
+- sends each batch as one invocation request: the documents as ``json`` typed data (the list the
+  trigger delivers), and the retry context (``retry_count``, the policy's ``max_retry_count``);
+- reads the retry policy from the worker's metadata (``RpcRetryOptions``: strategy, intervals,
+  count), never from a copy of the app's decorator;
+- an invocation the worker reports as failed (``succeeded=False``) is a failed batch: no
+  checkpoint, re-run with the same documents after the policy's delay, its ``retry_count``
+  rising, for ever when ``max_retry_count`` is -1. A crashed worker (a ``BaseException``
+  escaping the invocation) loses its retry count; the batch is delivered again from the last
+  checkpoint by the next emulator built on the same ``Lease``.
 
-What it does not reproduce: leases across instances (one consumer owns the whole container:
-no lease stealing, no load balancing, no duplicate delivery during rebalancing), partition splits
-and merges (one range, one continuation), the order of changes within one second of ``_ts``
-(cosmosdb-server's ``_ts`` has one-second resolution; the real feed orders by LSN per partition),
-the all-versions-and-deletes mode (intermediate versions, deletes and TTL expiries are never
-delivered), ``feedPollDelay`` and ``startFromBeginning``/``startFromTime`` (it always starts from
-the lease, initially the beginning).
+What a change is (latest-version mode, one lease): the latest version of a created or updated
+document. The lease remembers the etag it checkpointed for each document, and a read returns
+every document whose etag differs, in order of modification (``_ts``), at most
+``max_items_per_invocation`` at a time; a document changed twice before it is read is delivered
+once, in its latest version; the relay's own marks come back as changes, as in Azure.
+
+What it does not reproduce: leases across instances (one consumer owns the whole container, and
+its lease lives in memory, not in the ``leases`` container: no lease stealing, no load
+balancing, no duplicate delivery during rebalancing), partition splits and merges (one range,
+one continuation), the order of changes within one second of ``_ts`` (cosmosdb-server's ``_ts``
+has one-second resolution; the real feed orders by LSN per partition), the all-versions-and-
+deletes mode (intermediate versions, deletes and TTL expiries are never delivered),
+``feedPollDelay``, ``startFromBeginning``/``startFromTime`` (it always starts from the lease,
+initially the beginning), and the host's random spread of retry delays.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
-import threading
-import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, Protocol
 
-import azure.functions as func
 from azure.cosmos.aio import ContainerProxy
-from azure_functions_runtime.bindings.context import Context  # type: ignore[import-untyped]
-from azure_functions_runtime.bindings.retrycontext import RetryContext  # type: ignore[import-untyped]
-from azure_functions_runtime.bindings.tracecontext import TraceContext  # type: ignore[import-untyped]
 
-from local.host import indexed_functions
-from shared.relay import RUNTIME_RETRY, RuntimeRetry
+from local.host import resolve_setting
+from local.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json
 
-
-@dataclass(frozen=True)
-class RetryAttempt:
-    """What the host tells an invocation about its retries (``context.retry_context``)."""
-
-    retry_count: int  # 0 on the first run of a batch
-    max_retry_count: int  # -1: unbounded
-
-
-# The invoker: one function invocation for one batch of documents (as JSON objects), raising what
-# the function raised. The change feed depends on nothing else of the host.
-BatchInvoker = Callable[[list[dict[str, Any]], RetryAttempt], Awaitable[None]]
+# RpcRetryOptions.RetryStrategy (the host's enum)
+_EXPONENTIAL_BACKOFF = 0
+_FIXED_DELAY = 1
 
 
 class Sleeper(Protocol):
@@ -67,35 +59,51 @@ class _RealTime:
         await asyncio.sleep(seconds)
 
 
-def _seconds(interval: str) -> float:
-    hours, minutes, seconds = (float(part) for part in interval.split(":"))
-    return timedelta(hours=hours, minutes=minutes, seconds=seconds).total_seconds()
-
-
 @dataclass(frozen=True)
 class RetrySchedule:
     """The function's retry policy as the host applies it to a failed invocation."""
 
-    max_retry_count: int
+    max_retry_count: int  # -1: unbounded; 0: no retry policy
     minimum_s: float
     maximum_s: float
+    exponential: bool = True
 
     @classmethod
-    def of(cls, policy: RuntimeRetry = RUNTIME_RETRY) -> RetrySchedule:
-        if policy.strategy != "exponential_backoff":
-            raise ValueError(f"only exponential_backoff is emulated, not {policy.strategy}")
+    def of(cls, function: IndexedFunction) -> RetrySchedule:
+        """From the worker's metadata of ``function`` (its ``RpcRetryOptions``)."""
+        options = function.retry_options
+        if options is None:
+            return cls(0, 0.0, 0.0)
+        if options.retry_strategy == _FIXED_DELAY:
+            delay = options.delay_interval.ToTimedelta().total_seconds()
+            return cls(function.max_retry_count, delay, delay, exponential=False)
         return cls(
-            policy.max_retry_count,
-            _seconds(policy.minimum_interval),
-            _seconds(policy.maximum_interval),
+            function.max_retry_count,
+            options.minimum_interval.ToTimedelta().total_seconds(),
+            options.maximum_interval.ToTimedelta().total_seconds(),
         )
 
     def allows(self, retry_count: int) -> bool:
         return self.max_retry_count < 0 or retry_count <= self.max_retry_count
 
     def delay_s(self, retry_count: int) -> float:
-        """Before retry ``retry_count`` (1-based): minimum, doubled per retry, capped."""
+        """Before retry ``retry_count`` (1-based): the minimum, doubled per retry, capped (or the
+        fixed delay)."""
+        if not self.exponential:
+            return self.minimum_s
         return float(min(self.maximum_s, self.minimum_s * 2 ** (retry_count - 1)))
+
+
+def cosmos_db_function(
+    worker: FunctionsWorker, function_name: str | None = None
+) -> IndexedFunction:
+    """The Cosmos DB-triggered function, from the worker's metadata (raw bindings)."""
+    for function in worker.functions.values():
+        if function_name is not None and function.name != function_name:
+            continue
+        if function.trigger["type"] == "cosmosDBTrigger":
+            return function
+    raise LookupError(f"no Cosmos DB trigger named {function_name or '(any)'} in the app")
 
 
 @dataclass
@@ -113,29 +121,42 @@ class ChangeFeedStats:
     invocations: int = 0
     failed_invocations: int = 0
     delivered_documents: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # the worker's messages of failed invocations
+    batch_sizes: list[int] = field(default_factory=list)
     stalled: bool = False  # a batch still failed after ``max_attempts_per_batch``
 
 
-def _key(document: dict[str, Any]) -> str:
+def _key(document: Mapping[str, Any]) -> str:
     return json.dumps([document.get("orderId"), document["id"]])
 
 
 class ChangeFeedEmulator:
+    """The host's Cosmos DB trigger for one function of a started worker, on one container."""
+
     def __init__(
         self,
         container: ContainerProxy,
-        invoke: BatchInvoker,
+        worker: FunctionsWorker,
         *,
+        app_settings: Mapping[str, str] | None = None,
+        function_name: str | None = None,
         lease: Lease | None = None,
-        retry: RetrySchedule | None = None,
         clock: Sleeper | None = None,
         max_items_per_invocation: int = 100,
     ) -> None:
         self.container = container
-        self.invoke = invoke
+        self.worker = worker
+        self.function = cosmos_db_function(worker, function_name)
+        trigger = self.function.trigger
+        self.trigger_name = str(trigger["name"])
+        if app_settings is not None:
+            watched = resolve_setting(str(trigger["containerName"]), app_settings)
+            if watched != container.id:
+                raise LookupError(
+                    f"function watches {watched!r}, the container is {container.id!r}"
+                )
+        self.retry = RetrySchedule.of(self.function)
         self.lease = lease or Lease()
-        self.retry = retry or RetrySchedule.of()
         self.clock: Sleeper = clock or _RealTime()
         self.max_items = max_items_per_invocation
         self.stats = ChangeFeedStats()
@@ -153,6 +174,23 @@ class ChangeFeedEmulator:
         changed.sort(key=lambda d: int(d.get("_ts", 0)))
         return changed[: self.max_items]
 
+    async def invoke(
+        self, documents: list[dict[str, Any]], *, retry_count: int = 0
+    ) -> InvocationResult:
+        """One invocation request for one batch, as the host sends it; no checkpoint. A failed
+        invocation is recorded in ``stats``."""
+        self.stats.invocations += 1
+        self.stats.delivered_documents += len(documents)
+        result = await self.worker.invoke(
+            self.function.name,
+            {self.trigger_name: Json(documents)},
+            retry_count=retry_count,
+        )
+        if not result.succeeded:
+            self.stats.failed_invocations += 1
+            self.stats.errors.append(str(result.error))
+        return result
+
     async def drain(
         self, *, max_attempts_per_batch: int | None = None, max_batches: int = 10_000
     ) -> ChangeFeedStats:
@@ -164,6 +202,7 @@ class ChangeFeedEmulator:
             if not batch:
                 return self.stats
             self.stats.batches += 1
+            self.stats.batch_sizes.append(len(batch))
             if not await self._deliver(batch, max_attempts_per_batch):
                 self.stats.stalled = True
                 return self.stats
@@ -177,60 +216,14 @@ class ChangeFeedEmulator:
     async def _deliver(self, batch: list[dict[str, Any]], max_attempts: int | None) -> bool:
         retry_count = 0
         while True:
-            self.stats.invocations += 1
-            self.stats.delivered_documents += len(batch)
-            try:
-                await self.invoke(
-                    [dict(document) for document in batch],
-                    RetryAttempt(retry_count, self.retry.max_retry_count),
-                )
+            result = await self.invoke(batch, retry_count=retry_count)
+            if result.succeeded:
                 return True
-            except Exception as error:  # noqa: BLE001 - the host logs it and applies the policy
-                self.stats.failed_invocations += 1
-                self.stats.errors.append(f"{type(error).__name__}: {error}")
             retry_count += 1
             if max_attempts is not None and retry_count >= max_attempts:
                 return False
             if not self.retry.allows(retry_count):
-                # A bounded policy, exhausted: the host checkpoints past the batch. (The relay's
-                # policy is unbounded for exactly this reason.)
+                # No policy, or a bounded one exhausted: the host checkpoints past the batch,
+                # which is lost (the relay's policy is unbounded for exactly this reason).
                 return True
             await self.clock.sleep(self.retry.delay_s(retry_count))
-
-
-def function_invoker(app: func.FunctionApp, function_name: str = "relay_outbox") -> BatchInvoker:
-    """Invoke a Cosmos DB-triggered function as today's local host does: the user function found
-    through ``app.get_functions()``, the documents as the trigger's JSON parsed into a
-    ``func.DocumentList``, and the worker's own ``Context`` carrying the ``RetryContext``.
-    Moving to the runtime-backed host (CONTRACTS.md section 4) replaces this one callable."""
-    for name, function_json, user_function in indexed_functions(app):
-        if name != function_name:
-            continue
-        bindings = json.loads(function_json)["bindings"]
-        trigger = next(b for b in bindings if b["type"] == "cosmosDBTrigger")
-        takes_context = "context" in inspect.signature(user_function).parameters
-        break
-    else:
-        raise LookupError(f"no function named {function_name} in the app")
-
-    async def invoke(documents: list[dict[str, Any]], attempt: RetryAttempt) -> None:
-        wire = json.dumps(documents)  # the host sends the documents as JSON
-        kwargs: dict[str, Any] = {
-            trigger["name"]: func.DocumentList(
-                [func.Document.from_dict(document) for document in json.loads(wire)]
-            )
-        }
-        if takes_context:
-            kwargs["context"] = Context(
-                function_name,
-                "",
-                str(uuid.uuid4()),
-                threading.local(),
-                TraceContext("", "", {}),
-                RetryContext(attempt.retry_count, attempt.max_retry_count, None),
-            )
-        result = user_function(**kwargs)
-        if inspect.isawaitable(result):
-            await result
-
-    return invoke

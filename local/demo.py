@@ -14,8 +14,19 @@ the host's bytes, the real Cosmos SDK, the real settlement client). Trouble, eac
 - the same order id with a different body (sent after the window): dead-lettered HashMismatch;
 - poison messages (no id, not JSON, wrong schema, wrong version, id mismatch, too large).
 
-Time is a ``ManualClock``: lock expiry and "a day later" happen by advancing it, never by sleeping.
-At the end a summary and invariant checks; exit status 1 if any invariant fails.
+Then each order is followed to the ``order-events`` subscription: after each phase the host's
+Cosmos DB trigger (``local.change_feed``) delivers the container's changes to ``relay_outbox``
+through the worker, with relay trouble at its own seeded rates:
+- a crash between the send and the mark: the topic accepted the batch, the worker dies before
+  marking; the restarted trigger redelivers from the last checkpoint, the republish is dropped by
+  the topic's duplicate detection and the marks complete;
+- a send failure (a timeout): the invocation fails, the batch is not checkpointed and is re-run
+  on the function's retry policy (5 s, 10 s ... on the manual clock).
+
+Time is a ``ManualClock``: lock expiry, backoff and "a day later" happen by advancing it, never
+by sleeping. At the end a summary and invariant checks (the relay's among them: exactly one
+OrderAccepted per accepted order at the subscription, none for a rejected order, no outbox
+document left pending); exit status 1 if any invariant fails.
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ import os
 import random
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -42,6 +53,7 @@ from local.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue
 from local.cosmos_server import ensure_container
 from local.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
+from local.topic import WorkerCrashed
 from local.world import World, cosmos_account, local_world
 from shared.contract import MAX_BODY_BYTES, parse_order
 from shared.cosmos_store import create_client
@@ -67,6 +79,12 @@ class DemoOptions:
     mismatch_rate: float = 0.02
     poison_rate: float = 0.02
     transport_fault_rate: float = 0.0  # chaos: 429/503/timeouts/resets below the Cosmos SDK
+    relay_crash_rate: float = 0.1  # of topic sends: accepted, then the worker dies before marking
+    send_failure_rate: float = 0.1  # of topic sends: refused with a timeout
+    # Documents per relay invocation (the trigger's maxItemsPerInvocation). The real feed hands
+    # over what accumulated since its last poll; the demo runs the relay after each phase, so a
+    # smaller bound stands for the many small batches of a relay polling alongside the consumer.
+    relay_batch: int = 20
     outbox: bool = True
     cosmos_endpoint: str | None = None
     cosmos_key: str | None = None
@@ -206,6 +224,10 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
     consumer_logger.addHandler(handler)
     consumer_logger.setLevel(logging.INFO)
     consumer_logger.propagate = False  # the summary tells the story; no log spam on the console
+    relay_logger = logging.getLogger("orders.relay")
+    relay_logger.propagate = False  # injected send failures and crashes: counted in the figures
+    quiet_relay = logging.NullHandler()
+    relay_logger.addHandler(quiet_relay)
     transport = _chaos_transport(options) if options.transport_fault_rate > 0 else None
     try:
         with cosmos_account(options.cosmos_endpoint, options.cosmos_key) as account:
@@ -246,6 +268,8 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
     finally:
         consumer_logger.removeHandler(handler)
         consumer_logger.propagate = True
+        relay_logger.propagate = True
+        relay_logger.removeHandler(quiet_relay)
 
 
 async def _drive(
@@ -267,6 +291,13 @@ async def _drive(
 
     troubled: set[str] = set()
     deliveries: Counter[str] = Counter()
+    world.topic.add_random_faults(
+        random.Random(options.seed * 104_729),
+        send_failure_rate=options.send_failure_rate,
+        crash_after_send_rate=options.relay_crash_rate,
+    )
+    world.change_feed.max_items = options.relay_batch
+    relay = _RelayRun()
 
     async def with_trouble(delivery: Delivery, invoke: Callable[[], Awaitable[None]]) -> None:
         message_id = delivery.message.message_id or ""
@@ -293,6 +324,8 @@ async def _drive(
         accepted = queue.stats.accepted
         task = progress.add_task("phase 1: stream", total=accepted)
         await host.run_until_idle(on_delivery=with_trouble)
+        progress.update(task, description="phase 1: relay")
+        await relay.until_idle(world)
 
         # Phase 2: a day later, outside the duplicate-detection window.
         clock.advance(queue.settings.duplicate_detection_window + timedelta(seconds=1))
@@ -303,12 +336,112 @@ async def _drive(
         progress.update(task, description="phase 2: a day later", total=queue.stats.accepted)
         await host.run_until_idle(on_delivery=with_trouble)
         progress.update(task, completed=_settled_for_good(queue))
+        progress.update(task, description="phase 2: relay")
+        await relay.until_idle(world)
 
     report = await _report(the_plan, queue, host, container, log, options)
+    report.figures.update(relay.figures(world))
+    delivered = world.topic.delivered()
+    report.figures["OrderAccepted delivered to the subscription"] = len(delivered)
+    report.checks[-1:-1] = relay_checks(
+        await _documents(container), delivered, outbox_enabled=options.outbox
+    )
     report.deliveries_per_message = Counter(
         count for message_id, count in deliveries.items() if message_id
     )
     return report
+
+
+@dataclass
+class _RelayRun:
+    """The host's Cosmos DB trigger run to idle, restarted after each injected crash."""
+
+    crashes: int = 0
+    invocations: int = 0
+    failed_invocations: int = 0
+
+    async def until_idle(self, world: World) -> None:
+        feed = world.change_feed
+        while True:
+            try:
+                await feed.drain()
+                break
+            except WorkerCrashed:
+                self.crashes += 1
+                self._count(feed)
+                feed = world.restart_change_feed()  # same lease: from the last checkpoint
+        self._count(feed)
+        world.restart_change_feed()  # fresh stats for the next phase, same lease
+
+    def _count(self, feed: Any) -> None:
+        self.invocations += feed.stats.invocations
+        self.failed_invocations += feed.stats.failed_invocations
+
+    def figures(self, world: World) -> dict[str, int]:
+        topic = world.topic.stats
+        return {
+            "relay invocations": self.invocations,
+            "relay invocations failed (retried)": self.failed_invocations,
+            "relay crashes between send and mark": self.crashes,
+            "topic sends refused (injected)": topic.failed_sends,
+            "events dropped by topic duplicate detection": topic.dropped_duplicates,
+        }
+
+
+async def _documents(container: ContainerProxy) -> list[dict[str, Any]]:
+    return [item async for item in container.query_items("SELECT * FROM c")]
+
+
+def relay_checks(
+    documents: Sequence[Mapping[str, Any]],
+    delivered: Sequence[OutgoingMessage],
+    *,
+    outbox_enabled: bool = True,
+) -> list[Check]:
+    """The relay's invariants, from what a user would look at: the documents in Cosmos DB and
+    the messages the subscription delivered (after the topic's duplicate detection)."""
+    orders = {d["orderId"]: d for d in documents if d.get("type") == "order"}
+    outbox = [d for d in documents if d.get("type") == "outbox"]
+    events: Counter[str] = Counter()
+    wrong_payload: list[str] = []
+    for message in delivered:
+        payload = json.loads(message.body).get("payload", {})
+        order_id = str(payload.get("orderId"))
+        events[order_id] += 1
+        order = orders.get(order_id)
+        if order is not None and (
+            payload.get("totalMinor") != order.get("totalMinor")
+            or payload.get("customerId") != order.get("customerId")
+        ):
+            wrong_payload.append(order_id)
+    if not outbox_enabled:
+        return [
+            Check("no OrderAccepted published (outbox off)", not delivered, f"{len(delivered)}")
+        ]
+    missing = sorted(set(orders) - set(events))
+    doubled = sorted(order_id for order_id, count in events.items() if count > 1)
+    rejected = sorted(set(events) - set(orders))
+    unfinished = Counter(str(d.get("status")) for d in outbox if d.get("status") != "dispatched")
+    return [
+        Check(
+            "exactly one OrderAccepted per accepted order at the subscription",
+            not missing and not doubled,
+            f"{len(events)} orders with events, {len(missing)} missing {missing[:3]}, "
+            f"{len(doubled)} doubled {doubled[:3]}",
+        ),
+        Check(
+            "no OrderAccepted for a rejected order or request",
+            not rejected and not wrong_payload,
+            f"{len(rejected)} for unknown orders {rejected[:3]}, {len(wrong_payload)} not the "
+            f"accepted request {wrong_payload[:3]}",
+        ),
+        Check(
+            "no outbox document left pending",
+            not unfinished,
+            ", ".join(f"{count} {status}" for status, count in unfinished.items())
+            or f"{len(outbox)} dispatched",
+        ),
+    ]
 
 
 def _chaos_client_options(transport: FaultInjectingTransport | None) -> dict[str, Any]:
@@ -466,7 +599,15 @@ def print_report(report: DemoReport, console: Console) -> None:
     console.print(checks)
 
 
-_RATES = ("duplicate", "crash", "lock-expiry", "mismatch", "poison")
+_RATES = (
+    "duplicate",
+    "crash",
+    "lock-expiry",
+    "mismatch",
+    "poison",
+    "relay-crash",
+    "send-failure",
+)
 
 
 def _add_run_arguments(
@@ -474,6 +615,12 @@ def _add_run_arguments(
 ) -> None:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
+    parser.add_argument(
+        "--relay-batch",
+        type=int,
+        default=defaults.relay_batch,
+        help="documents per relay invocation (the trigger's maxItemsPerInvocation)",
+    )
     for rate in rates:
         attribute = f"{rate.replace('-', '_')}_rate"
         parser.add_argument(f"--{rate}-rate", type=float, default=getattr(defaults, attribute))
@@ -507,6 +654,8 @@ CHAOS = DemoOptions(
     mismatch_rate=0.01,
     poison_rate=0.01,
     transport_fault_rate=0.05,
+    relay_crash_rate=0.1,
+    send_failure_rate=0.1,
 )
 
 
@@ -527,6 +676,9 @@ def main(arguments: argparse.Namespace) -> int:
         mismatch_rate=arguments.mismatch_rate,
         poison_rate=arguments.poison_rate,
         transport_fault_rate=getattr(arguments, "transport_fault_rate", 0.0),
+        relay_crash_rate=arguments.relay_crash_rate,
+        send_failure_rate=arguments.send_failure_rate,
+        relay_batch=arguments.relay_batch,
         outbox=not getattr(arguments, "no_outbox", False),
         cosmos_endpoint=getattr(arguments, "cosmos_endpoint", None),
         cosmos_key=getattr(arguments, "cosmos_key", None),

@@ -12,13 +12,19 @@ message whose MessageId was accepted within the window is dropped, exactly as by
 duplicate detection. The subscription is a ``PeekLockQueue`` (a subscription is a queue), so
 tests and the demo can receive, settle and count what downstream would see.
 
+Faults are injected at the sender's surface: a refused send (``fail_next_sends``, or at a
+seeded rate with ``add_random_faults``) raises the SDK's own exception and accepts nothing; a
+crash (``crash_next_sends``, or at a rate) raises ``WorkerCrashed`` just before the send, or
+just after the topic accepted it: the worker process dies between the send and the mark.
+
 Not reproduced: filters and rules, several subscriptions, sessions, partitions, message TTL,
-forwarding, AMQP errors other than those injected with ``fail_next_sends``, real latency.
+forwarding, AMQP errors other than those injected, real latency.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
+from azure.servicebus.exceptions import OperationTimeoutError
 
 from local.broker import (
     Clock,
@@ -43,6 +50,12 @@ MAX_BATCH_BYTES = 256 * 1024
 SUBSCRIPTION_NAME = "downstream"
 
 
+def topic_name(path: Path | None = None) -> str:
+    """``topicName`` of infra/messaging.json."""
+    raw = json.loads((path or default_messaging_file()).read_text(encoding="utf-8"))
+    return str(raw["topicName"])
+
+
 @dataclass
 class TopicStats:
     sends: int = 0  # send_messages calls that reached the topic
@@ -50,12 +63,30 @@ class TopicStats:
     messages: int = 0  # messages in accepted sends
     accepted: int = 0
     dropped_duplicates: int = 0
+    crashes_after_send: int = 0  # injected: accepted, then the worker died
+
+
+class WorkerCrashed(BaseException):
+    """The worker process died in the middle of an invocation (an injected crash). A
+    ``BaseException``, like the ``CancelledError`` of a stopped worker: nothing of the app
+    catches it, no invocation response is sent, the host never checkpoints."""
 
 
 @dataclass
 class _Fault:
     error: Callable[[], BaseException]
-    remaining: int
+    remaining: int | None  # None: for ever, each send with ``probability``
+    after_send: bool = False  # raised once the topic accepted the send
+    probability: float = 1.0
+    rng: random.Random | None = None
+
+    def fires(self) -> bool:
+        if self.remaining is not None:
+            if self.remaining <= 0:
+                return False
+            self.remaining -= 1
+            return True
+        return self.rng is not None and self.rng.random() < self.probability
 
 
 class _TopicBatch(ServiceBusMessageBatch):
@@ -119,9 +150,8 @@ class OrderEventsTopic:
     async def send_messages(self, message: Any, **kwargs: Any) -> None:
         messages = message.accepted_messages if isinstance(message, _TopicBatch) else [message]
         with self._lock:
-            fault = next((f for f in self._faults if f.remaining > 0), None)
-            if fault is not None:
-                fault.remaining -= 1
+            fault = next((f for f in self._faults if f.fires()), None)
+            if fault is not None and not fault.after_send:
                 self.stats.failed_sends += 1
                 raise fault.error()
             self.stats.sends += 1
@@ -143,6 +173,9 @@ class OrderEventsTopic:
                 accepted.append(_outgoing(sent))
         for outgoing in accepted:
             self.subscription.send(outgoing)
+        if fault is not None:  # after the send: the topic has it, the worker dies now
+            self.stats.crashes_after_send += 1
+            raise fault.error()
 
     async def close(self) -> None:
         """The sender's ``close``: nothing to release."""
@@ -153,6 +186,37 @@ class OrderEventsTopic:
         """The next ``times`` sends raise ``error()`` and accept nothing (a refused batch)."""
         with self._lock:
             self._faults.append(_Fault(error, times))
+
+    def crash_next_sends(self, *, after_send: bool, times: int = 1) -> None:
+        """The worker dies (``WorkerCrashed``) at the next ``times`` sends: before the topic
+        has the batch, or ``after_send``, once it accepted it."""
+        with self._lock:
+            self._faults.append(_Fault(WorkerCrashed, times, after_send=after_send))
+
+    def add_random_faults(
+        self, rng: random.Random, *, send_failure_rate: float, crash_after_send_rate: float
+    ) -> None:
+        """From now on, each send is refused with a timeout (``OperationTimeoutError``) at
+        ``send_failure_rate``, or accepted and followed by a crash at ``crash_after_send_rate``,
+        drawn from ``rng`` (seeded by the caller)."""
+        with self._lock:
+            self._faults.append(
+                _Fault(
+                    lambda: OperationTimeoutError(message="injected: send timed out"),
+                    None,
+                    probability=send_failure_rate,
+                    rng=rng,
+                )
+            )
+            self._faults.append(
+                _Fault(
+                    WorkerCrashed,
+                    None,
+                    after_send=True,
+                    probability=crash_after_send_rate,
+                    rng=rng,
+                )
+            )
 
     def heal(self) -> None:
         """Drop every injected fault that has not fired yet."""

@@ -98,6 +98,9 @@ class IndexedFunction:
     function_id: str
     bindings: tuple[Mapping[str, Any], ...]
     max_retry_count: int
+    # The raw ``RpcRetryOptions`` the worker reported (strategy, intervals), or None without a
+    # retry policy: the host applies it to a failed invocation of a Cosmos DB trigger.
+    retry_options: Any = None
 
     @property
     def trigger(self) -> Mapping[str, Any]:
@@ -208,6 +211,9 @@ class FunctionsWorker:
                     function_id=entry.function_id,
                     bindings=tuple(json.loads(raw) for raw in entry.raw_bindings),
                     max_retry_count=entry.retry_options.max_retry_count,
+                    retry_options=(
+                        entry.retry_options if entry.HasField("retry_options") else None
+                    ),
                 )
             )
         if not functions:

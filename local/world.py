@@ -3,11 +3,16 @@
 ``local_world`` builds what this machine lacks around the real app: a Cosmos DB API server (or
 uses the account it is given), the peek-lock queue model on a clock, the host's gRPC settlement
 service, Microsoft's worker (``azure_functions_runtime``) started on the app directory with its
-``ServiceBusMessageActions`` pointed at that service, and the host's Service Bus trigger.
+``ServiceBusMessageActions`` pointed at that service, and the host's two triggers: Service Bus
+(``local.host``) on the queue, and Cosmos DB (``local.change_feed``) on the app's container with
+its own Cosmos client, as the host's trigger has. The relay's side: the ``order-events`` topic
+model with its subscription and duplicate detection from ``infra/messaging.json``.
 ``World.compose`` is the only place in ``local/`` that calls the app's composition root.
 
 It must never reach into the app past the composition root's parameters: the app runs as in
-Azure, only its clock, Cosmos client options and telemetry are injected.
+Azure, only its clock, Cosmos client options, telemetry and the relay's topic sender (the topic
+model, at the SDK sender's surface) are injected. The relay reaches the topic only once the world
+is composed: uncomposed, the app would build a real ``ServiceBusClient``, as in Azure.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 from azure.core.pipeline.transport import AsyncHttpTransport
 
 from local.broker import ManualClock, PeekLockQueue, QueueSettings
+from local.change_feed import ChangeFeedEmulator, Lease
 from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer
 from local.host import LocalFunctionsHost
 from local.settlement_server import (
@@ -29,10 +35,13 @@ from local.settlement_server import (
     bind_message_actions,
     worker_arguments_restored,
 )
+from local.topic import OrderEventsTopic, topic_name
 from local.worker import REPO_ROOT, FunctionsWorker
 from shared import runtime
 from shared.config import Settings
-from shared.telemetry import ConsumerTelemetry
+from shared.cosmos_store import create_client, default_credential
+from shared.relay import RelayPolicy
+from shared.telemetry import ConsumerTelemetry, RelayTelemetry
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default start
 
@@ -79,6 +88,10 @@ def app_settings(
         "COSMOS_VERIFY_TLS": "true" if verify_tls and not account.is_local_server else "false",
         "OUTBOX_ENABLED": "true" if outbox else "false",
         **({"COSMOS_KEY": account.key} if account.key else {}),
+        # The relay's: the topic of infra/messaging.json; a namespace for the settings' sake
+        # (the composed relay sends to the topic model, never to it).
+        "ORDER_EVENTS_TOPIC_NAME": topic_name(),
+        "ServiceBusConnection__fullyQualifiedNamespace": "local.servicebus.windows.net",
     }
 
 
@@ -90,10 +103,34 @@ class World:
     settlement: SettlementServer
     worker: FunctionsWorker
     host: LocalFunctionsHost
+    topic: OrderEventsTopic
+    # None for an app without a Cosmos DB-triggered function (a test's throwaway app).
+    cosmos_trigger: ChangeFeedEmulator | None
 
     @property
     def settings(self) -> Settings:
         return Settings.from_env(self.env)
+
+    @property
+    def change_feed(self) -> ChangeFeedEmulator:
+        """The host's Cosmos DB trigger on the app's container."""
+        if self.cosmos_trigger is None:
+            raise LookupError("the app has no Cosmos DB-triggered function")
+        return self.cosmos_trigger
+
+    def restart_change_feed(self) -> ChangeFeedEmulator:
+        """A new trigger on the same lease: what the host does after the worker crashed (the
+        batch in flight comes back from the last checkpoint, its retry count lost)."""
+        feed = self.change_feed
+        self.cosmos_trigger = ChangeFeedEmulator(
+            feed.container,
+            self.worker,
+            function_name=feed.function.name,
+            lease=feed.lease,
+            clock=feed.clock,
+            max_items_per_invocation=feed.max_items,
+        )
+        return self.cosmos_trigger
 
     def compose(
         self,
@@ -102,12 +139,15 @@ class World:
         telemetry: ConsumerTelemetry | None = None,
         jitter: Callable[[], float] | None = None,
         env: Mapping[str, str] | None = None,
+        relay_telemetry: RelayTelemetry | None = None,
+        relay_policy: RelayPolicy | None = None,
         **client_options: Any,
     ) -> runtime.Runtime:
-        """Compose the app on the world's clock, optionally with a fault-injecting ``transport``
-        under the Cosmos SDK and other client options: the stand-in's one call of the composition
-        root. Until this is called the app composes itself from the app settings on its first
-        message, as in Azure."""
+        """Compose the app (consumer and relay) on the world's clock with the world's topic as
+        the relay's sender, optionally with a fault-injecting ``transport`` under the Cosmos SDK
+        and other client options: the stand-in's one call of the composition root. Until this
+        is called the app composes itself from the app settings on its first message, as in
+        Azure."""
         if transport is not None:
             client_options["transport"] = transport
         return runtime.configure(
@@ -115,6 +155,9 @@ class World:
             clock=self.clock,
             cosmos_options=client_options,
             telemetry=telemetry,
+            topic_sender=self.topic,
+            relay_telemetry=relay_telemetry,
+            relay_policy=relay_policy,
             **({} if jitter is None else {"jitter": jitter}),
         )
 
@@ -133,10 +176,11 @@ async def local_world(
     app_directory: Path = REPO_ROOT,
     env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[World]:
-    """Start the stand-in; on exit stop it and close the app's composed Cosmos client.
+    """Start the stand-in; on exit stop it and close the app's composed clients.
 
     ``account`` None starts a local Cosmos server for the world's lifetime. ``env`` overrides
-    the stand-in's app settings (``app_settings``). The container is the caller's to create."""
+    the stand-in's app settings (``app_settings``). The container (and ``leases``) is the
+    caller's to create; the change feed reads it once it exists."""
     with contextlib.ExitStack() as stack:
         if account is None:
             account = stack.enter_context(cosmos_account())
@@ -156,7 +200,33 @@ async def local_world(
         host = LocalFunctionsHost(
             queue, worker, app_settings=settings_env, max_concurrent_calls=max_concurrent_calls
         )
+        topic = OrderEventsTopic.from_messaging_file(clock)
+        # The trigger's own client (the host's CosmosDBConnection), apart from the app's.
+        settings = Settings.from_env(settings_env)
+        credential = None if settings.cosmos_key else default_credential()
+        trigger_client = create_client(settings, credential=credential)
+        has_cosmos_trigger = any(
+            f.trigger["type"] == "cosmosDBTrigger" for f in worker.functions.values()
+        )
+        change_feed = (
+            ChangeFeedEmulator(
+                trigger_client.get_database_client(settings.cosmos_database).get_container_client(
+                    settings.cosmos_container
+                ),
+                worker,
+                app_settings=settings_env,
+                lease=Lease(),
+                clock=clock,
+            )
+            if has_cosmos_trigger
+            else None
+        )
         try:
-            yield World(settings_env, clock, queue, settlement, worker, host)
+            yield World(settings_env, clock, queue, settlement, worker, host, topic, change_feed)
         finally:
-            await runtime.close()
+            try:
+                await runtime.close()
+            finally:
+                await trigger_client.close()
+                if credential is not None:
+                    await credential.close()

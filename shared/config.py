@@ -9,6 +9,19 @@
 | ``COSMOS_CONTAINER`` | ``orders`` | container name, partition key ``/orderId`` |
 | ``COSMOS_VERIFY_TLS`` | ``true`` | ``false`` only for local emulators with self-signed certs |
 | ``OUTBOX_ENABLED`` | ``true`` | write an OrderAccepted outbox event in the same batch |
+
+The outbox relay's own settings (``RelaySettings``), read only when the relay runs; it reuses
+the Cosmos DB settings above for its marks:
+
+| setting | default | meaning |
+|---|---|---|
+| ``ORDER_EVENTS_TOPIC_NAME`` | (required) | topic the OrderAccepted events are sent to |
+| ``ServiceBusConnection__fullyQualifiedNamespace`` | (this or the next) | the namespace, |
+| | | identity-based: the queue trigger's own setting |
+| ``ServiceBusConnection`` | | a connection string: emulators only |
+
+The relay trigger's own connection is ``CosmosDBConnection``
+(``CosmosDBConnection__accountEndpoint`` in Azure); the host reads it, not this module.
 """
 
 from __future__ import annotations
@@ -93,3 +106,31 @@ def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
     if raw in _FALSE:
         return False
     raise ConfigurationError(name, f"must be true or false, got {raw[:20]!r}")
+
+
+TOPIC_SETTING = "ORDER_EVENTS_TOPIC_NAME"
+NAMESPACE_SETTING = "ServiceBusConnection__fullyQualifiedNamespace"
+SERVICE_BUS_CONNECTION_STRING_SETTING = "ServiceBusConnection"
+
+
+@dataclass(frozen=True, slots=True)
+class RelaySettings:
+    topic_name: str
+    fully_qualified_namespace: str | None = None
+    connection_string: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RelaySettings:
+        topic = _required(env, TOPIC_SETTING)
+        namespace = env.get(NAMESPACE_SETTING, "").strip() or None
+        connection_string = env.get(SERVICE_BUS_CONNECTION_STRING_SETTING, "").strip() or None
+        if namespace is None and connection_string is None:
+            raise ConfigurationError(
+                NAMESPACE_SETTING,
+                f"is required (or {SERVICE_BUS_CONNECTION_STRING_SETTING} for emulators)",
+            )
+        if namespace is not None and ("/" in namespace or "." not in namespace):
+            raise ConfigurationError(
+                NAMESPACE_SETTING, f"must be <name>.servicebus.windows.net, got {namespace[:80]!r}"
+            )
+        return cls(topic, namespace, None if namespace else connection_string)

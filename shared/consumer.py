@@ -27,7 +27,7 @@ from shared.core import (
     decide,
 )
 from shared.settlement import MessageActions, Settler, to_incoming
-from shared.telemetry import ConsumerTelemetry
+from shared.telemetry import ConsumerTelemetry, RelayTelemetry
 
 
 class OrderConsumer:
@@ -56,7 +56,9 @@ class OrderConsumer:
         started = time.perf_counter()
         incoming = to_incoming(message)
         with self._telemetry.processing(incoming) as span:
-            decision, attempts = await self._decide_with_retries(incoming)
+            # Stored on the outbox event: the relay's publish span links this trace.
+            traceparent = RelayTelemetry.traceparent(span)
+            decision, attempts = await self._decide_with_retries(incoming, traceparent)
             try:
                 await self._settler.settle(actions, message, decision)
                 settled = True
@@ -73,7 +75,9 @@ class OrderConsumer:
             )
         return decision
 
-    async def _decide_with_retries(self, incoming: IncomingMessage) -> tuple[Decision, int]:
+    async def _decide_with_retries(
+        self, incoming: IncomingMessage, traceparent: str | None
+    ) -> tuple[Decision, int]:
         """Decide; on a transient or systemic failure, retry while the lock lasts; on an
         unexpected one, hold the lock a while (``RetryPolicy``), then give up.
 
@@ -86,7 +90,11 @@ class OrderConsumer:
         attempts = 1
         while True:
             decision = await decide(
-                incoming, self._store, outbox_enabled=self._outbox_enabled, clock=clock
+                incoming,
+                self._store,
+                outbox_enabled=self._outbox_enabled,
+                clock=clock,
+                traceparent=traceparent,
             )
             remaining = (deadline - clock.now()).total_seconds()
             if decision.outcome in HELD_BEFORE_ABANDON:

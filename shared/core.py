@@ -191,8 +191,13 @@ def build_documents(
     *,
     outbox_enabled: bool,
     accepted_at: datetime,
+    traceparent: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The order document, then (with the outbox on) its OrderAccepted event, same partition."""
+    """The order document, then (with the outbox on) its OrderAccepted event, same partition.
+
+    ``traceparent`` is the W3C trace context of the consumer's processing span, as a string the
+    telemetry adapter supplies (this core knows no tracing library); stored on the outbox event,
+    it lets the relay's publish span link back to the consumer's trace."""
     order_id = valid.order_id
     accepted = accepted_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     total_minor = valid.total_minor
@@ -232,6 +237,8 @@ def build_documents(
         "causationId": message.message_id,
         "createdAt": accepted,
     }
+    if traceparent:
+        outbox["traceparent"] = traceparent
     return [order, outbox]
 
 
@@ -247,8 +254,10 @@ async def decide(
     *,
     outbox_enabled: bool = True,
     clock: Clock = SYSTEM_CLOCK,
+    traceparent: str | None = None,
 ) -> Decision:
-    """Validate, write once, and classify. Never raises for a message-level problem."""
+    """Validate, write once, and classify. Never raises for a message-level problem.
+    ``traceparent``: the consumer span's, stored on the outbox event (``build_documents``)."""
     try:
         valid = parse_order(message.body, message.message_id)
     except InvalidMessage as invalid:
@@ -260,7 +269,11 @@ async def decide(
         )
     try:
         documents = build_documents(
-            valid, message, outbox_enabled=outbox_enabled, accepted_at=clock.now()
+            valid,
+            message,
+            outbox_enabled=outbox_enabled,
+            accepted_at=clock.now(),
+            traceparent=traceparent,
         )
         try:
             await store.create(documents)

@@ -44,7 +44,7 @@ import enum
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from shared.contract import (
@@ -56,6 +56,7 @@ from shared.contract import (
     encode_event,
     order_accepted_v1,
 )
+from shared.core import SYSTEM_CLOCK, Clock
 from shared.telemetry import RelayTelemetry
 
 logger = logging.getLogger("orders.relay")
@@ -264,17 +265,6 @@ class OutboxStore(Protocol):
         ...
 
 
-class Clock(Protocol):
-    """``shared.core.Clock`` structurally (only ``now`` is used here)."""
-
-    def now(self) -> datetime: ...
-
-
-class _SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
 # ---- the application service ----------------------------------------------------------------
 
 
@@ -295,14 +285,14 @@ class OutboxRelay:
         store: OutboxStore,
         telemetry: RelayTelemetry,
         *,
-        clock: Clock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         policy: RelayPolicy | None = None,
         dispatched_ttl_s: int = DISPATCHED_TTL_S,
     ) -> None:
         self._publisher = publisher
         self._store = store
         self._telemetry = telemetry
-        self._clock: Clock = clock or _SystemClock()
+        self._clock = clock  # the composition root's one clock (dispatchedAt, parkedAt, lag)
         self._policy = policy or RelayPolicy()
         self._ttl_s = dispatched_ttl_s
 

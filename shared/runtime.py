@@ -1,16 +1,25 @@
-"""Composition root: the one place that builds the consumer and its adapters from app settings.
+"""Composition root: the one place that builds the app's two functions (the consumer and the
+outbox relay) and their adapters from app settings.
 
-``Runtime`` takes everything a caller may choose as parameters (the app settings mapping, the
-``Clock``, extra Cosmos client options, the telemetry adapter, the jitter source); production
-uses the defaults, through ``handle_order_message``, and tests and stand-ins call ``configure``
-once with theirs. There is no other way in: no module globals to patch.
+One shape for both: ``Runtime`` takes everything a caller may choose as parameters (the app
+settings mapping, the ``Clock``, extra Cosmos client options, the telemetry adapters, the jitter
+source, the relay's topic sender and policy); production uses the defaults, through
+``handle_order_message`` and ``handle_outbox_changes``, and tests and stand-ins call
+``configure`` once with theirs. There is no other way in: no module globals to patch. One
+``configure`` for both functions because they share the worker process, its event loop, its
+clock and its one Cosmos client: two composition roots would build two clients and let a test
+compose one function on a manual clock and the other on the system clock.
 
 It builds lazily, so importing ``function_app`` (worker indexing, cold start) opens no
-connection and reads no setting; and once per event loop, because the aio Cosmos client belongs
-to the loop it was created on (the Functions worker runs one loop for its whole life, so in
-production this is one client per process). It owns what it builds and closes it: the Cosmos
-client, the credential the client does not close, and the settlement pool. It must never decide
-anything about a message: that is ``shared.core`` and ``shared.consumer``.
+connection and reads no setting; and once per event loop, because the aio clients belong to the
+loop they were created on (the Functions worker runs one loop for its whole life, so in
+production this is one Cosmos client, and one ``ServiceBusClient`` and topic sender, per
+process). The relay is built on its first change batch, so a consumer-only deployment never
+needs the relay's settings. It owns what it builds and closes it: the Cosmos client, the
+credential the client does not close, the relay's Service Bus client, sender and credential
+(not a sender passed in: that stays the caller's), and the settlement pool. It must never decide
+anything about a message or an event: that is ``shared.core``, ``shared.consumer`` and
+``shared.relay``.
 """
 
 from __future__ import annotations
@@ -26,16 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 from azure.cosmos.aio import CosmosClient
 
-from shared.config import Settings
+from shared.config import RelaySettings, Settings
 from shared.consumer import OrderConsumer
 from shared.core import SYSTEM_CLOCK, Clock, Decision, IncomingMessage, Outcome, RetryPolicy
 from shared.cosmos_store import CosmosOrderStore, create_client, default_credential
 from shared.errors import ConfigurationError
 from shared.event_publisher import MessageBatchSender, ServiceBusEventPublisher
 from shared.outbox_store import CosmosOutboxStore
-from shared.relay import Clock as RelayClock
-from shared.relay import OutboxRelay, RelayPolicy
-from shared.relay_config import RelaySettings
+from shared.relay import OutboxRelay, RelayPolicy, RelayReport
 from shared.settlement import MessageActions, Settler, to_incoming
 from shared.telemetry import (
     CONNECTION_STRING_SETTING,
@@ -48,6 +55,9 @@ if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
 
 logger = logging.getLogger("orders.consumer")
+relay_logger = logging.getLogger("orders.relay")
+
+Closer = Callable[[], Awaitable[None]]
 
 # The span and metric destination when ORDERS_QUEUE_NAME itself is the missing setting.
 _UNKNOWN_QUEUE = "(unset)"
@@ -55,19 +65,25 @@ _UNKNOWN_QUEUE = "(unset)"
 
 @dataclass
 class _Wiring:
-    """What lives on one event loop: the client (and its credential) and the consumer."""
+    """What lives on one event loop: the Cosmos client (and its credential), the consumer, and
+    once built, the relay with what closes its Service Bus side (in order)."""
 
     loop: asyncio.AbstractEventLoop
     client: CosmosClient
     credential: AsyncTokenCredential | None
+    settings: Settings
     consumer: OrderConsumer
+    relay: OutboxRelay | None = None
+    relay_closers: tuple[Closer, ...] = ()
 
     async def close(self) -> None:
         if self.loop is not asyncio.get_running_loop() and self.loop.is_closed():
             # Its loop is gone, and its sockets with the loop's selector; nothing to await on.
-            logger.debug("Cosmos client of a closed event loop dropped")
+            logger.debug("clients of a closed event loop dropped")
             return
         try:
+            for close_one in self.relay_closers:
+                await _closed_quietly(close_one, "the relay's Service Bus sender")
             await self.client.close()
         finally:
             if self.credential is not None:
@@ -75,15 +91,21 @@ class _Wiring:
 
 
 class Runtime:
-    """The consumer, built from ``env`` on the first message of each event loop.
+    """The consumer and the relay, built from ``env`` on the first message (or change batch) of
+    each event loop.
 
     - ``env``: the app settings; ``None`` reads ``os.environ`` (production).
-    - ``clock``: now and sleep, for the consumer's backoff and the configuration-error hold.
+    - ``clock``: now and sleep, for the consumer's backoff, the configuration-error hold, and the
+      relay's ``dispatchedAt``, ``parkedAt`` and lag.
     - ``cosmos_options``: extra ``CosmosClient`` options (a fault-injecting ``transport``,
       ``retry_backoff_factor``); ``credential`` replaces ``DefaultAzureCredential`` when no
-      ``COSMOS_KEY`` is set (the runtime then closes it).
-    - ``telemetry``: the telemetry adapter; default, one on the global providers.
+      ``COSMOS_KEY`` is set (the runtime then closes it). One client serves both functions.
+    - ``telemetry``, ``relay_telemetry``: the telemetry adapters; default, on the global
+      providers.
     - ``jitter``: the backoff jitter source, values in [0, 1].
+    - ``topic_sender``: the relay's topic sender (``azure.servicebus.aio.ServiceBusSender``'s
+      surface); default, one built from the relay's settings with managed identity.
+    - ``relay_policy``: when the relay parks an event instead of retrying it.
     """
 
     def __init__(
@@ -94,12 +116,18 @@ class Runtime:
         cosmos_options: Mapping[str, Any] | None = None,
         telemetry: ConsumerTelemetry | None = None,
         jitter: Callable[[], float] = random.random,
+        topic_sender: MessageBatchSender | None = None,
+        relay_telemetry: RelayTelemetry | None = None,
+        relay_policy: RelayPolicy | None = None,
     ) -> None:
         self._env: Mapping[str, str] = os.environ if env is None else env
         self._clock = clock
         self._cosmos_options = dict(cosmos_options or {})
         self._telemetry = telemetry
         self._jitter = jitter
+        self._topic_sender = topic_sender
+        self._relay_telemetry = relay_telemetry
+        self._relay_policy = relay_policy
         self._retry_policy = RetryPolicy()
         self._settler = Settler()
         self._exporters_configured = False
@@ -115,9 +143,57 @@ class Runtime:
 
     async def consumer(self) -> OrderConsumer:
         """This event loop's consumer, built on first use; raises ``ConfigurationError``."""
+        return (await self._wired()).consumer
+
+    async def relay_changes(
+        self, documents: Sequence[Mapping[str, Any]], *, retry_count: int = 0
+    ) -> RelayReport:
+        """The relay function's body: publish the batch's pending outbox events. Raises when an
+        event must be retried (``RelayIncomplete``) or the relay cannot be built (bad
+        configuration, logged at critical level: the lease then waits, under the unbounded retry
+        policy, until an operator fixes the settings; nothing is skipped)."""
+        try:
+            relay = await self.relay()
+        except ConfigurationError as error:
+            relay_logger.critical(
+                "invalid configuration (%s), the outbox relay cannot publish: %s",
+                error.setting,
+                error,
+                extra={"setting": error.setting},
+            )
+            raise
+        return await relay.relay([dict(d) for d in documents], attempt=retry_count + 1)
+
+    async def relay(self) -> OutboxRelay:
+        """This event loop's relay, built on first use; raises ``ConfigurationError``."""
+        wiring = await self._wired()
+        if wiring.relay is not None:
+            return wiring.relay
+        relay_settings = RelaySettings.from_env(self._env)
+        sender = self._topic_sender
+        closers: tuple[Closer, ...] = ()  # a sender passed in stays the caller's to close
+        if sender is None:
+            sender, closers = _topic_sender(relay_settings)
+        settings = wiring.settings
+        container = wiring.client.get_database_client(
+            settings.cosmos_database
+        ).get_container_client(settings.cosmos_container)
+        if self._relay_telemetry is None:
+            self._relay_telemetry = RelayTelemetry(relay_settings.topic_name)
+        wiring.relay = OutboxRelay(
+            ServiceBusEventPublisher(sender),
+            CosmosOutboxStore(container),
+            self._relay_telemetry,
+            clock=self._clock,
+            policy=self._relay_policy,
+        )
+        wiring.relay_closers = closers
+        return wiring.relay
+
+    async def _wired(self) -> _Wiring:
         loop = asyncio.get_running_loop()
         if self._wiring is not None and self._wiring.loop is loop:
-            return self._wiring.consumer
+            return self._wiring
         # Exporters first, from the raw settings: they need only the connection string, and an
         # invalid setting below must still reach Application Insights.
         self._configure_exporters()
@@ -142,10 +218,11 @@ class Runtime:
         )
         # No await between the check above and this assignment: concurrent first messages
         # cannot build two clients.
-        previous, self._wiring = self._wiring, _Wiring(loop, client, credential, consumer)
+        wiring = _Wiring(loop, client, credential, settings, consumer)
+        previous, self._wiring = self._wiring, wiring
         if previous is not None:
-            await _closed_quietly(previous.close, "the previous event loop's Cosmos client")
-        return consumer
+            await _closed_quietly(previous.close, "the previous event loop's clients")
+        return wiring
 
     def telemetry(self) -> ConsumerTelemetry:
         """The injected telemetry, or one on the global providers named after the queue (from
@@ -156,7 +233,7 @@ class Runtime:
         return self._telemetry
 
     async def close(self) -> None:
-        """Close the client, its credential and the settlement pool (shutdown, replacement)."""
+        """Close the clients, the credential and the settlement pool (shutdown, replacement)."""
         wiring, self._wiring = self._wiring, None
         try:
             if wiring is not None:
@@ -232,15 +309,25 @@ def configure(
     cosmos_options: Mapping[str, Any] | None = None,
     telemetry: ConsumerTelemetry | None = None,
     jitter: Callable[[], float] = random.random,
+    topic_sender: MessageBatchSender | None = None,
+    relay_telemetry: RelayTelemetry | None = None,
+    relay_policy: RelayPolicy | None = None,
 ) -> Runtime:
-    """Make a ``Runtime`` with these parameters the process's, from the next message on.
-    Production never calls it: the first message configures one with the defaults. The
-    replaced runtime is closed on the next ``close()`` or message."""
+    """Make a ``Runtime`` with these parameters the process's, from the next message or change
+    batch on. Production never calls it: the first invocation configures one with the defaults.
+    The replaced runtime is closed on the next ``close()`` or invocation."""
     global _runtime
     if _runtime is not None:
         _retired.append(_runtime)
     _runtime = Runtime(
-        env, clock=clock, cosmos_options=cosmos_options, telemetry=telemetry, jitter=jitter
+        env,
+        clock=clock,
+        cosmos_options=cosmos_options,
+        telemetry=telemetry,
+        jitter=jitter,
+        topic_sender=topic_sender,
+        relay_telemetry=relay_telemetry,
+        relay_policy=relay_policy,
     )
     return _runtime
 
@@ -255,6 +342,16 @@ async def handle_order_message(message: Any, actions: MessageActions) -> Decisio
     if _retired:
         await _close_retired()
     return await current().handle(message, actions)
+
+
+async def handle_outbox_changes(documents: Sequence[Mapping[str, Any]], context: Any) -> None:
+    """The Cosmos DB trigger's body (``function_app.py``); ``context.retry_context`` is the
+    host's count of retries of this batch."""
+    if _retired:
+        await _close_retired()
+    retry_context = getattr(context, "retry_context", None)
+    retry_count = int(getattr(retry_context, "retry_count", 0) or 0)
+    await current().relay_changes(documents, retry_count=retry_count)
 
 
 async def get_consumer() -> OrderConsumer:
@@ -284,110 +381,17 @@ async def _closed_quietly(close: Callable[[], Awaitable[None]], what: str) -> No
         logger.warning("closing %s failed", what, exc_info=True)
 
 
-# ---------------------------------------------------------------------------------------------
-# The outbox relay (owner: relay). Composed apart from the consumer: its own Cosmos client (the
-# trigger's client belongs to the host), one ServiceBusClient and topic sender per worker
-# process. ``start_relay`` is the one way to build it: production calls it with defaults on the
-# first change batch; the local stand-in and tests call it first with their clock, Cosmos client
-# options, sender (the local topic) and telemetry.
-# ---------------------------------------------------------------------------------------------
-
-relay_logger = logging.getLogger("orders.relay")
-
-
-@dataclass
-class _RelayRuntime:
-    loop: asyncio.AbstractEventLoop
-    relay: OutboxRelay
-    closers: list[Callable[[], Awaitable[None]]]
-
-
-_relay_runtime: _RelayRuntime | None = None
-
-
-async def start_relay(
-    env: Mapping[str, str] | None = None,
-    *,
-    clock: RelayClock | None = None,
-    cosmos_options: Mapping[str, Any] | None = None,
-    sender: MessageBatchSender | None = None,
-    telemetry: RelayTelemetry | None = None,
-    policy: RelayPolicy | None = None,
-) -> OutboxRelay:
-    """Build the relay for the running event loop (replacing a previous one) from app settings.
-    Opens no connection: the clients connect on first use. A caller-supplied ``sender`` stays
-    the caller's to close."""
-    global _relay_runtime
-    await close_relay()
-    environment = os.environ if env is None else env
-    settings = Settings.from_env(environment)
-    relay_settings = RelaySettings.from_env(environment)
-    configure_exporters(environment)
-    closers: list[Callable[[], Awaitable[None]]] = []  # closed in this order
-    if sender is None:
-        sender, closers = _topic_sender(relay_settings)
-    cosmos = create_client(settings, **dict(cosmos_options or {}))
-    closers.append(cosmos.close)
-    container = cosmos.get_database_client(settings.cosmos_database).get_container_client(
-        settings.cosmos_container
-    )
-    relay = OutboxRelay(
-        ServiceBusEventPublisher(sender),
-        CosmosOutboxStore(container),
-        telemetry or RelayTelemetry(relay_settings.topic_name),
-        clock=clock,
-        policy=policy,
-    )
-    _relay_runtime = _RelayRuntime(asyncio.get_running_loop(), relay, closers)
-    return relay
-
-
-def _topic_sender(
-    settings: RelaySettings,
-) -> tuple[MessageBatchSender, list[Callable[[], Awaitable[None]]]]:
-    """The topic sender and what closes it, in order (sender, client, credential)."""
+def _topic_sender(settings: RelaySettings) -> tuple[MessageBatchSender, tuple[Closer, ...]]:
+    """The topic sender and what closes it, in order (sender, client, credential). Opens no
+    connection: the client connects on its first send."""
     from azure.servicebus.aio import ServiceBusClient  # only where it is used
 
     if settings.fully_qualified_namespace is not None:
-        from azure.identity.aio import DefaultAzureCredential
-
-        credential = DefaultAzureCredential()
+        credential = default_credential()
         client = ServiceBusClient(settings.fully_qualified_namespace, credential)
         sender = client.get_topic_sender(settings.topic_name)
-        return sender, [sender.close, client.close, credential.close]
+        return sender, (sender.close, client.close, credential.close)
     assert settings.connection_string is not None  # RelaySettings guarantees one of them
     client = ServiceBusClient.from_connection_string(settings.connection_string)
     sender = client.get_topic_sender(settings.topic_name)
-    return sender, [sender.close, client.close]
-
-
-async def handle_outbox_changes(documents: Sequence[Mapping[str, Any]], context: Any) -> None:
-    """The relay function's body. Raises when an event must be retried (``RelayIncomplete``) or
-    the relay cannot be built (bad configuration: the lease then waits, under the unbounded retry
-    policy, until an operator fixes the settings; nothing is skipped)."""
-    global _relay_runtime
-    loop = asyncio.get_running_loop()
-    if _relay_runtime is None or _relay_runtime.loop is not loop:
-        try:
-            await start_relay()
-        except ConfigurationError as error:
-            relay_logger.critical(
-                "invalid configuration, the outbox relay cannot publish: %s",
-                error,
-                extra={"setting": error.setting},
-            )
-            raise
-    assert _relay_runtime is not None
-    retry_context = getattr(context, "retry_context", None)
-    attempt = int(getattr(retry_context, "retry_count", 0) or 0) + 1
-    await _relay_runtime.relay.relay([dict(document) for document in documents], attempt=attempt)
-
-
-async def close_relay() -> None:
-    """Close the relay's clients (tests, local host shutdown)."""
-    global _relay_runtime
-    if _relay_runtime is None:
-        return
-    runtime, _relay_runtime = _relay_runtime, None
-    for close_one in runtime.closers:
-        await close_one()
+    return sender, (sender.close, client.close)

@@ -22,3 +22,7 @@ async def test_chaos_run_keeps_every_invariant() -> None:
     assert figures["settlements lost (crash / lock expiry)"] > 0
     assert figures["dropped by duplicate detection"] > 0
     assert max(report.deliveries_per_message) > 1
+    assert figures["OrderAccepted delivered to the subscription"] == figures["order documents"]
+    assert figures["relay crashes between send and mark"] > 0
+    assert figures["topic sends refused (injected)"] > 0
+    assert figures["events dropped by topic duplicate detection"] > 0

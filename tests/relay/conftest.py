@@ -1,13 +1,13 @@
-"""Relay fixtures: the order-events topic model, the relay built by the composition root
-(``runtime.start_relay``, called from exactly this place) with the test's clock, telemetry
-(in-memory OpenTelemetry SDK readers) and the topic as its sender, and the change-feed emulation
-delivering the test container's changes to ``function_app.relay_outbox``."""
+"""Relay fixtures: the world's order-events topic model, the app composed by ``World.compose``
+(the stand-in's one call of the composition root) with the test's clock, relay telemetry
+(in-memory OpenTelemetry SDK readers) and the topic as the relay's sender, and the world's
+change-feed emulation delivering the test container's changes to ``relay_outbox`` through
+Microsoft's worker."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,14 +24,12 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import function_app
-from local.broker import ManualClock
-from local.change_feed import BatchInvoker, ChangeFeedEmulator, Lease, function_invoker
+from local.change_feed import ChangeFeedEmulator, Lease
 from local.topic import OrderEventsTopic
+from local.world import World
 from shared import runtime
 from shared.contract import parse_order
 from shared.core import IncomingMessage, build_documents
-from shared.relay import OutboxRelay
 from shared.telemetry import RelayTelemetry
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.orders import order_body
@@ -80,80 +78,63 @@ def captured_relay() -> RelayCaptured:
 
 
 @pytest.fixture
-def relay_env(app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = {
-        **app_env,
-        "ORDER_EVENTS_TOPIC_NAME": TOPIC,
-        "ServiceBusConnection__fullyQualifiedNamespace": "local.servicebus.windows.net",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return env
+def relay_env(app_env: dict[str, str]) -> dict[str, str]:
+    """The app settings, the relay's included (``local.world.app_settings``), exported."""
+    assert app_env["ORDER_EVENTS_TOPIC_NAME"] == TOPIC
+    return app_env
 
 
 @pytest.fixture
-def topic(clock: ManualClock) -> OrderEventsTopic:
-    return OrderEventsTopic.from_messaging_file(clock)
-
-
-@pytest.fixture
-async def relay(
-    relay_env: dict[str, str],
-    container: ContainerProxy,
-    topic: OrderEventsTopic,
-    clock: ManualClock,
-    captured_relay: RelayCaptured,
-    relay_cosmos_options: dict[str, Any],
-) -> AsyncIterator[OutboxRelay]:
-    """The relay the function uses in this event loop, as the stand-in composes it."""
-    relay = await runtime.start_relay(
-        relay_env,
-        clock=clock,
-        sender=topic,
-        telemetry=captured_relay.telemetry,
-        cosmos_options={**FAST_SDK_BACKOFF, **relay_cosmos_options},
-    )
-    yield relay
-    await runtime.close_relay()
+def topic(world: World) -> OrderEventsTopic:
+    return world.topic
 
 
 @pytest.fixture
 def relay_cosmos_options() -> dict[str, Any]:
-    """Extra options of the relay's Cosmos client; a test module overrides this fixture to
+    """Extra options of the app's Cosmos client; a test module overrides this fixture to
     inject a fault-injecting transport."""
     return {}
 
 
 @pytest.fixture
-def invoke() -> BatchInvoker:
-    return function_invoker(function_app.app)
+async def relay(
+    world: World, captured_relay: RelayCaptured, relay_cosmos_options: dict[str, Any]
+) -> runtime.Runtime:
+    """The app as the stand-in composes it: the world's clock and topic, the test's telemetry."""
+    return world.compose(
+        relay_telemetry=captured_relay.telemetry,
+        jitter=lambda: 1.0,
+        **{**FAST_SDK_BACKOFF, **relay_cosmos_options},
+    )
 
 
 @pytest.fixture
-def lease() -> Lease:
-    return Lease()
+def lease(world: World) -> Lease:
+    return world.change_feed.lease
 
 
 @pytest.fixture
-def change_feed(
-    container: ContainerProxy,
-    relay: OutboxRelay,
-    invoke: BatchInvoker,
-    lease: Lease,
-    clock: ManualClock,
-) -> ChangeFeedEmulator:
-    return ChangeFeedEmulator(container, invoke, lease=lease, clock=clock)
+def change_feed(world: World, relay: runtime.Runtime) -> ChangeFeedEmulator:
+    """The world's Cosmos DB trigger on the test's container, the app composed."""
+    return world.change_feed
 
 
 async def accept_order(
-    container: ContainerProxy, order_id: str, *, accepted_at: datetime, **overrides: Any
+    container: ContainerProxy,
+    order_id: str,
+    *,
+    accepted_at: datetime,
+    traceparent: str | None = None,
+    **overrides: Any,
 ) -> list[dict[str, Any]]:
     """Write an order and its outbox document as the consumer does (one batch)."""
     body = order_body(order_id, **overrides)
     raw = json.dumps(body).encode()
     valid = parse_order(raw, order_id)
     incoming = IncomingMessage(order_id, raw, correlation_id=f"corr-{order_id}")
-    documents = build_documents(valid, incoming, outbox_enabled=True, accepted_at=accepted_at)
+    documents = build_documents(
+        valid, incoming, outbox_enabled=True, accepted_at=accepted_at, traceparent=traceparent
+    )
     await container.execute_item_batch(
         [("create", (document,)) for document in documents], partition_key=order_id
     )

@@ -1,6 +1,7 @@
 """The relay function as the worker indexes it: a Cosmos DB trigger on the orders container with
-the leases container, identity-based connection, and the unbounded exponential retry policy that
-the change-feed emulation applies (``shared.relay.RUNTIME_RETRY``)."""
+the leases container, identity-based connection, and the unbounded exponential retry policy
+(``shared.relay.RUNTIME_RETRY``), which the change-feed emulation reads back from the worker's
+metadata (tests/relay/test_relay.py)."""
 
 from __future__ import annotations
 

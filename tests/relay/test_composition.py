@@ -10,9 +10,10 @@ from azure.cosmos.aio import ContainerProxy
 
 from local.broker import ManualClock
 from local.change_feed import ChangeFeedEmulator
+from local.world import World
 from shared import runtime
+from shared.config import RelaySettings
 from shared.errors import ConfigurationError
-from shared.relay_config import RelaySettings
 from tests.relay.conftest import accept_order, new_order_ids
 from tests.state import documents
 
@@ -20,11 +21,14 @@ from tests.state import documents
 async def test_the_production_relay_is_built_with_the_identity_based_sender(
     relay_env: dict[str, str],
 ) -> None:
+    # No sender passed: the azure-servicebus one, on the namespace, with managed identity;
+    # built without connecting, and closed with the runtime.
+    composed = runtime.Runtime(relay_env)
     try:
-        relay = await runtime.start_relay(relay_env)  # no sender: the azure-servicebus one
-        assert relay is not None
+        relay = await composed.relay()
+        assert relay is await composed.relay()  # one per event loop
     finally:
-        await runtime.close_relay()
+        await composed.close()
 
 
 @pytest.mark.parametrize(
@@ -46,15 +50,15 @@ def test_an_invalid_relay_setting_fails_with_its_name(env: dict[str, str], setti
 
 async def test_a_bad_configuration_holds_the_batch_and_says_so_loudly(
     container: ContainerProxy,
+    world: World,
     change_feed: ChangeFeedEmulator,
     clock: ManualClock,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     [order_id] = new_order_ids(1)
     await accept_order(container, order_id, accepted_at=clock.now())
-    await runtime.close_relay()  # the worker starts without a relay ...
-    monkeypatch.delenv("ORDER_EVENTS_TOPIC_NAME")  # ... and a setting is missing
+    env = {k: v for k, v in world.env.items() if k != "ORDER_EVENTS_TOPIC_NAME"}
+    world.compose(env=env)  # a setting is missing
 
     with caplog.at_level(logging.CRITICAL, logger="orders.relay"):
         stats = await change_feed.drain(max_attempts_per_batch=3)

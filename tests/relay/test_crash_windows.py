@@ -1,21 +1,21 @@
 """The relay's crash windows (before the send, after the send before the mark, during the mark)
 and a failed mark: each ends with exactly one OrderAccepted per order delivered to the
-subscription and no outbox document pending. A crash is a ``BaseException`` escaping the
-invocation (the worker dies): the next change feed, on the same lease, starts from the last
-checkpoint with its retry count lost."""
+subscription and no outbox document pending. A crash is ``WorkerCrashed`` (a ``BaseException``)
+escaping the invocation through the worker (the process dies): the restarted trigger, on the same
+lease, starts from the last checkpoint with its retry count lost."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
 from local.broker import ManualClock
-from local.change_feed import BatchInvoker, ChangeFeedEmulator, Lease
+from local.change_feed import ChangeFeedEmulator, Lease
 from local.faults import FaultInjectingTransport, FaultKind, FaultRule
-from local.topic import OrderEventsTopic
+from local.topic import OrderEventsTopic, WorkerCrashed
+from local.world import World
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids
 from tests.state import documents
 
@@ -28,27 +28,6 @@ def cosmos_faults() -> FaultInjectingTransport:
 @pytest.fixture
 def relay_cosmos_options(cosmos_faults: FaultInjectingTransport) -> dict[str, Any]:
     return {"transport": cosmos_faults}
-
-
-class CrashingSender:
-    """The topic's sender; the worker dies right before or right after the next send."""
-
-    def __init__(self, topic: OrderEventsTopic, *, after_send: bool) -> None:
-        self.topic = topic
-        self.after_send = after_send
-        self.armed = True
-
-    async def create_message_batch(self, max_size_in_bytes: int | None = None) -> Any:
-        return await self.topic.create_message_batch(max_size_in_bytes)
-
-    async def send_messages(self, message: Any, **kwargs: Any) -> None:
-        if self.armed and not self.after_send:
-            self.armed = False
-            raise asyncio.CancelledError("worker stopped before the send")
-        await self.topic.send_messages(message)
-        if self.armed:
-            self.armed = False
-            raise asyncio.CancelledError("worker stopped after the send")
 
 
 async def settled_state(
@@ -64,31 +43,23 @@ async def settled_state(
 async def test_a_crash_around_the_send_delivers_exactly_one_event_per_order(
     after_send: bool,
     container: ContainerProxy,
-    relay_env: dict[str, str],
+    world: World,
     topic: OrderEventsTopic,
     clock: ManualClock,
-    captured_relay: RelayCaptured,
-    invoke: BatchInvoker,
     lease: Lease,
     change_feed: ChangeFeedEmulator,
 ) -> None:
-    from shared import runtime
-
     ids = new_order_ids(3)
     for order_id in ids:
         await accept_order(container, order_id, accepted_at=clock.now())
-    crashing = CrashingSender(topic, after_send=after_send)
-    await runtime.start_relay(
-        relay_env, clock=clock, sender=crashing, telemetry=captured_relay.telemetry
-    )
+    topic.crash_next_sends(after_send=after_send)
 
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(WorkerCrashed):
         await change_feed.drain()
     assert lease.checkpoint == {}  # the invocation never returned
     assert topic.stats.accepted == (3 if after_send else 0)
 
-    restarted = ChangeFeedEmulator(container, invoke, lease=lease, clock=clock)
-    await restarted.drain()
+    await world.restart_change_feed().drain()
 
     delivered, statuses = await settled_state(container, topic, ids)
     assert delivered == sorted(ids)

@@ -13,9 +13,11 @@ from local.broker import ManualClock, PeekLockQueue
 from local.change_feed import ChangeFeedEmulator
 from local.host import LocalFunctionsHost
 from local.topic import OrderEventsTopic
+from local.world import World
 from tests.orders import message, order_body
-from tests.relay.conftest import new_order_ids
+from tests.relay.conftest import RelayCaptured, new_order_ids
 from tests.state import documents
+from tests.telemetry.conftest import make_captured
 
 
 async def test_exactly_one_order_accepted_per_accepted_order_none_for_rejected_none_pending(
@@ -48,3 +50,41 @@ async def test_exactly_one_order_accepted_per_accepted_order_none_for_rejected_n
     outbox = [d for d in await documents(container) if d["type"] == "outbox"]
     assert len(outbox) == len(accepted)
     assert {d["status"] for d in outbox} == {"dispatched"}
+
+
+async def test_the_publish_span_links_the_consumer_span_that_accepted_the_order(
+    world: World,
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    captured_relay: RelayCaptured,
+) -> None:
+    # The consumer stores its span's traceparent on the outbox document; the relay's PRODUCER
+    # span links it, and the published message carries the relay span's own traceparent.
+    consumer = make_captured()
+    world.compose(
+        telemetry=consumer.telemetry, relay_telemetry=captured_relay.telemetry, jitter=lambda: 1.0
+    )
+    [order_id] = new_order_ids(1)
+    queue.send(message(order_body(order_id), message_id=order_id))
+    await host.run_until_idle()
+    await change_feed.drain()
+
+    [consumer_span] = consumer.consumer_spans()
+    accepted = consumer_span.context
+    assert accepted is not None
+    [outbox] = [d for d in await documents(container) if d["type"] == "outbox"]
+    assert outbox["traceparent"] == (
+        f"00-{accepted.trace_id:032x}-{accepted.span_id:016x}-{accepted.trace_flags:02x}"
+    )
+    [publish] = captured_relay.send_spans()
+    [link] = publish.links
+    assert (link.context.trace_id, link.context.span_id) == (accepted.trace_id, accepted.span_id)
+    [delivered] = topic.delivered()
+    published = publish.context
+    assert published is not None
+    assert delivered.application_properties["traceparent"] == (
+        f"00-{published.trace_id:032x}-{published.span_id:016x}-{published.trace_flags:02x}"
+    )

@@ -1,6 +1,7 @@
-"""The relay as the worker invokes it: the change feed's documents delivered to
-``function_app.relay_outbox``, real ``ServiceBusMessage`` objects sent to the topic model, the
-outbox documents read back from Cosmos DB."""
+"""The relay as the worker invokes it: the change feed's documents delivered to ``relay_outbox``
+through Microsoft's worker (``json`` typed data, the host's retry context), real
+``ServiceBusMessage`` objects sent to the topic model, the outbox documents read back from Cosmos
+DB."""
 
 from __future__ import annotations
 
@@ -8,18 +9,16 @@ import json
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import ServiceBusConnectionError
 
 from local.broker import ManualClock
-from local.change_feed import BatchInvoker, ChangeFeedEmulator, RetryAttempt
+from local.change_feed import ChangeFeedEmulator
 from local.topic import OrderEventsTopic
-from shared.relay import DISPATCHED_TTL_S, RelayIncomplete
+from local.world import World
+from shared.relay import DISPATCHED_TTL_S
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids
 from tests.state import documents
-
-FIRST = RetryAttempt(0, -1)
 
 
 async def outbox(container: ContainerProxy) -> dict[str, dict[str, Any]]:
@@ -75,7 +74,6 @@ async def test_each_pending_outbox_document_becomes_one_message_with_every_prope
 async def test_orders_and_already_dispatched_or_parked_documents_are_ignored(
     container: ContainerProxy,
     change_feed: ChangeFeedEmulator,
-    invoke: BatchInvoker,
     topic: OrderEventsTopic,
     clock: ManualClock,
 ) -> None:
@@ -83,28 +81,27 @@ async def test_orders_and_already_dispatched_or_parked_documents_are_ignored(
     order, event = await accept_order(container, order_id, accepted_at=clock.now())
     batch = await change_feed.read_changes()
 
-    await invoke(
+    ignored = await change_feed.invoke(
         [
             order,
             {**event, "status": "dispatched"},
             {**event, "status": "parked"},
             {**event, "type": "order"},
-        ],
-        FIRST,
+        ]
     )
+    assert ignored.succeeded, ignored.error
     assert topic.stats.sends == 0
     assert (await outbox(container))[order_id]["status"] == "pending"
 
-    await invoke(batch, FIRST)  # the pending one is published ...
+    await change_feed.invoke(batch)  # the pending one is published ...
     [dispatched] = [d for d in await change_feed.read_changes() if d["type"] == "outbox"]
-    await invoke([dispatched], FIRST)  # ... and its mark, coming back as a change, is ignored
+    await change_feed.invoke([dispatched])  # ... and its mark, coming back as a change, is ignored
     assert topic.stats.messages == 1
 
 
 async def test_replaying_the_same_batch_publishes_the_same_message_ids(
     container: ContainerProxy,
     change_feed: ChangeFeedEmulator,
-    invoke: BatchInvoker,
     topic: OrderEventsTopic,
     clock: ManualClock,
 ) -> None:
@@ -112,8 +109,8 @@ async def test_replaying_the_same_batch_publishes_the_same_message_ids(
         await accept_order(container, order_id, accepted_at=clock.now())
     batch = await change_feed.read_changes()
 
-    await invoke(batch, FIRST)
-    await invoke(batch, FIRST)  # the same batch again: a crash before the checkpoint
+    await change_feed.invoke(batch)
+    await change_feed.invoke(batch)  # the same batch again: a crash before the checkpoint
 
     first, second = topic.received[:2], topic.received[2:]
     assert [m.message_id for m in first] == [m.message_id for m in second]
@@ -126,7 +123,6 @@ async def test_replaying_the_same_batch_publishes_the_same_message_ids(
 async def test_a_send_failure_raises_and_leaves_the_document_pending_until_a_retry_succeeds(
     container: ContainerProxy,
     change_feed: ChangeFeedEmulator,
-    invoke: BatchInvoker,
     topic: OrderEventsTopic,
     clock: ManualClock,
     captured_relay: RelayCaptured,
@@ -136,15 +132,16 @@ async def test_a_send_failure_raises_and_leaves_the_document_pending_until_a_ret
     topic.fail_next_sends(lambda: ServiceBusConnectionError(message="link detached"), times=3)
     batch = await change_feed.read_changes()
 
-    with pytest.raises(RelayIncomplete):
-        await invoke(batch, FIRST)
+    first = await change_feed.invoke(batch)
+    assert not first.succeeded
+    assert str(first.error).startswith("RelayIncomplete: ")  # the worker's own report
     assert (await outbox(container))[order_id]["status"] == "pending"
 
     # Through the change feed: not checkpointed, retried on the policy's backoff (5 s, 10 s ...)
     # until the topic accepts the send.
     started = clock.now()
     stats = await change_feed.drain()
-    assert stats.failed_invocations == 2
+    assert stats.failed_invocations == 1 + 2
     assert clock.now() - started == timedelta(seconds=5 + 10)
     assert (await outbox(container))[order_id]["status"] == "dispatched"
     assert len(topic.delivered()) == 1
@@ -182,17 +179,16 @@ async def test_a_failed_batch_is_not_checkpointed_past(
 async def test_a_stale_replay_never_overwrites_the_first_mark(
     container: ContainerProxy,
     change_feed: ChangeFeedEmulator,
-    invoke: BatchInvoker,
     clock: ManualClock,
 ) -> None:
     [order_id] = new_order_ids(1)
     await accept_order(container, order_id, accepted_at=clock.now())
     batch = await change_feed.read_changes()
-    await invoke(batch, FIRST)
+    await change_feed.invoke(batch)
     first = (await outbox(container))[order_id]
 
     clock.advance(timedelta(hours=1))
-    await invoke(batch, FIRST)  # the old version again: its etag no longer matches
+    await change_feed.invoke(batch)  # the old version again: its etag no longer matches
 
     assert (await outbox(container))[order_id]["_etag"] == first["_etag"]
     assert (await outbox(container))[order_id]["dispatchedAt"] == first["dispatchedAt"]
@@ -200,23 +196,27 @@ async def test_a_stale_replay_never_overwrites_the_first_mark(
 
 async def test_changes_are_delivered_in_batches_of_at_most_max_items(
     container: ContainerProxy,
-    invoke: BatchInvoker,
+    world: World,
     relay: object,
     topic: OrderEventsTopic,
     clock: ManualClock,
 ) -> None:
     for order_id in new_order_ids(5):
         await accept_order(container, order_id, accepted_at=clock.now())
-    sizes: list[int] = []
 
-    async def counting(documents: list[dict[str, Any]], attempt: RetryAttempt) -> None:
-        sizes.append(len(documents))
-        await invoke(documents, attempt)
-
-    feed = ChangeFeedEmulator(container, counting, clock=clock, max_items_per_invocation=4)
+    feed = ChangeFeedEmulator(container, world.worker, clock=clock, max_items_per_invocation=4)
     stats = await feed.drain()
 
     # 10 documents (orders and outbox entries), then the 5 marks coming back as changes.
-    assert sum(sizes) == stats.delivered_documents == 15
-    assert max(sizes) == 4
+    assert sum(stats.batch_sizes) == stats.delivered_documents == 15
+    assert max(stats.batch_sizes) == 4
     assert len(topic.delivered()) == 5
+
+
+async def test_the_retry_policy_is_the_one_the_worker_reports(world: World) -> None:
+    # Read from the worker's metadata (RpcRetryOptions), not from a copy of the decorator.
+    function = world.worker.functions["relay_outbox"]
+    schedule = world.change_feed.retry
+    assert function.max_retry_count == schedule.max_retry_count == -1
+    assert (schedule.minimum_s, schedule.maximum_s, schedule.exponential) == (5.0, 300.0, True)
+    assert [schedule.delay_s(n) for n in (1, 2, 3, 7, 8)] == [5, 10, 20, 300, 300]

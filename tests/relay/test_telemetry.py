@@ -76,12 +76,10 @@ async def test_the_publish_span_links_the_consumer_span_stored_with_the_outbox_d
     clock: ManualClock,
     captured_relay: RelayCaptured,
 ) -> None:
-    # The consumer does not store its traceparent yet (shared/core.py); when it does, the
-    # relay's span links to it.
+    # As the consumer stores it (build_documents); end to end: test_end_to_end.py.
     consumer = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     [order_id] = new_order_ids(1)
-    _, event = await accept_order(container, order_id, accepted_at=clock.now())
-    await container.replace_item(event["id"], {**event, "traceparent": consumer})
+    await accept_order(container, order_id, accepted_at=clock.now(), traceparent=consumer)
 
     await change_feed.drain()
 

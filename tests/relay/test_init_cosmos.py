@@ -1,0 +1,55 @@
+"""``python -m local init-cosmos`` creates what both functions need: the orders container and the
+relay trigger's ``leases`` container (partition key ``/id``), which the trigger never creates
+(``createLeaseContainerIfNotExists`` is false)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from azure.cosmos.aio import CosmosClient
+
+from local.world import CosmosAccount
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def test_init_cosmos_creates_the_orders_and_the_leases_containers(
+    cosmos_account: CosmosAccount,
+) -> None:
+    assert cosmos_account.key is not None  # the local server or the emulator
+    database = f"init-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "COSMOS_ENDPOINT": cosmos_account.endpoint,
+        "COSMOS_KEY": cosmos_account.key,
+        "COSMOS_VERIFY_TLS": "false",
+        "COSMOS_DATABASE": database,
+    }
+    command = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "local",
+        "init-cosmos",
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(command.communicate(), timeout=120)
+    assert command.returncode == 0, output.decode()
+
+    async with CosmosClient(
+        cosmos_account.endpoint, credential=cosmos_account.key, connection_verify=False
+    ) as client:
+        db = client.get_database_client(database)
+        try:
+            leases = await db.get_container_client("leases").read()
+            orders = await db.get_container_client("orders").read()
+        finally:
+            await client.delete_database(database)
+    assert leases["partitionKey"]["paths"] == ["/id"]
+    assert orders["partitionKey"]["paths"] == ["/orderId"]
