@@ -163,6 +163,9 @@ class ChangeFeedEmulator:
 
     async def read_changes(self) -> list[dict[str, Any]]:
         """The next batch after the checkpoint (latest versions, oldest modification first)."""
+        return (await self._changes_after_checkpoint())[: self.max_items]
+
+    async def _changes_after_checkpoint(self) -> list[dict[str, Any]]:
         documents = [
             document
             async for document in self.container.query_items(
@@ -172,7 +175,7 @@ class ChangeFeedEmulator:
         ]
         changed = [d for d in documents if self.lease.checkpoint.get(_key(d)) != d.get("_etag")]
         changed.sort(key=lambda d: int(d.get("_ts", 0)))
-        return changed[: self.max_items]
+        return changed
 
     async def invoke(
         self, documents: list[dict[str, Any]], *, retry_count: int = 0
@@ -197,20 +200,31 @@ class ChangeFeedEmulator:
         """Deliver batches until no change is left. A batch that fails is retried per the policy;
         ``max_attempts_per_batch`` bounds the emulation (not the host) so a test can observe a
         stuck lease: the run then stops with ``stalled`` set and the lease not advanced."""
-        for _ in range(max_batches):
-            batch = await self.read_changes()
-            if not batch:
+        # One read of the feed is a page, delivered in batches of ``max_items``, each checkpointed
+        # after its invocation succeeds; the next read starts after the checkpoint. Reading the
+        # feed anew for every batch would cost a scan of the container per batch here
+        # (cosmosdb-server's ``_ts`` filter is coarse), quadratic in the container's size.
+        batches = 0
+        while batches < max_batches:
+            changes = await self._changes_after_checkpoint()
+            if not changes:
                 return self.stats
-            self.stats.batches += 1
-            self.stats.batch_sizes.append(len(batch))
-            if not await self._deliver(batch, max_attempts_per_batch):
-                self.stats.stalled = True
-                return self.stats
-            for document in batch:  # checkpoint: only after the invocation succeeded
-                self.lease.checkpoint[_key(document)] = str(document.get("_etag"))
-            # The batch is the oldest changes: all before its last ``_ts`` are now checkpointed
-            # (later changes of a document get a newer ``_ts``); equal ones may remain.
-            self.lease.since_ts = max(self.lease.since_ts, int(batch[-1].get("_ts", 0)))
+            for start in range(0, len(changes), self.max_items):
+                if batches == max_batches:
+                    break
+                batches += 1
+                batch = changes[start : start + self.max_items]
+                self.stats.batches += 1
+                self.stats.batch_sizes.append(len(batch))
+                if not await self._deliver(batch, max_attempts_per_batch):
+                    self.stats.stalled = True
+                    return self.stats
+                for document in batch:  # checkpoint: only after the invocation succeeded
+                    self.lease.checkpoint[_key(document)] = str(document.get("_etag"))
+                # The batch is the oldest changes: all before its last ``_ts`` are now
+                # checkpointed (later changes of a document get a newer ``_ts``); equal ones may
+                # remain.
+                self.lease.since_ts = max(self.lease.since_ts, int(batch[-1].get("_ts", 0)))
         raise RuntimeError(f"change feed not drained after {max_batches} batches")
 
     async def _deliver(self, batch: list[dict[str, Any]], max_attempts: int | None) -> bool:

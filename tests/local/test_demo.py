@@ -35,6 +35,11 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
         lock_expiry_rate=0.05,
         mismatch_rate=0.05,
         poison_rate=0.06,
+        # Small relay batches and a high crash rate: enough topic sends for every kind of relay
+        # trouble to happen in 100 orders (the run is seeded, so it happens every time).
+        relay_batch=10,
+        relay_crash_rate=0.2,
+        send_failure_rate=0.2,
         quiet=True,
     )
     the_plan = plan(options)
