@@ -240,6 +240,13 @@ def test_the_scenario_drove_every_relay_outcome(capture: Capture) -> None:
         if row["name"] == "send order-events"
     )
     assert outcomes["published"] == capture.summary["relay_dispatched"] > 0
+    failed = [
+        row["properties"]
+        for row in capture.of("dependencies")
+        if row["properties"].get("orders.relay.outcome") == "failed"
+    ]
+    # error.type does not arrive on a span's row; its kept copy does (the runbook's dependencies).
+    assert {row.get("orders.error_type") for row in failed} == {"OperationTimeoutError"}
     assert outcomes["failed"] == capture.summary["topic_refused_sends"] * outcomes["published"]
     assert capture.summary["relay_parked"] == 1  # the invalid event: parked before any send
     levels = Counter(  # severityLevel 3 = Error, 4 = Critical
