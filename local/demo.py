@@ -26,17 +26,21 @@ through the worker, with relay trouble at its own seeded rates:
 Time is a ``ManualClock``: lock expiry, backoff and "a day later" happen by advancing it, never
 by sleeping. At the end a summary and invariant checks (the relay's among them: exactly one
 OrderAccepted per accepted order at the subscription, none for a rejected order, no outbox
-document left pending); exit status 1 if any invariant fails.
+document left pending); exit status 1 if any invariant fails. Last, the dead-letter tool
+(``python -m ops``, ``--dead-letters``: ``list`` by default) runs over the demo's own dead-letter
+queue through its local-broker adapter, with the demo's container as its order store.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import logging
 import os
 import random
+import shlex
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -44,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+from azure.cosmos import CosmosClient
 from azure.cosmos.aio import ContainerProxy
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -54,7 +59,10 @@ from local.cosmos_server import ensure_container
 from local.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from local.topic import WorkerCrashed
-from local.world import World, cosmos_account, local_world
+from local.world import CosmosAccount, World, cosmos_account, local_world
+from ops.cli import main as dead_letter_tool_main
+from ops.cosmos import CosmosOrderLookup
+from ops.local_broker import LocalDeadLetterQueue
 from shared.contract import MAX_BODY_BYTES, parse_order
 from shared.cosmos_store import create_client
 
@@ -90,6 +98,8 @@ class DemoOptions:
     cosmos_key: str | None = None
     verify_tls: bool = True
     quiet: bool = False
+    # ``python -m ops`` arguments run over the demo's dead-letter queue at the end; "" skips it.
+    dead_letters: str = "list"
 
 
 @dataclass
@@ -106,6 +116,8 @@ class DemoReport:
     deliveries_per_message: Counter[int] = field(default_factory=Counter)  # deliveries -> ids
     outcomes: Counter[str] = field(default_factory=Counter)
     checks: list[Check] = field(default_factory=list)
+    dead_letter_tool: str = ""  # what ``python -m ops <dead_letters>`` printed
+    dead_letter_tool_exit: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -256,6 +268,13 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
                         **_chaos_client_options(transport),
                     )
                     report = await _drive(options, world, container, handler, console)
+                    if options.dead_letters.strip():
+                        (
+                            report.dead_letter_tool_exit,
+                            report.dead_letter_tool,
+                        ) = run_dead_letter_tool(
+                            shlex.split(options.dead_letters), world, account, container_name
+                        )
                     if transport is not None:
                         report.figures["injected Cosmos faults"] = sum(
                             r.fired for r in transport.rules
@@ -270,6 +289,42 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
         consumer_logger.propagate = True
         relay_logger.propagate = True
         relay_logger.removeHandler(quiet_relay)
+
+
+def run_dead_letter_tool(
+    arguments: Sequence[str], world: World, account: CosmosAccount, container_name: str
+) -> tuple[int, str]:
+    """``python -m ops <arguments>`` over the world's dead-letter queue (the tool's local-broker
+    adapter) and the demo's container (its Cosmos DB adapter, for ``show``'s diff and
+    ``resubmit``'s checks): the exit status and what it printed. Nothing is confirmed: a
+    ``purge`` without ``--yes`` removes nothing."""
+    settings = world.settings
+    printed = io.StringIO()
+    with CosmosClient(
+        account.endpoint,
+        credential=account.key or default_credential_sync(),
+        connection_verify=settings.cosmos_verify_tls,
+    ) as client:
+        orders = CosmosOrderLookup(
+            client.get_database_client(settings.cosmos_database).get_container_client(
+                container_name
+            )
+        )
+        status = dead_letter_tool_main(
+            list(arguments),
+            queue=LocalDeadLetterQueue(world.queue),
+            orders=orders,
+            confirm=lambda _prompt: False,
+            out=printed,
+        )
+    return status, printed.getvalue()
+
+
+def default_credential_sync() -> Any:
+    """Entra ID for a real account given without a key (the tool's sync client)."""
+    from azure.identity import DefaultAzureCredential
+
+    return DefaultAzureCredential()
 
 
 async def _drive(
@@ -597,6 +652,14 @@ def print_report(report: DemoReport, console: Console) -> None:
         verdict = "[green]PASS[/green]" if check.passed else "[red]FAIL[/red]"
         checks.add_row(check.name, verdict, check.detail)
     console.print(checks)
+    if report.dead_letter_tool_exit is not None:
+        console.rule("python -m ops, over this demo's dead-letter queue (local broker)")
+        console.out(report.dead_letter_tool.rstrip(), highlight=False)
+        console.print(
+            '[dim]Another command: --dead-letters "show <MessageId>" (a HashMismatch shows '
+            'its diff), "resubmit --reason InvalidPayload --dry-run", "list --json"; '
+            '--dead-letters "" skips it.[/dim]'
+        )
 
 
 _RATES = (
@@ -631,6 +694,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--orders", type=int, default=defaults.orders)
     _add_run_arguments(parser, defaults, _RATES)
     parser.add_argument("--no-outbox", action="store_true", help="write the order alone")
+    parser.add_argument(
+        "--dead-letters",
+        default=defaults.dead_letters,
+        metavar="ARGS",
+        help="python -m ops arguments run over the demo's dead-letter queue at the end "
+        '(default "list"; e.g. "show <MessageId>", "resubmit --reason X --dry-run"; "" skips)',
+    )
     parser.add_argument(
         "--cosmos-endpoint", help="a real Cosmos DB account or emulator instead of the local server"
     )
@@ -683,6 +753,7 @@ def main(arguments: argparse.Namespace) -> int:
         cosmos_endpoint=getattr(arguments, "cosmos_endpoint", None),
         cosmos_key=getattr(arguments, "cosmos_key", None),
         verify_tls=not getattr(arguments, "no_verify_tls", False),
+        dead_letters=getattr(arguments, "dead_letters", ""),  # make chaos: not at volume
     )
     logging.basicConfig(level=logging.ERROR)  # the summary tells the story, not library logs
     console = Console()

@@ -381,12 +381,22 @@ class OutboxRelay:
         order_id = str(document.get("orderId"))
         event_id = event_id or _optional_text(document.get("eventId")) or document_id
         try:
-            await self._store.park(
+            parked = await self._store.park(
                 document, parked_at=self._clock.now(), reason=reason, description=description
             )
         except Exception as error:  # noqa: BLE001 - not parked: it must be retried, never skipped
             report.retry.append(document_id)
             self._telemetry.mark_failed(event_id, order_id, error)
+            return
+        if not parked:
+            # Changed since it was read: a retry of this batch meets the document an earlier
+            # run parked (counting it again would page twice), or an operator's newer version,
+            # which the change feed delivers on its own.
+            logger.info(
+                "outbox document %s changed since it was read: not parked again",
+                document_id,
+                extra={"event_id": event_id, "order_id": order_id},
+            )
             return
         report.parked.append(document_id)
         self._telemetry.parked(event_id, order_id, reason, description)

@@ -559,7 +559,7 @@ class RelayTelemetry:
         shown = cause if isinstance(cause, Exception) else error
         error_type = type(shown).__name__
         span.set_attribute(ATTR_RELAY_OUTCOME, RELAY_PARKED if parked else RELAY_FAILED)
-        span.set_attribute(ATTR_ERROR_TYPE, error_type)
+        _set_error_type(span, error_type)  # error.type and its kept copy orders.error_type
         span.set_status(Status(StatusCode.ERROR, f"{error_type}: {shown}"[:300]))
         span.end()
         self._failed.add(1, {ATTR_TOPIC: self.topic_name, ATTR_ERROR_TYPE: error_type})

@@ -187,7 +187,7 @@ var abandonRateQuery = 'customMetrics | where name == "orders.messages" | extend
 var processingP95Query = 'requests | where name == "process ${queueName}" | summarize P95Ms = percentilew(duration, itemCount, 95), Deliveries = sum(itemCount) | where Deliveries >= ${processingP95MinDeliveries}'
 
 // 6. The outbox relay (CONTRACTS.md section 3; its metrics exist once the relay is deployed).
-// A parked event was set aside after the retry bound: an OrderAccepted not published.
+// A parked event (invalid, refused, or retries exhausted): an OrderAccepted not published.
 var relayParkedQuery = 'customMetrics | where name == "orders.relay.parked" | summarize Parked = sum(valueSum)'
 // Mean lag from the outbox document's createdAt to the publish (histogram: valueSum / valueCount).
 var relayLagQuery = 'customMetrics | where name == "orders.relay.lag" | summarize Published = sum(valueCount), LagSum = sum(valueSum) | where Published > 0 | extend MeanLagS = LagSum / Published'
@@ -199,7 +199,7 @@ resource relayParkedAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = 
   kind: 'LogAlert'
   properties: {
     displayName: 'orders: relay parked an event'
-    description: 'The outbox relay set an OrderAccepted event aside after its retry bound: it is not published. Runbook: docs/operations.md#relay'
+    description: 'The outbox relay parked an OrderAccepted event (no valid event, refused by the broker, or retries exhausted): it is not published until an operator resets its status to pending. Runbook: docs/operations.md#relay-parked-event'
     severity: 1
     enabled: true
     scopes: [
@@ -238,7 +238,7 @@ resource relayLagAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   kind: 'LogAlert'
   properties: {
     displayName: 'orders: relay lag above ${relayLagThresholdSeconds} s'
-    description: 'OrderAccepted events reach the topic late (outbox createdAt to publish). Runbook: docs/operations.md#relay'
+    description: 'OrderAccepted events reach the topic late (outbox createdAt to publish). Runbook: docs/operations.md#relay-lag'
     severity: 2
     enabled: true
     scopes: [

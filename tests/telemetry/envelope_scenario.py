@@ -7,28 +7,36 @@ the outer test passes, whose ``IngestionEndpoint`` is the outer test's local HTT
 drives one delivery of each outcome through the real function on the local Functions host, and
 flushes. The outer test reads what the real exporter posted.
 
-The outbox relay is not driven yet: when a relay function is in ``function_app.app``, the outer
-test stops skipping the relay's names and fails until a publish is driven here too (through the
-relay's change-feed emulation, owner: relay).
+Then the outbox relay, as in the demo: the world's change feed invokes ``relay_outbox`` through
+Microsoft's worker, publishing to the local ``order-events`` topic model. One outbox document is
+made an invalid event (parked at once), the topic refuses the first send (the batch's events
+fail, the invocation is retried on the function's backoff) and the retry publishes the rest. The
+summary reports what Cosmos DB then holds (dispatched and parked outbox documents, and the lag
+``dispatchedAt - createdAt``), the truth the relay's metrics are held to.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.cosmos.aio import ContainerProxy
+from azure.servicebus.exceptions import OperationTimeoutError
 from opentelemetry import _logs as logs
 from opentelemetry import metrics, trace
 
 from local.broker import ManualClock, PeekLockQueue
 from local.faults import WRITES, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
+from local.world import World
 from shared.telemetry import CONNECTION_STRING_SETTING, configure_exporters
 from tests.conftest import InstallFaulty
 from tests.orders import message, order_body
+from tests.state import documents
 
 CAPTURE_CONNECTION_SETTING = "ORDERS_CAPTURE_CONNECTION_STRING"
 CAPTURE_SUMMARY_SETTING = "ORDERS_CAPTURE_SUMMARY"
@@ -38,6 +46,8 @@ CAPTURE_SUMMARY_SETTING = "ORDERS_CAPTURE_SUMMARY"
     CAPTURE_CONNECTION_SETTING not in os.environ, reason="run by tests/telemetry/test_envelopes.py"
 )
 async def test_drive_one_delivery_of_each_outcome(
+    world: World,
+    container: ContainerProxy,
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
     clock: ManualClock,
@@ -79,6 +89,18 @@ async def test_drive_one_delivery_of_each_outcome(
     await host.invoke(delivery)
     await host.run_until_idle()
 
+    # The relay: one invalid outbox document (parked), one refused send (failed), then published.
+    outbox = {d["orderId"]: d for d in await documents(container) if d["type"] == "outbox"}
+    assert set(outbox) == {"ord-1", "ord-3", "ord-4", "ord-5"}
+    invalid = outbox["ord-5"]
+    await container.replace_item(
+        invalid["id"], {**invalid, "payload": {**invalid["payload"], "currency": "euro"}}
+    )
+    world.topic.fail_next_sends(lambda: OperationTimeoutError(message="injected: send timed out"))
+    feed = await world.change_feed.drain()
+    assert feed.failed_invocations == 1 and not feed.stalled
+    relayed = [d for d in await documents(container) if d["type"] == "outbox"]
+
     providers: list[Any] = [
         trace.get_tracer_provider(),
         metrics.get_meter_provider(),
@@ -86,9 +108,25 @@ async def test_drive_one_delivery_of_each_outcome(
     ]
     for provider in providers:  # the SDK's providers, set by the distro
         assert provider.force_flush(30_000) is not False
-    summary = {"deliveries": queue.stats.deliveries, "dead_letters": len(queue.dead_letters)}
+    dispatched = [d for d in relayed if d["status"] == "dispatched"]
+    summary = {
+        "deliveries": queue.stats.deliveries,
+        "dead_letters": len(queue.dead_letters),
+        "relay_dispatched": len(dispatched),
+        "relay_parked": len([d for d in relayed if d["status"] == "parked"]),
+        "relay_lag_s": sum(
+            (_instant(d["dispatchedAt"]) - _instant(d["createdAt"])).total_seconds()
+            for d in dispatched
+        ),
+        "topic_accepted": world.topic.stats.accepted,
+        "topic_refused_sends": world.topic.stats.failed_sends,
+    }
     write_summary(Path(os.environ[CAPTURE_SUMMARY_SETTING]), summary)
 
 
-def write_summary(path: Path, summary: dict[str, int]) -> None:
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def write_summary(path: Path, summary: dict[str, float]) -> None:
     path.write_text(json.dumps(summary), encoding="utf-8")

@@ -11,22 +11,19 @@ posts to ``/v2.1/track`` are then held against every query, alert rule and workb
 - the metric arithmetic the queries apply gives the counts the requests and traces show;
 - requests are sampled: a query counting or ranking ``requests`` must weigh by ``itemCount``.
 
-Names owned by the outbox relay (CONTRACTS.md section 3) are skipped until a relay function is
-in ``function_app.app`` (see ``RELAY_PENDING``).
+The scenario drives the outbox relay too (a publish, a refused send, a parked invalid event), so
+the relay's names (CONTRACTS.md section 3) are held like the consumer's.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-import function_app
-from local.host import indexed_functions
 from tests.telemetry.envelope_capture import BASE_TYPES, Capture, capture_envelopes
-from tests.telemetry.kql_names import Segment, all_segments, segments
+from tests.telemetry.kql_names import all_segments, segments
 from tests.telemetry.workbook_picture import render
 
 COSMOS_OPERATIONS = {
@@ -36,21 +33,9 @@ COSMOS_OPERATIONS = {
 }
 
 
-def relay_deployed() -> bool:
-    """The relay is deployed once ``function_app.app`` has a Cosmos DB-triggered function."""
-    return any(
-        any(binding.get("type") == "cosmosDBTrigger" for binding in json.loads(doc)["bindings"])
-        for _, doc, _ in indexed_functions(function_app.app)
-    )
-
-
 def relay_owned(name: str) -> bool:
-    """Names the relay emits (CONTRACTS.md section 3): not emitted until the relay is merged."""
+    """Names the relay emits (CONTRACTS.md section 3)."""
     return name.startswith(("orders.relay", "send ")) or name in {"orders.topic", "orders.event_id"}
-
-
-# RELAY_PENDING: while no relay function exists, its names are skipped, visibly.
-RELAY_PENDING = not relay_deployed()
 
 
 @pytest.fixture(scope="module")
@@ -85,19 +70,10 @@ def test_every_query_alert_and_workbook_panel_is_found() -> None:
         "alerts.bicep",
         "workbook.json",
     }
-    assert {f"queries.kql Q{n}" for n in range(1, 11)} <= sources
+    assert {f"queries.kql Q{n}" for n in range(1, 14)} <= sources
 
 
 # ---- against the capture ------------------------------------------------------------------------
-
-
-def _relevant(segment: Segment) -> tuple[set[str], set[str]]:
-    """The names and keys of a segment that must arrive now (relay names skipped while pending)."""
-    names = {name for name in segment.names if not (RELAY_PENDING and relay_owned(name))}
-    keys = {key for key in segment.dimensions if not (RELAY_PENDING and relay_owned(key))}
-    if RELAY_PENDING and segment.names and not names:
-        keys = set()  # a segment only about relay rows: nothing of it is emitted yet
-    return names, keys
 
 
 def test_the_scenario_drove_every_outcome(capture: Capture) -> None:
@@ -129,7 +105,7 @@ def test_every_name_and_key_read_in_infra_arrives(capture: Capture) -> None:
     missing = []
     checked = 0
     for segment in all_segments():
-        names, keys = _relevant(segment)
+        names, keys = segment.names, segment.dimensions
         if segment.table not in BASE_TYPES:
             continue
         for name in sorted(names - capture.names(segment.table)):
@@ -174,6 +150,7 @@ def _truths(capture: Capture) -> dict[tuple[str, str], float]:
         str(row.get("properties", {}).get("orders.relay.outcome"))
         for row in capture.of("dependencies")
     )
+    summary = capture.summary
     retries = [t for t in capture.of("traces") if "attempt_outcome" in t.get("properties", {})]
     return {
         ("orders.messages", "valueSum"): len(requests),
@@ -183,11 +160,15 @@ def _truths(capture: Capture) -> dict[tuple[str, str], float]:
             int(row["properties"]["orders.delivery_count"]) for row in requests
         ),
         ("orders.retries", "valueSum"): len(retries),
-        # The relay's PRODUCER spans (dependencies) name the outcome of each publish.
+        # The relay's PRODUCER spans (dependencies) name the outcome of each send; a send that
+        # fails for good is both failed and parked. An invalid outbox document is parked before
+        # any send: Cosmos DB's parked documents are the truth of the parked counter.
         ("orders.relay.published", "valueSum"): relay["published"],
-        ("orders.relay.failed", "valueSum"): relay["failed"],
-        ("orders.relay.parked", "valueSum"): relay["parked"],
+        ("orders.relay.failed", "valueSum"): relay["failed"] + relay["parked"],
+        ("orders.relay.parked", "valueSum"): summary["relay_parked"],
         ("orders.relay.lag", "valueCount"): relay["published"],
+        # Seconds from createdAt to the publish: what the dispatched documents say.
+        ("orders.relay.lag", "valueSum"): summary["relay_lag_s"],
         # One observation per Cosmos DB call of the consumer (the SDK's spans: dependencies).
         ("orders.cosmos.request_charge", "valueCount"): len(
             [d for d in capture.of("dependencies") if d["name"] in COSMOS_OPERATIONS]
@@ -206,7 +187,7 @@ def test_metric_arithmetic_matches_the_other_signals(capture: Capture) -> None:
     for segment in all_segments():
         if segment.table != "customMetrics":
             continue
-        names, _ = _relevant(segment)
+        names = segment.names
         for function, argument in segment.aggregates:
             if function in {"count", "countif", "dcount"}:
                 problems.append(f"{segment.source}: {function}() counts pre-aggregated rows")
@@ -224,11 +205,6 @@ def test_metric_arithmetic_matches_the_other_signals(capture: Capture) -> None:
             if not 0 < total_s <= spans_s:
                 problems.append(f"{name} sum(valueSum) = {total_s} s, spans {spans_s} s")
             continue
-        if (name, column) == ("orders.relay.lag", "valueSum"):
-            # Seconds from createdAt to publish: no other signal has them; never negative.
-            if any(value < 0 for _, value, _ in capture.metric_rows(name)):
-                problems.append(f"{name}: negative lag")
-            continue
         if (name, column) not in truths:
             problems.append(f"{name} {column}: not a meaningful total (a counter's valueCount?)")
             continue
@@ -239,6 +215,7 @@ def test_metric_arithmetic_matches_the_other_signals(capture: Capture) -> None:
     assert not problems, "\n".join(problems)
     assert ("orders.retries", "valueSum") in used
     assert ("orders.messages", "valueSum") in used
+    assert {("orders.relay.lag", "valueSum"), ("orders.relay.parked", "valueSum")} <= used
 
 
 def test_outcome_counts_from_metrics_equal_the_requests(capture: Capture) -> None:
@@ -253,13 +230,32 @@ def test_outcome_counts_from_metrics_equal_the_requests(capture: Capture) -> Non
     assert from_metrics == from_requests
 
 
-def test_relay_names_are_skipped_only_while_the_relay_is_absent() -> None:
+def test_the_scenario_drove_every_relay_outcome(capture: Capture) -> None:
+    """A publish, a refused send and a parked event: each relay row infra/ reads is exercised."""
     relay_segments = [s for s in all_segments() if any(map(relay_owned, s.names | s.dimensions))]
-    assert relay_segments, "the relay lag rows are in the workbook and queries"
-    if not RELAY_PENDING:
-        return
-    assert not relay_deployed()
-    pytest.skip(f"relay names not emitted yet: {len(relay_segments)} segments skip them")
+    assert relay_segments, "the relay rows are in the workbook, queries and alerts"
+    outcomes = Counter(
+        row["properties"]["orders.relay.outcome"]
+        for row in capture.of("dependencies")
+        if row["name"] == "send order-events"
+    )
+    assert outcomes["published"] == capture.summary["relay_dispatched"] > 0
+    failed = [
+        row["properties"]
+        for row in capture.of("dependencies")
+        if row["properties"].get("orders.relay.outcome") == "failed"
+    ]
+    # error.type does not arrive on a span's row; its kept copy does (the runbook's dependencies).
+    assert {row.get("orders.error_type") for row in failed} == {"OperationTimeoutError"}
+    assert outcomes["failed"] == capture.summary["topic_refused_sends"] * outcomes["published"]
+    assert capture.summary["relay_parked"] == 1  # the invalid event: parked before any send
+    levels = Counter(  # severityLevel 3 = Error, 4 = Critical
+        row["severityLevel"]
+        for row in capture.of("traces")
+        if row.get("properties", {}).get("logger_name") == "orders.relay"
+    )
+    assert levels[3] == outcomes["failed"]  # one error log per failed send
+    assert levels[4] == capture.summary["relay_parked"]  # one critical log per parked event
 
 
 def test_the_local_workbook_picture_renders_from_the_capture(

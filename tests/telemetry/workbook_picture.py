@@ -1,6 +1,8 @@
 """Render the workbook's panels from LOCAL data, for docs/operations.md: the envelopes the real
-exporter posted in one run of ``envelope_scenario.py`` (one scripted delivery of each outcome),
-computed the way the workbook's queries compute them (counters: valueSum; durations: spans).
+exporter posted in one run of ``envelope_scenario.py`` (one scripted delivery of each outcome, and
+one relay run with a refused send and a parked event), computed the way the workbook's queries
+compute them (counters: sum valueSum; the lag histogram: sum valueSum / sum valueCount and max
+valueMax; durations: spans).
 
     .venv/bin/python -m tests.telemetry.workbook_picture docs/operations-workbook-local.png
 """
@@ -19,7 +21,11 @@ import matplotlib.pyplot as plt
 
 from tests.telemetry.envelope_capture import Capture, capture_envelopes
 
-LABEL = "LOCAL DATA: one scripted delivery of each outcome on this machine, not production"
+LABEL = (
+    "LOCAL DATA, not production: one scripted delivery of each outcome and one relay run "
+    "on this machine"
+)
+RELAY_COUNTERS = ("orders.relay.published", "orders.relay.failed", "orders.relay.parked")
 
 
 def _seconds(duration: str) -> float:
@@ -45,12 +51,30 @@ def render(capture: Capture, path: Path) -> None:
         outcome = row["properties"]["orders.outcome"]
         durations.setdefault(outcome, []).append(1000 * _seconds(row["duration"]))
     ru = sum(value for _, value, _ in capture.metric_rows("orders.cosmos.request_charge"))
+    relay = Counter(
+        {
+            name.rsplit(".", 1)[1]: int(sum(value for _, value, _ in capture.metric_rows(name)))
+            for name in RELAY_COUNTERS
+        }
+    )
+    lag_rows = capture.metric_rows("orders.relay.lag")
+    lag_mean = sum(value for _, value, _ in lag_rows) / max(sum(c for _, _, c in lag_rows), 1)
+    lag_max = max(
+        (
+            float(point.get("max", 0.0))
+            for data in capture.of("customMetrics")
+            for point in data["metrics"]
+            if point["name"] == "orders.relay.lag"
+        ),
+        default=0.0,
+    )
 
-    figure, axes = plt.subplots(2, 2, figsize=(11, 7))
+    figure, axes = plt.subplots(3, 2, figsize=(11, 10))
     panels = [
         (axes[0][0], "Outcomes (orders.messages, sum valueSum)", outcomes),
         (axes[0][1], "Dead-letters by reason (traces)", reasons),
         (axes[1][0], "In-delivery retries (orders.retries, sum valueSum)", retries),
+        (axes[2][0], "Relay outcomes (orders.relay.*, sum valueSum)", relay),
     ]
     for axis, title, counts in panels:
         names = sorted(counts)
@@ -61,12 +85,19 @@ def render(capture: Capture, path: Path) -> None:
     names = sorted(durations)
     axis.bar(names, [max(durations[name]) for name in names], color="#ed7d31")
     axis.set_title(
-        f"Duration, max per outcome (ms, spans); RU per processed order "
-        f"(local server: 1 RU a request): "
-        f"{ru / max(outcomes['processed'], 1):.1f}",
-        fontsize=9,
+        "Duration, max per outcome (ms, spans)\n"
+        f"RU per processed order: {ru / max(outcomes['processed'], 1):.1f} "
+        "(local server: 1 RU a request)",
+        fontsize=10,
     )
     axis.tick_params(axis="x", labelrotation=20, labelsize=8)
+    axis = axes[2][1]
+    axis.bar(["mean", "max"], [lag_mean / 3600, lag_max / 3600], color="#70ad47")
+    axis.set_title(
+        "Relay lag, createdAt to publish (h; orders.relay.lag)\n"
+        "the scenario's clock ran two duplicate-detection windows first",
+        fontsize=10,
+    )
     figure.suptitle(LABEL, color="#c00000", fontsize=11, fontweight="bold")
     figure.tight_layout()
     figure.savefig(path, dpi=90)
