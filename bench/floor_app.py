@@ -5,8 +5,8 @@ extension's ``ServiceBusReceivedMessage`` and ``ServiceBusMessageActions``, auto
 by the same worker and host as the consumer (``bench.bench_app`` registers this blueprint beside
 ``function_app``'s functions in one app). It writes the documents the consumer would write for
 the message (prepared in advance and handed over by ``expect``) with the same request
-(``write_documents``) and completes the message through the same thread hop as
-``shared.settlement.settle``. No
+(``write_documents``) and completes the message as the consumer settles (``shared.settlement.
+Settler``: the pool sized from host.json's ``maxConcurrentCalls``, the same timeout). No
 validation, no fingerprint, no conflict handling, no telemetry: what is left is what the platform
 costs per message (decoding the host's bytes, one Cosmos write, one settlement over gRPC), so that
 ``consumer / floor`` is the share of the platform's throughput the consumer's own work leaves.
@@ -18,14 +18,15 @@ loaded share it.
 
 # No ``from __future__ import annotations``: the worker binds ServiceBusMessageActions by the
 # parameter's annotation, which must be the class, not a string (as in function_app.py).
-import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
+from shared.core import Decision, Outcome
 from shared.cosmos_store import OPERATION_TIMEOUT_S
+from shared.settlement import Settler
 
 blueprint = func.Blueprint()  # type: ignore[no-untyped-call]
 _expected: dict[str, Sequence[Mapping[str, Any]]] = {}
@@ -39,6 +40,11 @@ def expect(
     _target[:] = [container]
     _expected.clear()
     _expected.update(documents_by_message_id)
+
+
+# Settled as the consumer settles: the same bounded pool (sized from host.json) and timeout.
+_settler = Settler()
+_COMPLETE = Decision(Outcome.PROCESSED)
 
 
 async def write_documents(container: Any, documents: Sequence[Mapping[str, Any]]) -> None:
@@ -66,4 +72,4 @@ async def platform_floor(
 ) -> None:
     documents = _expected.pop(str(msg.message_id))
     await write_documents(_target[0], documents)
-    await asyncio.to_thread(message_actions.complete, msg)
+    await _settler.settle(message_actions, msg, _COMPLETE)
