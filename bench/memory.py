@@ -2,8 +2,9 @@
 
 The consumer path without I/O: the host's bytes decoded by the extension's converter,
 ``OrderConsumer.handle``, no-op telemetry (OpenTelemetry API, no SDK), settlement through the
-consumer's own ``Settler`` (its bounded pool) with actions that settle nothing, against ``bench.cpu.ForgetfulStore`` (it
-keeps only the last 256 orders, so the store's growth is not mistaken for the consumer's) while
+consumer's own ``Settler`` (its bounded pool) with actions that settle nothing, against
+``bench.cpu.ForgetfulStore`` (it keeps only the last 256 orders, so the store's growth is not
+mistaken for the consumer's) while
 duplicates (one message in ten) and invalid bodies (one in twenty) still take their paths. RSS is
 read from /proc/self/statm after a warm-up and then at 20 points.
 """

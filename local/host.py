@@ -34,8 +34,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import azure.functions as func
-
 from local.broker import Delivery, ManualClock, PeekLockQueue
 from local.host_binding import (
     ModelBindingData,
@@ -264,20 +262,3 @@ class LocalFunctionsHost:
             for task in in_flight:
                 task.cancel()
         raise RuntimeError(f"queue not idle after {max_rounds} rounds")
-
-
-# --- To be removed with the relay's move onto the worker (CONTRACTS.md section 4) ---------------
-# ``local.change_feed.function_invoker`` still finds the relay function through
-# ``app.get_functions()``; nothing else uses this.
-
-_indexed_apps: dict[int, list[tuple[str, str, Callable[..., Any]]]] = {}
-
-
-def indexed_functions(app: func.FunctionApp) -> list[tuple[str, str, Callable[..., Any]]]:
-    """(name, function JSON, user function) of each function, from ``app.get_functions()``."""
-    if id(app) not in _indexed_apps:
-        _indexed_apps[id(app)] = [
-            (str(f.get_function_name()), f.get_function_json(), f.get_user_function())
-            for f in app.get_functions()
-        ]
-    return _indexed_apps[id(app)]

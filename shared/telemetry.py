@@ -443,7 +443,8 @@ def _qualified_name(kind: type[BaseException]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The outbox relay (owner: relay). Names agreed in CONTRACTS.md section 3; infra/ queries them.
+# The outbox relay. Its names are a contract with infra/ (queries, alerts, workbook) and
+# docs/operations.md; tests/telemetry/test_envelopes.py holds them against the exporter's output.
 # ---------------------------------------------------------------------------------------------
 
 RELAY_INSTRUMENTATION_SCOPE = "orders.relay"

@@ -1,4 +1,4 @@
-"""The relay's telemetry under the names agreed with operators (CONTRACTS.md section 3), read
+"""The relay's telemetry under the names infra/ queries (docs/operations.md), read
 from in-memory OpenTelemetry SDK exporters."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ posts to ``/v2.1/track`` are then held against every query, alert rule and workb
 - requests are sampled: a query counting or ranking ``requests`` must weigh by ``itemCount``.
 
 The scenario drives the outbox relay too (a publish, a refused send, a parked invalid event), so
-the relay's names (CONTRACTS.md section 3) are held like the consumer's.
+the relay's names (docs/operations.md, "Telemetry the consumer emits") are held like the consumer's.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ COSMOS_OPERATIONS = {
 
 
 def relay_owned(name: str) -> bool:
-    """Names the relay emits (CONTRACTS.md section 3)."""
+    """Names the relay emits (``shared.telemetry.RelayTelemetry``)."""
     return name.startswith(("orders.relay", "send ")) or name in {"orders.topic", "orders.event_id"}
 
 
