@@ -34,29 +34,20 @@ initially the beginning), and the host's random spread of retry delays.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
 from local.host import resolve_setting
 from local.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json
+from shared.core import SYSTEM_CLOCK, Clock
 
 # RpcRetryOptions.RetryStrategy (the host's enum)
 _EXPONENTIAL_BACKOFF = 0
 _FIXED_DELAY = 1
-
-
-class Sleeper(Protocol):
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class _RealTime:
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
 
 
 @dataclass(frozen=True)
@@ -141,7 +132,7 @@ class ChangeFeedEmulator:
         app_settings: Mapping[str, str] | None = None,
         function_name: str | None = None,
         lease: Lease | None = None,
-        clock: Sleeper | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         max_items_per_invocation: int = 100,
     ) -> None:
         self.container = container
@@ -157,7 +148,7 @@ class ChangeFeedEmulator:
                 )
         self.retry = RetrySchedule.of(self.function)
         self.lease = lease or Lease()
-        self.clock: Sleeper = clock or _RealTime()
+        self.clock = clock
         self.max_items = max_items_per_invocation
         self.stats = ChangeFeedStats()
 
