@@ -45,8 +45,7 @@ from local.host import resolve_setting
 from local.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json
 from shared.core import SYSTEM_CLOCK, Clock
 
-# RpcRetryOptions.RetryStrategy (the host's enum)
-_EXPONENTIAL_BACKOFF = 0
+# RpcRetryOptions.RetryStrategy.fixed_delay (the host's enum; any other is exponential_backoff)
 _FIXED_DELAY = 1
 
 
