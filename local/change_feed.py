@@ -84,18 +84,6 @@ class RetrySchedule:
         return float(min(self.maximum_s, self.minimum_s * 2 ** (retry_count - 1)))
 
 
-def cosmos_db_function(
-    worker: FunctionsWorker, function_name: str | None = None
-) -> IndexedFunction:
-    """The Cosmos DB-triggered function, from the worker's metadata (raw bindings)."""
-    for function in worker.functions.values():
-        if function_name is not None and function.name != function_name:
-            continue
-        if function.trigger["type"] == "cosmosDBTrigger":
-            return function
-    raise LookupError(f"no Cosmos DB trigger named {function_name or '(any)'} in the app")
-
-
 @dataclass
 class Lease:
     """The leases container's state for the one range: the etag checkpointed per document, and
@@ -136,7 +124,7 @@ class ChangeFeedEmulator:
     ) -> None:
         self.container = container
         self.worker = worker
-        self.function = cosmos_db_function(worker, function_name)
+        self.function = worker.triggered_function("cosmosDBTrigger", function_name)
         trigger = self.function.trigger
         self.trigger_name = str(trigger["name"])
         if app_settings is not None:

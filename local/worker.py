@@ -224,6 +224,18 @@ class FunctionsWorker:
             raise WorkerStartError(f"the worker indexed no function in {directory}")
         return cls(protos, app_directory, functions)
 
+    def triggered_function(
+        self, trigger_type: str, function_name: str | None = None
+    ) -> IndexedFunction:
+        """The first function whose trigger binding is ``trigger_type`` (``serviceBusTrigger``,
+        ``cosmosDBTrigger``), or the one named ``function_name``."""
+        for function in self.functions.values():
+            if function_name is not None and function.name != function_name:
+                continue
+            if function.trigger["type"] == trigger_type:
+                return function
+        raise LookupError(f"no {trigger_type} function named {function_name or '(any)'} in the app")
+
     def close(self) -> None:
         azure_functions_runtime.stop_threadpool_executor()
 
