@@ -95,7 +95,6 @@ class Lease:
 
 @dataclass
 class ChangeFeedStats:
-    batches: int = 0
     invocations: int = 0
     failed_invocations: int = 0
     delivered_documents: int = 0
@@ -192,7 +191,6 @@ class ChangeFeedEmulator:
                     break
                 batches += 1
                 batch = changes[start : start + self.max_items]
-                self.stats.batches += 1
                 self.stats.batch_sizes.append(len(batch))
                 if not await self._deliver(batch, max_attempts_per_batch):
                     self.stats.stalled = True
