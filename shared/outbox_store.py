@@ -18,10 +18,8 @@ from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy
 
 from shared.core import document_timestamp
+from shared.cosmos_store import OPERATION_TIMEOUT_S  # the consumer's bound per operation
 from shared.relay import STATUS_DISPATCHED, STATUS_PARKED, OutboundEvent
-
-# As the consumer's store (shared/cosmos_store.py): an absolute bound per operation.
-OPERATION_TIMEOUT_S = 20
 
 
 class CosmosOutboxStore:
