@@ -23,11 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from shared.core import SYSTEM_CLOCK, Clock
 
 __all__ = [
     "MAX_DELIVERY_COUNT_EXCEEDED",
-    "Clock",
     "DeadLetteredMessage",
     "Delivery",
     "ManualClock",
@@ -38,7 +39,6 @@ __all__ = [
     "QueueSettings",
     "QueueStats",
     "SettlementRecord",
-    "SystemClock",
     "default_messaging_file",
     "parse_iso8601_duration",
 ]
@@ -121,19 +121,6 @@ class QueueSettings:
 # ---------------------------------------------------------------------------------------
 # Time
 # ---------------------------------------------------------------------------------------
-
-
-class Clock(Protocol):
-    """Source of the current UTC time; injected so that lock expiry needs no sleeping."""
-
-    def now(self) -> datetime: ...
-
-
-class SystemClock:
-    """Wall-clock time, for the interactive demo."""
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
 
 class ManualClock:
@@ -281,7 +268,7 @@ class PeekLockQueue:
 
     def __init__(self, settings: QueueSettings, clock: Clock | None = None) -> None:
         self.settings = settings
-        self.clock: Clock = clock or SystemClock()
+        self.clock: Clock = clock or SYSTEM_CLOCK
         self._lock = threading.Lock()
         self._entries: dict[int, _Entry] = {}  # live messages by sequence number
         self._locked: dict[uuid.UUID, _Entry] = {}  # current lock token -> entry

@@ -34,29 +34,19 @@ initially the beginning), and the host's random spread of retry delays.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
 from local.host import resolve_setting
 from local.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json
+from shared.core import SYSTEM_CLOCK, Clock
 
-# RpcRetryOptions.RetryStrategy (the host's enum)
-_EXPONENTIAL_BACKOFF = 0
+# RpcRetryOptions.RetryStrategy.fixed_delay (the host's enum; any other is exponential_backoff)
 _FIXED_DELAY = 1
-
-
-class Sleeper(Protocol):
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class _RealTime:
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
 
 
 @dataclass(frozen=True)
@@ -94,18 +84,6 @@ class RetrySchedule:
         return float(min(self.maximum_s, self.minimum_s * 2 ** (retry_count - 1)))
 
 
-def cosmos_db_function(
-    worker: FunctionsWorker, function_name: str | None = None
-) -> IndexedFunction:
-    """The Cosmos DB-triggered function, from the worker's metadata (raw bindings)."""
-    for function in worker.functions.values():
-        if function_name is not None and function.name != function_name:
-            continue
-        if function.trigger["type"] == "cosmosDBTrigger":
-            return function
-    raise LookupError(f"no Cosmos DB trigger named {function_name or '(any)'} in the app")
-
-
 @dataclass
 class Lease:
     """The leases container's state for the one range: the etag checkpointed per document, and
@@ -117,7 +95,6 @@ class Lease:
 
 @dataclass
 class ChangeFeedStats:
-    batches: int = 0
     invocations: int = 0
     failed_invocations: int = 0
     delivered_documents: int = 0
@@ -141,12 +118,12 @@ class ChangeFeedEmulator:
         app_settings: Mapping[str, str] | None = None,
         function_name: str | None = None,
         lease: Lease | None = None,
-        clock: Sleeper | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         max_items_per_invocation: int = 100,
     ) -> None:
         self.container = container
         self.worker = worker
-        self.function = cosmos_db_function(worker, function_name)
+        self.function = worker.triggered_function("cosmosDBTrigger", function_name)
         trigger = self.function.trigger
         self.trigger_name = str(trigger["name"])
         if app_settings is not None:
@@ -157,7 +134,7 @@ class ChangeFeedEmulator:
                 )
         self.retry = RetrySchedule.of(self.function)
         self.lease = lease or Lease()
-        self.clock: Sleeper = clock or _RealTime()
+        self.clock = clock
         self.max_items = max_items_per_invocation
         self.stats = ChangeFeedStats()
 
@@ -214,7 +191,6 @@ class ChangeFeedEmulator:
                     break
                 batches += 1
                 batch = changes[start : start + self.max_items]
-                self.stats.batches += 1
                 self.stats.batch_sizes.append(len(batch))
                 if not await self._deliver(batch, max_attempts_per_batch):
                     self.stats.stalled = True

@@ -40,7 +40,7 @@ from local.host_binding import (
     encode_amqp,
     host_binding_bytes,
 )
-from local.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json, TypedValue
+from local.worker import FunctionsWorker, InvocationResult, Json, TypedValue
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _SETTING_REFERENCE = re.compile(r"^%([^%]+)%$")
@@ -63,18 +63,6 @@ def resolve_setting(value: str, app_settings: Mapping[str, str]) -> str:
     if name not in app_settings:
         raise LookupError(f"app setting {name} (referenced as {value}) is not set")
     return app_settings[name]
-
-
-def service_bus_function(
-    worker: FunctionsWorker, function_name: str | None = None
-) -> IndexedFunction:
-    """The Service Bus-triggered function, from the worker's metadata (raw bindings)."""
-    for function in worker.functions.values():
-        if function_name is not None and function.name != function_name:
-            continue
-        if function.trigger["type"] == "serviceBusTrigger":
-            return function
-    raise LookupError(f"no Service Bus queue trigger named {function_name or '(any)'} in the app")
 
 
 def delivery_binding_bytes(delivery: Delivery) -> bytes:
@@ -150,7 +138,7 @@ class LocalFunctionsHost:
         self.queue = queue
         self.worker = worker
         settings = dict(os.environ if app_settings is None else app_settings)
-        self.function = service_bus_function(worker, function_name)
+        self.function = worker.triggered_function("serviceBusTrigger", function_name)
         trigger = self.function.trigger
         self.trigger_name = str(trigger["name"])
         queue_name = resolve_setting(str(trigger["queueName"]), settings)

@@ -35,15 +35,14 @@ from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.exceptions import OperationTimeoutError
 
 from local.broker import (
-    Clock,
     OutgoingMessage,
     PeekLockQueue,
     PropertyValue,
     QueueSettings,
-    SystemClock,
     default_messaging_file,
     parse_iso8601_duration,
 )
+from shared.core import SYSTEM_CLOCK, Clock
 
 # Standard tier: 256 KB per message (and per batch).
 MAX_BATCH_BYTES = 256 * 1024
@@ -109,7 +108,7 @@ class OrderEventsTopic:
     name: str
     duplicate_detection_window_s: float
     subscription: PeekLockQueue
-    clock: Clock = field(default_factory=SystemClock)
+    clock: Clock = SYSTEM_CLOCK
     max_batch_bytes: int = MAX_BATCH_BYTES
     stats: TopicStats = field(default_factory=TopicStats)
     # Every message of every accepted send, duplicates included (what the topic was sent).
@@ -126,7 +125,7 @@ class OrderEventsTopic:
         raw = json.loads(file.read_text(encoding="utf-8"))
         name = str(raw["topicName"])
         window = parse_iso8601_duration(raw["duplicateDetectionHistoryTimeWindow"])
-        clock = clock or SystemClock()
+        clock = clock or SYSTEM_CLOCK
         # The subscription delivers what the topic accepted: no detection of its own.
         settings = QueueSettings.from_messaging_file(
             file,

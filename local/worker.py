@@ -132,6 +132,16 @@ class _WorkerRequest:
     request: Any
     properties: Mapping[str, Any]
 
+    @classmethod
+    def of(
+        cls, protos: Any, name: str, properties: Mapping[str, Any], **content: Any
+    ) -> _WorkerRequest:
+        """The host's ``StreamingMessage``: a new request id and ``content``, its one request
+        field."""
+        return cls(
+            name, protos.StreamingMessage(request_id=uuid.uuid4().hex, **content), properties
+        )
+
 
 class FunctionsWorker:
     """A started worker: its indexed functions, and invocation by function name."""
@@ -155,15 +165,13 @@ class FunctionsWorker:
         sys.path.insert(0, directory)  # the worker runs with the app directory on its path
         try:
             init = await azure_functions_runtime.worker_init_request(
-                _WorkerRequest(
+                _WorkerRequest.of(
+                    protos,
                     "WorkerInitRequest",
-                    protos.StreamingMessage(
-                        request_id=_request_id(),
-                        worker_init_request=protos.WorkerInitRequest(
-                            host_version="local", function_app_directory=directory
-                        ),
-                    ),
                     properties,
+                    worker_init_request=protos.WorkerInitRequest(
+                        host_version="local", function_app_directory=directory
+                    ),
                 )
             )
         finally:
@@ -178,30 +186,26 @@ class FunctionsWorker:
             azure_functions_runtime.stop_threadpool_executor()
             raise
         metadata = await azure_functions_runtime.functions_metadata_request(
-            _WorkerRequest(
+            _WorkerRequest.of(
+                protos,
                 "WorkerMetadataRequest",
-                protos.StreamingMessage(
-                    request_id=_request_id(),
-                    functions_metadata_request=protos.FunctionsMetadataRequest(
-                        function_app_directory=directory
-                    ),
-                ),
                 properties,
+                functions_metadata_request=protos.FunctionsMetadataRequest(
+                    function_app_directory=directory
+                ),
             )
         )
         _raise_unless_succeeded(protos, metadata.result, "functions metadata")
         functions: list[IndexedFunction] = []
         for entry in metadata.function_metadata_results:
             loaded = await azure_functions_runtime.function_load_request(
-                _WorkerRequest(
+                _WorkerRequest.of(
+                    protos,
                     "FunctionLoadRequest",
-                    protos.StreamingMessage(
-                        request_id=_request_id(),
-                        function_load_request=protos.FunctionLoadRequest(
-                            function_id=entry.function_id, metadata=entry
-                        ),
-                    ),
                     properties,
+                    function_load_request=protos.FunctionLoadRequest(
+                        function_id=entry.function_id, metadata=entry
+                    ),
                 )
             )
             _raise_unless_succeeded(protos, loaded.result, f"function load of {entry.name}")
@@ -219,6 +223,18 @@ class FunctionsWorker:
         if not functions:
             raise WorkerStartError(f"the worker indexed no function in {directory}")
         return cls(protos, app_directory, functions)
+
+    def triggered_function(
+        self, trigger_type: str, function_name: str | None = None
+    ) -> IndexedFunction:
+        """The first function whose trigger binding is ``trigger_type`` (``serviceBusTrigger``,
+        ``cosmosDBTrigger``), or the one named ``function_name``."""
+        for function in self.functions.values():
+            if function_name is not None and function.name != function_name:
+                continue
+            if function.trigger["type"] == trigger_type:
+                return function
+        raise LookupError(f"no {trigger_type} function named {function_name or '(any)'} in the app")
 
     def close(self) -> None:
         azure_functions_runtime.stop_threadpool_executor()
@@ -257,12 +273,13 @@ class FunctionsWorker:
                 retry_count=retry_count, max_retry_count=function.max_retry_count
             ),
         )
-        message = protos.StreamingMessage(request_id=_request_id(), invocation_request=request)
         # A task of its own, as the worker's dispatcher gives every request: the runtime makes
         # the invocation's trace context current and never detaches it.
         response = await asyncio.create_task(
             azure_functions_runtime.invocation_request(
-                _WorkerRequest("FunctionInvocationRequest", message, {})
+                _WorkerRequest.of(
+                    protos, "FunctionInvocationRequest", {}, invocation_request=request
+                )
             )
         )
         succeeded = response.result.status == protos.StatusResult.Success
@@ -284,7 +301,3 @@ def _reset_opentelemetry_switch() -> None:
 def _raise_unless_succeeded(protos: Any, result: Any, step: str) -> None:
     if result.status != protos.StatusResult.Success:
         raise WorkerStartError(f"{step} failed: {result.exception.message}")
-
-
-def _request_id() -> str:
-    return uuid.uuid4().hex

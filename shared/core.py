@@ -185,6 +185,12 @@ class OrderStore(Protocol):
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None: ...
 
 
+def document_timestamp(moment: datetime) -> str:
+    """A time as the documents store it (``acceptedAt``, the relay's ``dispatchedAt`` and
+    ``parkedAt``): UTC, microseconds, ``Z``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def build_documents(
     valid: ValidOrder,
     message: IncomingMessage,
@@ -199,7 +205,7 @@ def build_documents(
     telemetry adapter supplies (this core knows no tracing library); stored on the outbox event,
     it lets the relay's publish span link back to the consumer's trace."""
     order_id = valid.order_id
-    accepted = accepted_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    accepted = document_timestamp(accepted_at)
     total_minor = valid.total_minor
     order = {
         "id": order_id,

@@ -10,21 +10,16 @@ documents; never touches orders.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from azure.core import MatchConditions
 from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy
 
+from shared.core import document_timestamp
+from shared.cosmos_store import OPERATION_TIMEOUT_S  # the consumer's bound per operation
 from shared.relay import STATUS_DISPATCHED, STATUS_PARKED, OutboundEvent
-
-# As the consumer's store (shared/cosmos_store.py): an absolute bound per operation.
-OPERATION_TIMEOUT_S = 20
-
-
-def _timestamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class CosmosOutboxStore:
@@ -40,7 +35,7 @@ class CosmosOutboxStore:
             event.etag,
             [
                 {"op": "set", "path": "/status", "value": STATUS_DISPATCHED},
-                {"op": "set", "path": "/dispatchedAt", "value": _timestamp(dispatched_at)},
+                {"op": "set", "path": "/dispatchedAt", "value": document_timestamp(dispatched_at)},
                 {"op": "set", "path": "/ttl", "value": ttl_s},
             ],
         )
@@ -59,7 +54,7 @@ class CosmosOutboxStore:
             document.get("_etag"),
             [
                 {"op": "set", "path": "/status", "value": STATUS_PARKED},
-                {"op": "set", "path": "/parkedAt", "value": _timestamp(parked_at)},
+                {"op": "set", "path": "/parkedAt", "value": document_timestamp(parked_at)},
                 {"op": "set", "path": "/parkedReason", "value": reason},
                 {"op": "set", "path": "/parkedDescription", "value": description},
             ],

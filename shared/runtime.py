@@ -354,11 +354,6 @@ async def handle_outbox_changes(documents: Sequence[Mapping[str, Any]], context:
     await current().relay_changes(documents, retry_count=retry_count)
 
 
-async def get_consumer() -> OrderConsumer:
-    """This event loop's consumer of the process's runtime."""
-    return await current().consumer()
-
-
 async def close() -> None:
     """Close the process's runtime and any it replaced (worker or stand-in shutdown)."""
     global _runtime

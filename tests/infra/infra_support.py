@@ -35,6 +35,38 @@ def messaging() -> dict[str, Any]:
     return data
 
 
+def doc(name: str) -> dict[str, Any]:
+    """``infra/main.bicep`` for ``main``, else the module ``infra/app/<name>.bicep``, parsed."""
+    return parse_bicep(INFRA / "main.bicep" if name == "main" else INFRA / "app" / f"{name}.bicep")
+
+
+def body(resource: dict[str, Any]) -> dict[str, Any]:
+    """Resource body; conditional resources (`= if (...) {}`) nest it one level deeper."""
+    config: dict[str, Any] = resource["config"]
+    inner: dict[str, Any] = config["config"] if "condition" in config else config
+    return inner
+
+
+def accessor(expr: Any) -> tuple[str, ...]:
+    """Flatten a property accessor expression (a.b.c) into ('a', 'b', 'c')."""
+    if isinstance(expr, str):
+        return (expr,)
+    operator = expr.get("operator", {}) if isinstance(expr, dict) else {}
+    if operator.get("type") != "property_accessor":
+        return ()
+    operands = operator["operands"]
+    return accessor(operands["operand_1"]) + accessor(operands["operand_2"])
+
+
+def int_literal(expr: Any) -> int:
+    """Integer literal, including pycep's unary-minus form for negative numbers."""
+    if isinstance(expr, int) and not isinstance(expr, bool):
+        return expr
+    operator = expr["operator"]
+    assert operator["type"] == "minus", expr
+    return -int_literal(operator["operands"]["integer_value"])
+
+
 def iso_duration(value: str) -> timedelta:
     """Parse the ISO 8601 durations Service Bus uses (PnD, PTnHnMnS); years/months are rejected."""
     match = _ISO_DURATION.match(value)

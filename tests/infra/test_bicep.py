@@ -18,6 +18,10 @@ import pytest
 from tests.infra.infra_support import (
     INFRA,
     REPO,
+    accessor,
+    body,
+    doc,
+    int_literal,
     iso_duration,
     load_yaml,
     messaging,
@@ -97,17 +101,6 @@ SECRET_MARKERS = re.compile(
 # ---- helpers ------------------------------------------------------------------------------------
 
 
-def doc(name: str) -> dict[str, Any]:
-    return parse_bicep(MAIN if name == "main" else APP / f"{name}.bicep")
-
-
-def body(resource: dict[str, Any]) -> dict[str, Any]:
-    """Resource body; conditional resources (`= if (...) {}`) nest it one level deeper."""
-    config: dict[str, Any] = resource["config"]
-    inner: dict[str, Any] = config["config"] if "condition" in config else config
-    return inner
-
-
 def condition(resource: dict[str, Any]) -> Any:
     return resource["config"].get("condition")
 
@@ -122,26 +115,6 @@ def only_resource(document: dict[str, Any], type_: str) -> dict[str, Any]:
     found = resources_of_type(document, type_)
     assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
     return next(iter(found.values()))
-
-
-def accessor(expr: Any) -> tuple[str, ...]:
-    """Flatten a property accessor expression (a.b.c) into ('a', 'b', 'c')."""
-    if isinstance(expr, str):
-        return (expr,)
-    operator = expr.get("operator", {}) if isinstance(expr, dict) else {}
-    if operator.get("type") != "property_accessor":
-        return ()
-    operands = operator["operands"]
-    return accessor(operands["operand_1"]) + accessor(operands["operand_2"])
-
-
-def int_literal(expr: Any) -> int:
-    """Integer literal, including pycep's unary-minus form for negative numbers."""
-    if isinstance(expr, int) and not isinstance(expr, bool):
-        return expr
-    operator = expr["operator"]
-    assert operator["type"] == "minus", expr
-    return -int_literal(operator["operands"]["integer_value"])
 
 
 def decorator(definition: dict[str, Any], kind: str) -> Any:

@@ -4,51 +4,22 @@ the relay's app settings, wired from the right module outputs."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.infra.infra_support import INFRA, messaging, parse_bicep
+from tests.infra.infra_support import accessor, body, doc, int_literal, messaging
 
 CONTAINER = "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"
 SERVICE_BUS_DATA_SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
 
 
-def bicep(name: str) -> dict[str, Any]:
-    return parse_bicep(INFRA / "main.bicep" if name == "main" else INFRA / "app" / f"{name}.bicep")
-
-
-def body(resource: dict[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = resource["config"]
-    return config["config"] if "condition" in config else config
-
-
-def ttl(expr: Any) -> int:
-    if isinstance(expr, int):
-        return expr
-    operator = expr["operator"]  # pycep's unary minus
-    assert operator["type"] == "minus", expr
-    return -ttl(operator["operands"]["integer_value"])
-
-
-def accessor(expr: Any) -> tuple[str, ...]:
-    if isinstance(expr, str):
-        return (expr,)
-    operator = expr.get("operator", {}) if isinstance(expr, dict) else {}
-    if operator.get("type") != "property_accessor":
-        return ()
-    operands = operator["operands"]
-    return accessor(operands["operand_1"]) + accessor(operands["operand_2"])
-
-
 def test_orders_container_has_ttl_on_without_default_expiry() -> None:
-    resources = bicep("cosmos")["resources"]
+    resources = doc("cosmos")["resources"]
     orders = body(resources["ordersContainer"])["properties"]["resource"]
     # -1: TTL is on, nothing expires unless it carries its own ttl (dispatched outbox documents).
-    assert ttl(orders["defaultTtl"]) == -1
+    assert int_literal(orders["defaultTtl"]) == -1
     assert resources["ordersContainer"]["type"] == CONTAINER
 
 
 def test_leases_container_exists_partitioned_on_id_in_the_orders_database() -> None:
-    cosmos = bicep("cosmos")
+    cosmos = doc("cosmos")
     leases = cosmos["resources"]["leasesContainer"]
     assert leases["type"] == CONTAINER
     assert body(leases)["parent"] == "database"
@@ -57,11 +28,11 @@ def test_leases_container_exists_partitioned_on_id_in_the_orders_database() -> N
     # The trigger requires /id (a partitioned lease container with another key fails to start).
     assert resource["partitionKey"]["paths"] == ["/id"]
     assert cosmos["parameters"]["leasesContainerName"]["default"] == "leases"
-    assert body(bicep("main")["modules"]["cosmos"])["params"]["leasesContainerName"] == "leases"
+    assert body(doc("main")["modules"]["cosmos"])["params"]["leasesContainerName"] == "leases"
 
 
 def test_the_app_may_send_to_the_topic_only() -> None:
-    rbac = bicep("rbac")
+    rbac = doc("rbac")
     resources = rbac["resources"]
     sender = body(resources["appTopicSender"])
     assert sender["scope"] == "topic"
@@ -79,14 +50,14 @@ def test_the_app_may_send_to_the_topic_only() -> None:
 
 
 def test_the_topic_is_the_messaging_json_one_with_duplicate_detection() -> None:
-    topic = body(bicep("servicebus")["resources"]["topic"])
+    topic = body(doc("servicebus")["resources"]["topic"])
     assert accessor(topic["name"])[-1] == "topicName"
     assert topic["properties"]["requiresDuplicateDetection"] is True
     assert messaging()["topicName"] == "order-events"
 
 
 def test_relay_app_settings_are_identity_based_and_wired() -> None:
-    settings = body(bicep("function")["resources"]["appSettings"])["properties"]
+    settings = body(doc("function")["resources"]["appSettings"])["properties"]
     values = settings["function"]["parameters"]["arg_1"]
     assert values["ORDER_EVENTS_TOPIC_NAME"] == "topicName"
     assert values["CosmosDBConnection__accountEndpoint"] == "cosmosEndpoint"
@@ -94,6 +65,6 @@ def test_relay_app_settings_are_identity_based_and_wired() -> None:
     assert values["CosmosDBConnection__clientId"] == "identityClientId"
     assert not any(name.startswith("CosmosDBConnection") and "Key" in name for name in values)
     assert "CosmosDBConnection" not in values  # no connection string with a key
-    params = body(bicep("main")["modules"]["functionApp"])["params"]
+    params = body(doc("main")["modules"]["functionApp"])["params"]
     assert accessor(params["cosmosEndpoint"]) == ("cosmos", "outputs", "endpoint")
     assert accessor(params["topicName"]) == ("serviceBus", "outputs", "topicName")

@@ -300,7 +300,7 @@ async def test_a_replaced_or_closed_runtime_closes_its_client_and_credential(
     credential = RecordingCredential("tenant", "client", "secret", authority="https://127.0.0.1:9")
     keyless = {name: value for name, value in app_env.items() if name != "COSMOS_KEY"}
     runtime.configure(keyless, cosmos_options={"credential": credential})
-    await runtime.get_consumer()
+    await runtime.current().consumer()
     await runtime.close()
 
     assert second.session is None

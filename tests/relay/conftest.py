@@ -33,6 +33,7 @@ from shared.core import IncomingMessage, build_documents
 from shared.telemetry import RelayTelemetry
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.orders import order_body
+from tests.state import documents
 
 TOPIC = "order-events"  # infra/messaging.json topicName
 
@@ -144,3 +145,8 @@ async def accept_order(
 def new_order_ids(count: int) -> list[str]:
     prefix = uuid.uuid4().hex[:6]
     return [f"ord-{prefix}-{index}" for index in range(count)]
+
+
+async def outbox_by_order(container: ContainerProxy) -> dict[str, dict[str, Any]]:
+    """The container's outbox documents, by ``orderId``."""
+    return {d["orderId"]: d for d in await documents(container) if d["type"] == "outbox"}

@@ -10,8 +10,7 @@ from local.broker import ManualClock
 from local.change_feed import ChangeFeedEmulator
 from local.topic import OrderEventsTopic
 from shared.relay import PARKED_REJECTED
-from tests.relay.conftest import accept_order, new_order_ids
-from tests.state import documents
+from tests.relay.conftest import accept_order, new_order_ids, outbox_by_order
 
 
 async def test_events_are_packed_into_as_few_batches_as_their_size_allows(
@@ -46,7 +45,7 @@ async def test_an_event_too_large_for_the_topic_is_parked_and_the_others_go_out(
     stats = await change_feed.drain()
 
     assert stats.failed_invocations == 0
-    outbox = {d["orderId"]: d for d in await documents(container) if d["type"] == "outbox"}
+    outbox = await outbox_by_order(container)
     assert outbox[small]["status"] == "dispatched"
     assert outbox[large]["status"] == "parked"
     assert outbox[large]["parkedReason"] == PARKED_REJECTED

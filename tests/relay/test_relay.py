@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import ServiceBusConnectionError
@@ -17,12 +16,8 @@ from local.change_feed import ChangeFeedEmulator
 from local.topic import OrderEventsTopic
 from local.world import World
 from shared.relay import DISPATCHED_TTL_S
-from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids
+from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 from tests.state import documents
-
-
-async def outbox(container: ContainerProxy) -> dict[str, dict[str, Any]]:
-    return {d["orderId"]: d for d in await documents(container) if d["type"] == "outbox"}
 
 
 async def test_each_pending_outbox_document_becomes_one_message_with_every_property(
@@ -42,7 +37,7 @@ async def test_each_pending_outbox_document_becomes_one_message_with_every_prope
     assert topic.stats.sends == 1  # the three events fit in one ServiceBusMessageBatch
     delivered = {m.message_id: m for m in topic.delivered()}
     spans = {s.attributes["orders.event_id"]: s for s in captured_relay.send_spans()}  # type: ignore[index]
-    stored = await outbox(container)
+    stored = await outbox_by_order(container)
     assert len(delivered) == 3
     for order_id, (order, event) in written.items():
         message = delivered[event["eventId"]]
@@ -91,7 +86,7 @@ async def test_orders_and_already_dispatched_or_parked_documents_are_ignored(
     )
     assert ignored.succeeded, ignored.error
     assert topic.stats.sends == 0
-    assert (await outbox(container))[order_id]["status"] == "pending"
+    assert (await outbox_by_order(container))[order_id]["status"] == "pending"
 
     await change_feed.invoke(batch)  # the pending one is published ...
     [dispatched] = [d for d in await change_feed.read_changes() if d["type"] == "outbox"]
@@ -117,7 +112,7 @@ async def test_replaying_the_same_batch_publishes_the_same_message_ids(
     assert [m.body for m in first] == [m.body for m in second]
     assert topic.stats.dropped_duplicates == 2
     assert len(topic.delivered()) == 2
-    assert {d["status"] for d in (await outbox(container)).values()} == {"dispatched"}
+    assert {d["status"] for d in (await outbox_by_order(container)).values()} == {"dispatched"}
 
 
 async def test_a_send_failure_raises_and_leaves_the_document_pending_until_a_retry_succeeds(
@@ -135,7 +130,7 @@ async def test_a_send_failure_raises_and_leaves_the_document_pending_until_a_ret
     first = await change_feed.invoke(batch)
     assert not first.succeeded
     assert str(first.error).startswith("RelayIncomplete: ")  # the worker's own report
-    assert (await outbox(container))[order_id]["status"] == "pending"
+    assert (await outbox_by_order(container))[order_id]["status"] == "pending"
 
     # Through the change feed: not checkpointed, retried on the policy's backoff (5 s, 10 s ...)
     # until the topic accepts the send.
@@ -143,7 +138,7 @@ async def test_a_send_failure_raises_and_leaves_the_document_pending_until_a_ret
     stats = await change_feed.drain()
     assert stats.failed_invocations == 1 + 2
     assert clock.now() - started == timedelta(seconds=5 + 10)
-    assert (await outbox(container))[order_id]["status"] == "dispatched"
+    assert (await outbox_by_order(container))[order_id]["status"] == "dispatched"
     assert len(topic.delivered()) == 1
     [failed] = captured_relay.points("orders.relay.failed")
     assert failed.attributes == {
@@ -168,11 +163,11 @@ async def test_a_failed_batch_is_not_checkpointed_past(
 
     assert stats.stalled
     assert change_feed.lease.checkpoint == {}
-    assert {d["status"] for d in (await outbox(container)).values()} == {"pending"}
+    assert {d["status"] for d in (await outbox_by_order(container)).values()} == {"pending"}
     topic.heal()
     await change_feed.drain()
     assert sorted(m.message_id or "" for m in topic.delivered()) == sorted(
-        d["eventId"] for d in (await outbox(container)).values()
+        d["eventId"] for d in (await outbox_by_order(container)).values()
     )
 
 
@@ -185,13 +180,13 @@ async def test_a_stale_replay_never_overwrites_the_first_mark(
     await accept_order(container, order_id, accepted_at=clock.now())
     batch = await change_feed.read_changes()
     await change_feed.invoke(batch)
-    first = (await outbox(container))[order_id]
+    first = (await outbox_by_order(container))[order_id]
 
     clock.advance(timedelta(hours=1))
     await change_feed.invoke(batch)  # the old version again: its etag no longer matches
 
-    assert (await outbox(container))[order_id]["_etag"] == first["_etag"]
-    assert (await outbox(container))[order_id]["dispatchedAt"] == first["dispatchedAt"]
+    assert (await outbox_by_order(container))[order_id]["_etag"] == first["_etag"]
+    assert (await outbox_by_order(container))[order_id]["dispatchedAt"] == first["dispatchedAt"]
 
 
 async def test_changes_are_delivered_in_batches_of_at_most_max_items(

@@ -1,6 +1,6 @@
 """Telemetry fixtures: SDK providers with in-memory exporters, injected into a consumer that the
 local Functions host reaches through the real function (``function_app`` ->
-``runtime.handle_order_message`` -> ``runtime.get_consumer``).
+``runtime.handle_order_message`` -> ``Runtime.consumer``).
 
 The consumer's own providers are injected (the global ones can be set only once per process).
 The Cosmos DB SDK's spans, though, always go to the *global* tracer provider: ``cosmos_spans``
