@@ -196,6 +196,20 @@ def _decorator(definition: dict[str, Any], kind: str) -> Any:
     return None
 
 
+def _loop_variables(tree: Any) -> Iterator[str]:
+    """Item and index names of every ``[for ...]`` (resource or property loops)."""
+    if isinstance(tree, dict):
+        loop = tree.get("loop_type")
+        if isinstance(loop, dict):
+            detail = loop.get("detail", {})
+            yield from (detail[key] for key in ("item_name", "index_name") if detail.get(key))
+        for child in tree.values():
+            yield from _loop_variables(child)
+    elif isinstance(tree, list):
+        for child in tree:
+            yield from _loop_variables(child)
+
+
 class _Walker:
     def __init__(self, document: dict[str, Any], schemas: Schemas, file: str) -> None:
         self.document = document
@@ -209,11 +223,7 @@ class _Walker:
             | set(document.get("resources", {}))
             | set(document.get("modules", {}))
         )
-        for resource in document.get("resources", {}).values():
-            loop = resource["config"].get("loop_type")
-            if loop:
-                self.symbols.add(loop["detail"].get("item_name", ""))
-                self.symbols.add(loop["detail"].get("index_name", ""))
+        self.symbols |= set(_loop_variables(document.get("resources", {})))
         self.violations: list[Violation] = []
         self._resource = ""
         self._expanding: set[str] = set()
@@ -263,7 +273,12 @@ class _Walker:
         kind = node.get("type", "any")
         if kind == "any" or value is None:
             return
-        if isinstance(value, dict) and len(value) == 1 and "operator" in value:
+        if isinstance(value, dict) and "loop_type" in value and "config" in value:
+            if kind != "array":  # a property-level [for ...]: an array of its body
+                self._violate(path, f"an array where the schema expects {kind}")
+                return
+            self._value(node.get("items", {"type": "any"}), value["config"], f"{path}[]")
+        elif isinstance(value, dict) and len(value) == 1 and "operator" in value:
             self._operator(node, value["operator"], path)
         elif isinstance(value, dict) and len(value) == 1 and "function" in value:
             function = value["function"]
