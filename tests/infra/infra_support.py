@@ -192,13 +192,14 @@ def parameter_violations(definition: dict[str, Any], value: Any) -> list[str]:
     python_type = {"int": int, "bool": bool, "string": str, "object": dict, "array": list}[kind]
     if not isinstance(value, python_type) or (kind == "int" and isinstance(value, bool)):
         return [f"{value!r} is not a Bicep {kind}"]
+    number = value if isinstance(value, int) else 0
     allowed = decorator_argument(definition, "allowed")
     if allowed is not None and value not in allowed:
         problems.append(f"{value!r} not in @allowed {allowed}")
     low = decorator_argument(definition, "min_value")
-    if low is not None and value < int_literal(low):
+    if low is not None and number < int_literal(low):
         problems.append(f"{value!r} below @minValue {int_literal(low)}")
     high = decorator_argument(definition, "max_value")
-    if high is not None and value > int_literal(high):
+    if high is not None and number > int_literal(high):
         problems.append(f"{value!r} above @maxValue {int_literal(high)}")
     return problems

@@ -58,6 +58,11 @@ def _tier(path: Path) -> dict[str, Any]:
     return values
 
 
+def _env_value(value: Any) -> str:
+    """How `azd env set` spells a parameter value (booleans lower-case, as main.parameters.json)."""
+    return json.dumps(value) if isinstance(value, bool) else str(value)
+
+
 def _rate(path: Path) -> int:
     match = TIER_RATE.search(path.name)
     assert match, path
@@ -351,7 +356,7 @@ def test_capacity_doc_gives_the_azd_env_set_lines_of_each_tier() -> None:
             line.strip() for line in block.splitlines() if line.strip().startswith("azd")
         )
         expected = sorted(
-            f"azd env set {mapping[name][0]} {json.dumps(value) if isinstance(value, bool) else value}"
+            f"azd env set {mapping[name][0]} {_env_value(value)}"
             for name, value in _tier(path).items()
         )
         assert lines == expected, path.name
