@@ -30,13 +30,19 @@ import enum
 import importlib
 import inspect
 import json
+import os
 import re
 import sys
 import typing
 from pathlib import Path
 from typing import Any
 
-SOURCES = Path(__file__).resolve().parent / "schemas" / "sources.json"
+# ARM_SCHEMA_SOURCES: another mapping, for the test that shows a wrong version is refused.
+SOURCES = Path(
+    os.environ.get(
+        "ARM_SCHEMA_SOURCES", Path(__file__).resolve().parent / "schemas" / "sources.json"
+    )
+)
 
 _SCALARS = {
     "str": "string",

@@ -13,6 +13,7 @@ a wrong discriminator.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -65,6 +66,44 @@ def test_every_sdk_schema_is_of_the_api_version_the_bicep_uses() -> None:
     for key, entry in dump["resources"].items():
         version = key.split("@")[1].split("#")[0]
         assert version in entry["evidence"] or version.replace("-", "_") in entry["evidence"], key
+
+
+@pytest.mark.parametrize(
+    ("key", "entry", "refusal"),
+    [
+        (  # a multi-API package: the models folder names another version
+            "Microsoft.Web/sites@2023-12-01",
+            {"package": "azure-mgmt-web", "sdk": "azure.mgmt.web.v2024_04_01.models:Site"},
+            "folder is for 2024-04-01",
+        ),
+        (  # a single-API package: its operations default to another version
+            "Microsoft.Insights/actionGroups@2024-10-01-preview",
+            {
+                "package": "azure-mgmt-monitor",
+                "sdk": "azure.mgmt.monitor.models:ActionGroupResource",
+                "operations": "azure.mgmt.monitor.operations._action_groups_operations",
+            },
+            "api-version defaults {'2023-01-01'}",
+        ),
+    ],
+)
+def test_models_of_another_api_version_are_refused(
+    tmp_path: Path, key: str, entry: dict[str, str], refusal: str
+) -> None:
+    if not INFRA_PYTHON.exists():
+        pytest.fail("the infra venv is missing: run `make install-infra` (make test does)")
+    mapping = tmp_path / "sources.json"
+    mapping.write_text(json.dumps({"resources": {key: entry}}), encoding="utf-8")
+    done = subprocess.run(
+        [str(INFRA_PYTHON), str(DUMPER)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={**os.environ, "ARM_SCHEMA_SOURCES": str(mapping)},
+    )
+    assert done.returncode != 0
+    assert refusal in done.stderr
 
 
 def test_every_deployed_resource_type_has_a_registered_schema() -> None:
