@@ -8,7 +8,40 @@ targetScope = 'subscription'
 param environmentName string
 
 @minLength(1)
-@description('Region for all resources. Must offer Flex Consumption (az functionapp list-flexconsumption-locations).')
+@description('Region for all resources. Only regions that offer Flex Consumption: a region without it fails half-way through the deployment. The list is the one the official Flex azd quickstart allows (Azure-Samples/functions-quickstart-python-http-azd infra/main.bicep, commit 0bb0f10), without its canary region eastus2euap; `az functionapp list-flexconsumption-locations` shows the current one.')
+@allowed([
+  'australiaeast'
+  'australiasoutheast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northcentralus'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'southindia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'ukwest'
+  'westcentralus'
+  'westeurope'
+  'westus'
+  'westus2'
+  'westus3'
+])
 @metadata({
   azd: {
     type: 'location'
@@ -32,10 +65,12 @@ param principalType string = 'User'
 @description('Optional resource group name (default rg-<environmentName>).')
 param resourceGroupName string = ''
 
-@description('Cosmos DB serverless (default). false = provisioned autoscale throughput on the database.')
+@description('Cosmos DB serverless (default). false = provisioned autoscale throughput per container (orders: cosmosAutoscaleMaxThroughput; leases: cosmosLeasesAutoscaleMaxThroughput).')
 param cosmosServerless bool = true
 
+@description('Maximum autoscale RU/s of the orders container when cosmosServerless = false (a multiple of 1000).')
 @minValue(1000)
+@maxValue(1000000)
 param cosmosAutoscaleMaxThroughput int = 1000
 
 @description('Optional override of messaging.json duplicateDetectionHistoryTimeWindow (empty = use the file).')
@@ -55,16 +90,17 @@ param cosmosAutoscaleMaxThroughput int = 1000
 ])
 param duplicateDetectionHistoryTimeWindowOverride string = ''
 
+@description('Flex Consumption scale-out cap of the app: 40 for 100 orders/s, 100 for 1,000/s, 250 for 10,000/s (docs/capacity.md). It also caps the load on Cosmos DB.')
 @minValue(1)
 @maxValue(1000)
 param functionMaximumInstanceCount int = 40
 
-@description('Grant the app identity Azure Service Bus Data Owner on the orders queue, so that target-based scaling can read the queue length (Data Receiver cannot; without it the scale controller falls back and scales out slowly). Off by default: Data Owner includes Manage and Send on the queue. See docs/operations.md#scaling-permission.')
-param grantQueueDataOwnerForScaling bool = false
+@description('Grant the app identity Azure Service Bus Data Owner on the orders queue only. With Listen (Data Receiver) rights alone target-based scaling cannot read the queue length and reverts to incremental scale, one instance at a time (Learn: target-based scaling), which cannot absorb a burst. On by default; false = least privilege at the cost of slow scale-out. See docs/capacity.md#scaling-permission.')
+param grantQueueDataOwnerForScaling bool = true
 
 @minLength(1)
-@description('E-mail address notified when an alert fires, or "none" to deploy the alerts without any receiver (nobody is notified). No default: azd up asks (ALERT_EMAIL).')
-param alertEmail string
+@description('E-mail address notified when an alert fires, or "none" (the default, so that `azd provision --no-prompt` and pipelines run): the alerts are deployed and notify nobody; the ALERTS_NOTIFY output says so. Set ALERT_EMAIL.')
+param alertEmail string = 'none'
 
 @minValue(1)
 @maxValue(100)
@@ -72,6 +108,78 @@ param abandonRateThresholdPercent int = 10
 
 @minValue(100)
 param processingP95ThresholdMs int = 2000
+
+// ---- Capacity tier: infra/tiers/*.parameters.json set these for 100, 1,000 and 10,000 orders/s
+// (docs/capacity.md). The defaults are the 100 orders/s tier.
+
+@description('Service Bus tier: Standard (credit-throttled, about 200-250 orders/s per namespace) or Premium (dedicated messaging units; private endpoints; zone redundancy).')
+@allowed([
+  'Standard'
+  'Premium'
+])
+param serviceBusSku string = 'Standard'
+
+@description('Premium only: messaging units per partition (the namespace gets this times serviceBusPremiumPartitions).')
+@allowed([
+  1
+  2
+  4
+  8
+  16
+])
+param serviceBusMessagingUnitsPerPartition int = 1
+
+@description('Premium only: partitions of the namespace (1, 2 or 4; fixed at creation).')
+@allowed([
+  1
+  2
+  4
+])
+param serviceBusPremiumPartitions int = 1
+
+@description('Premium only: zone-redundant namespace (create-time only).')
+param serviceBusZoneRedundant bool = true
+
+@description('Largest size of the orders queue and the order-events topic (MB), sized for the outage the backlog must survive (docs/capacity.md). Standard: at most 5120 (larger values are capped to it).')
+@allowed([
+  1024
+  2048
+  3072
+  4096
+  5120
+  10240
+  20480
+  40960
+  81920
+])
+param serviceBusMaxSizeInMegabytes int = 5120
+
+@description('Maximum autoscale RU/s of the leases container when cosmosServerless = false.')
+@minValue(1000)
+param cosmosLeasesAutoscaleMaxThroughput int = 1000
+
+@description('Memory of each Flex Consumption instance (MB).')
+@allowed([
+  512
+  2048
+  4096
+])
+param functionInstanceMemoryMB int = 2048
+
+@description('Always-ready instances of consume_order (0 = scale from zero; each is billed while idle).')
+@minValue(0)
+@maxValue(1000)
+param functionAlwaysReadyInstances int = 0
+
+@description('Private network: a VNet with the Function App integrated (delegated subnet), private endpoints for Cosmos DB, Storage and (Premium only) Service Bus, and public network access off on them. Off by default; see docs/infrastructure.md#network for what then runs only inside the VNet.')
+param vnetEnabled bool = false
+
+@description('Daily ingestion cap of the Log Analytics workspace (GB); -1 = none. Reaching it stops ingestion, and the log alerts with it, until the next reset.')
+@minValue(-1)
+param logAnalyticsDailyQuotaGb int = -1
+
+@description('Send Cosmos DB DataPlaneRequests and PartitionKeyRUConsumption logs (one row per request) to Log Analytics. Off by default: the largest ingestion cost per order; docs/capacity.md says what an operator has without them.')
+param cosmosDataPlaneLogs bool = false
 
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -81,7 +189,7 @@ var tags = {
 var functionAppName = 'func-orders-${resourceToken}'
 var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
 
-resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
+resource rg 'Microsoft.Resources/resourceGroups@2024-11-01' = {
   name: !empty(resourceGroupName) ? resourceGroupName : 'rg-${environmentName}'
   location: location
   tags: tags
@@ -105,6 +213,7 @@ module monitoring 'app/monitoring.bicep' = {
     applicationInsightsName: 'appi-${resourceToken}'
     location: location
     tags: tags
+    dailyQuotaGb: logAnalyticsDailyQuotaGb
   }
 }
 
@@ -116,6 +225,7 @@ module storage 'app/storage.bicep' = {
     location: location
     tags: tags
     deploymentContainerName: deploymentContainerName
+    disablePublicNetworkAccess: vnetEnabled
   }
 }
 
@@ -127,6 +237,12 @@ module serviceBus 'app/servicebus.bicep' = {
     location: location
     tags: tags
     duplicateDetectionHistoryTimeWindowOverride: duplicateDetectionHistoryTimeWindowOverride
+    sku: serviceBusSku
+    messagingUnitsPerPartition: serviceBusMessagingUnitsPerPartition
+    premiumMessagingPartitions: serviceBusPremiumPartitions
+    zoneRedundant: serviceBusZoneRedundant
+    maxSizeInMegabytes: serviceBusMaxSizeInMegabytes
+    disablePublicNetworkAccess: vnetEnabled
   }
 }
 
@@ -142,6 +258,23 @@ module cosmos 'app/cosmos.bicep' = {
     leasesContainerName: 'leases'
     serverless: cosmosServerless
     autoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
+    leasesAutoscaleMaxThroughput: cosmosLeasesAutoscaleMaxThroughput
+    disablePublicNetworkAccess: vnetEnabled
+  }
+}
+
+// Optional private network (vnetEnabled); the modules above turn public access off with it.
+module network 'app/network.bicep' = if (vnetEnabled) {
+  name: 'network'
+  scope: rg
+  params: {
+    name: 'vnet-${resourceToken}'
+    location: location
+    tags: tags
+    cosmosAccountId: cosmos.outputs.accountId
+    storageAccountId: storage.outputs.id
+    serviceBusNamespaceId: serviceBus.outputs.id
+    serviceBusPrivateEndpoint: serviceBusSku == 'Premium'
   }
 }
 
@@ -167,6 +300,9 @@ module functionApp 'app/function.bicep' = {
     cosmosContainerName: cosmos.outputs.containerName
     applicationInsightsConnectionString: monitoring.outputs.connectionString
     maximumInstanceCount: functionMaximumInstanceCount
+    instanceMemoryMB: functionInstanceMemoryMB
+    alwaysReadyInstances: functionAlwaysReadyInstances
+    virtualNetworkSubnetId: vnetEnabled ? network.outputs.appSubnetId : ''
   }
   dependsOn: [
     rbac
@@ -215,6 +351,7 @@ module diagnostics 'app/diagnostics.bicep' = {
     serviceBusNamespaceName: serviceBus.outputs.name
     cosmosAccountName: cosmos.outputs.accountName
     storageAccountName: storage.outputs.name
+    cosmosDataPlaneLogs: cosmosDataPlaneLogs
   }
 }
 
@@ -246,3 +383,7 @@ output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsN
 output LOG_ANALYTICS_WORKSPACE_ID string = monitoring.outputs.logAnalyticsId
 output ALERTS_NOTIFY string = alerts.outputs.alertsNotify
 output ORDERS_WORKBOOK_ID string = workbook.outputs.id
+// The deployed duplicate-detection window (tier default or override): what python -m ops compares
+// resubmits against.
+output SERVICEBUS_DUPLICATE_DETECTION_WINDOW string = serviceBus.outputs.duplicateDetectionHistoryTimeWindow
+output SERVICEBUS_ENTITY_MAX_SIZE_MB int = serviceBus.outputs.entityMaxSizeInMegabytes

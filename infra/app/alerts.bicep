@@ -13,11 +13,11 @@ param applicationInsightsName string
 @minLength(1)
 param alertEmail string
 
-@description('The stalled-consumer alert fires when the queue\'s active message count stays above this for the whole window. In-flight (locked) messages count as active: raise it above the normal backlog if the queue is never empty under sustained load.')
+@description('The stalled-consumer alert fires when the queue\'s active message count stays above this for the whole window while no message of the queue is completed.')
 @minValue(0)
 param stalledQueueActiveMessagesThreshold int = 0
 
-@description('How long the queue must stay above the threshold before the stalled-consumer alert fires.')
+@description('How long messages must wait with no completion before the stalled-consumer alert fires.')
 @allowed([
   'PT15M'
   'PT30M'
@@ -123,14 +123,19 @@ resource deadLetteredAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
 }
 
 // 1b. A stalled consumer: the function stopped (host down, scale stuck, trigger permission
-// broken) and messages wait. Service Bus publishes no oldest-message-age metric, so the signal is
-// ActiveMessages (available + locked) never dropping to the threshold for the whole window.
+// broken, every delivery held) and messages wait. "Stalled" = messages waiting while nothing
+// completes: ActiveMessages (available + locked; Average/Minimum/Maximum) stays above the
+// threshold for the whole window AND CompleteMessage (completed messages; Total) is zero over it.
+// Both are per entity (dimension EntityName) in the Service Bus metrics (Learn: Supported metrics
+// for Microsoft.ServiceBus/namespaces). ActiveMessages alone also counts in-flight (locked)
+// messages, so under steady load it never reaches zero and would page on a healthy consumer;
+// the criteria of one rule must all hold, so a consumer that completes anything stays quiet.
 resource stalledConsumerAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
   name: 'alert-${namePrefix}-stalled-consumer'
   location: 'global'
   tags: tags
   properties: {
-    description: 'Messages have waited in the orders queue for the whole window: the consumer is not draining it. Runbook: docs/operations.md#stalled-consumer'
+    description: 'Messages have waited in the orders queue for the whole window and none was completed: the consumer is not draining it. Runbook: docs/operations.md#stalled-consumer'
     severity: 1
     enabled: true
     scopes: [
@@ -160,6 +165,24 @@ resource stalledConsumerAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
           operator: 'GreaterThan'
           threshold: stalledQueueActiveMessagesThreshold
           timeAggregation: 'Minimum'
+        }
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'NothingCompleted'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'CompleteMessage'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                queueName
+              ]
+            }
+          ]
+          operator: 'LessThanOrEqual'
+          threshold: 0
+          timeAggregation: 'Total'
         }
       ]
     }

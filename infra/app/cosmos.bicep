@@ -8,22 +8,39 @@ param databaseName string = 'orders'
 param containerName string = 'orders'
 param leasesContainerName string = 'leases'
 
-@description('Serverless (pay per request, default). Set to false for provisioned autoscale throughput shared by the database.')
+@description('Serverless (pay per request, default). Set to false for provisioned autoscale throughput, per container.')
 param serverless bool = true
 
-@description('Maximum autoscale RU/s of the database when serverless = false.')
+@description('Maximum autoscale RU/s of the orders container when serverless = false (it scales between 10% and 100% of it; a multiple of 1000).')
 @minValue(1000)
+@maxValue(1000000)
 param autoscaleMaxThroughput int = 1000
 
-var databaseOptions = serverless ? {} : {
+@description('Maximum autoscale RU/s of the leases container when serverless = false (the relay trigger\'s checkpoints: a few requests per second).')
+@minValue(1000)
+param leasesAutoscaleMaxThroughput int = 1000
+
+@description('Turn public network access off (vnetEnabled: the app reaches the account through its private endpoint).')
+param disablePublicNetworkAccess bool = false
+
+// Throughput is per container (dedicated), not shared by the database: the orders container
+// gets all of its own RU/s, and the leases container (the change-feed relay's checkpoints) can
+// neither starve it nor be starved by it (Learn: provisioned throughput, container-level vs
+// database-level). Serverless accounts take no throughput settings at all.
+var ordersOptions = serverless ? {} : {
   autoscaleSettings: {
     maxThroughput: autoscaleMaxThroughput
   }
 }
+var leasesOptions = serverless ? {} : {
+  autoscaleSettings: {
+    maxThroughput: leasesAutoscaleMaxThroughput
+  }
+}
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {
-  //checkov:skip=CKV_AZURE_99: reference deployment without VNet integration (Flex Consumption egress is not a fixed IP); access is Entra-only
-  //checkov:skip=CKV_AZURE_101: reference deployment without private endpoints; access is Entra-only (keys disabled)
+  //checkov:skip=CKV_AZURE_99: IP rules do not fit Flex Consumption (no fixed egress IP); with vnetEnabled public access is off and the app uses the private endpoint; without it access is Entra-only
+  //checkov:skip=CKV_AZURE_101: public access is off when vnetEnabled (private endpoint in network.bicep); the default deployment is public with keys disabled (Entra-only)
   name: accountName
   location: location
   tags: tags
@@ -48,7 +65,7 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {
     disableLocalAuth: true
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: disablePublicNetworkAccess ? 'Disabled' : 'Enabled'
     enableAutomaticFailover: false
     enableMultipleWriteLocations: false
   }
@@ -61,7 +78,6 @@ resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-11-15
     resource: {
       id: databaseName
     }
-    options: databaseOptions
   }
 }
 
@@ -102,6 +118,7 @@ resource ordersContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/con
         ]
       }
     }
+    options: ordersOptions
   }
 }
 
@@ -120,6 +137,7 @@ resource leasesContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/con
         version: 2
       }
     }
+    options: leasesOptions
   }
 }
 

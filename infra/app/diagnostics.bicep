@@ -7,6 +7,9 @@ param serviceBusNamespaceName string
 param cosmosAccountName string
 param storageAccountName string
 
+@description('Also send Cosmos DB DataPlaneRequests and PartitionKeyRUConsumption: a row per data-plane request (or per partition-key charge summary), the largest Log Analytics ingestion per order. Off by default; see docs/capacity.md for what an operator has without them.')
+param cosmosDataPlaneLogs bool = false
+
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
   name: serviceBusNamespaceName
 }
@@ -45,20 +48,36 @@ resource serviceBusDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01
   }
 }
 
-// Data-plane requests (status codes, RU per request, 429s) in resource-specific tables
-// (CDBDataPlaneRequests ...), which are cheaper to query than AzureDiagnostics.
+// Cosmos DB log categories (Learn: Supported logs for Microsoft.DocumentDB/DatabaseAccounts).
+// Always: control-plane operations, partition-key storage statistics and query runtime
+// statistics (low volume). Opt-in: DataPlaneRequests (one row for every data-plane request:
+// status code, RU, duration) and PartitionKeyRUConsumption (RU per logical partition key; every
+// order is its own key). Without them the Requests metrics (below, AllMetrics-style counts by
+// status code), the app's orders.cosmos.request_charge histogram and the workbook still show RU,
+// throttling and errors; what is lost is the per-request row (which operation, which document)
+// for an after-the-fact investigation. Resource-specific tables (CDB*) are cheaper to query
+// than AzureDiagnostics.
+var cosmosAlwaysLogs = [
+  'ControlPlaneRequests'
+  'PartitionKeyStatistics'
+  'QueryRuntimeStatistics'
+]
+var cosmosDataPlaneCategories = [
+  'DataPlaneRequests'
+  'PartitionKeyRUConsumption'
+]
+var cosmosLogCategories = cosmosDataPlaneLogs ? concat(cosmosAlwaysLogs, cosmosDataPlaneCategories) : cosmosAlwaysLogs
+
 resource cosmosDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
   name: 'to-log-analytics'
   scope: cosmosAccount
   properties: {
     workspaceId: logAnalyticsWorkspaceId
     logAnalyticsDestinationType: 'Dedicated'
-    logs: [
-      {
-        categoryGroup: 'allLogs'
-        enabled: true
-      }
-    ]
+    logs: [for category in cosmosLogCategories: {
+      category: category
+      enabled: true
+    }]
     metrics: [
       {
         category: 'Requests'

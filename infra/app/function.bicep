@@ -28,6 +28,7 @@ param applicationInsightsConnectionString string
 @description('Extra app settings merged over the defaults (must not contain secrets).')
 param extraAppSettings object = {}
 
+@description('Memory of each Flex Consumption instance (MB); the instance gets CPU in proportion (Learn: Flex Consumption plan, instance memory).')
 @allowed([
   512
   2048
@@ -35,9 +36,27 @@ param extraAppSettings object = {}
 ])
 param instanceMemoryMB int = 2048
 
+@description('Scale-out cap of the app (Flex Consumption allows up to 1000).')
 @minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int = 40
+
+@description('Always-ready instances of the consume_order function (0 = none: scale from zero). Billed while idle; removes the cold start of the first instances.')
+@minValue(0)
+@maxValue(1000)
+param alwaysReadyInstances int = 0
+
+@description('Resource id of the subnet (delegated to Microsoft.App/environments) the app integrates with; empty = no VNet integration.')
+param virtualNetworkSubnetId string = ''
+
+// Flex Consumption names always-ready groups "function:<function name>" (Learn: Flex Consumption
+// plan, always ready instances); the SDK model is FunctionsAlwaysReadyConfig (name, instanceCount).
+var alwaysReady = (alwaysReadyInstances > 0) ? [
+  {
+    name: 'function:consume_order'
+    instanceCount: alwaysReadyInstances
+  }
+] : []
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   //checkov:skip=CKV_AZURE_225: Flex Consumption zone redundancy is region-dependent; opt in with properties.zoneRedundant where offered
@@ -54,11 +73,19 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   }
 }
 
+// siteConfig holds only what Flex Consumption accepts. Flex rejects ftpsState (ARM error 51021:
+// the site configuration property Site.SiteConfig.FtpsState for Flex Consumption sites is
+// invalid); FTP is off through ftpPolicy below. The official Flex azd samples set neither
+// http20Enabled nor scmMinTlsVersion (Azure-Samples/functions-quickstart-dotnet-azd,
+// infra/app/api.bicep, sets siteConfig to alwaysOn false only), so neither is set here.
 resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
   //checkov:skip=CKV_AZURE_17: no HTTP function (Service Bus trigger only); client certificates would not protect anything
-  //checkov:skip=CKV_AZURE_212: Flex Consumption scales out per queue length (and to zero); no always-ready instance needed
+  //checkov:skip=CKV_AZURE_212: Flex Consumption scales out per queue length (and to zero); always-ready instances are the alwaysReadyInstances parameter, not a plan minimum
   //checkov:skip=CKV_AZURE_213: no HTTP endpoint to probe; health is observed through the alerts in alerts.bicep
-  //checkov:skip=CKV_AZURE_222: no VNet in the reference; `azd deploy` reaches the app's deployment endpoint over the public network
+  //checkov:skip=CKV_AZURE_222: `azd deploy` reaches the app's deployment endpoint over the public network, also with vnetEnabled (outbound traffic then goes through the VNet)
+  //checkov:skip=CKV_AZURE_67: http20Enabled is not set: the official Flex Consumption azd samples set no HTTP version, and this app serves no HTTP traffic
+  //checkov:skip=CKV_AZURE_18: same check as CKV_AZURE_67 for web apps: no http20Enabled on Flex Consumption (see above), no HTTP traffic
+  //checkov:skip=CKV_AZURE_78: Flex Consumption rejects siteConfig.ftpsState (ARM 51021); FTP basic-auth publishing is off through the ftp basicPublishingCredentialsPolicies resource
   name: functionAppName
   location: location
   tags: union(tags, {
@@ -75,11 +102,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     serverFarmId: plan.id
     httpsOnly: true
     clientCertEnabled: false
+    virtualNetworkSubnetId: (!empty(virtualNetworkSubnetId)) ? virtualNetworkSubnetId : null
+    // Only what Flex Consumption accepts (see the comment above the resource).
     siteConfig: {
       minTlsVersion: '1.2'
-      scmMinTlsVersion: '1.2'
-      ftpsState: 'Disabled'
-      http20Enabled: true
     }
     functionAppConfig: {
       deployment: {
@@ -95,6 +121,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
       scaleAndConcurrency: {
         instanceMemoryMB: instanceMemoryMB
         maximumInstanceCount: maximumInstanceCount
+        alwaysReady: alwaysReady
       }
       runtime: {
         name: 'python'

@@ -10,6 +10,10 @@ param tags object = {}
 @maxValue(730)
 param retentionInDays int = 30
 
+@description('Daily ingestion cap of the workspace in GB; -1 = no cap. When the cap is reached the workspace stops collecting until the next reset, and the log-based alerts go blind with it (Learn: Set daily cap on Log Analytics workspace). Size it from docs/capacity.md.')
+@minValue(-1)
+param dailyQuotaGb int = -1
+
 resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
   name: logAnalyticsName
   location: location
@@ -19,6 +23,9 @@ resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
       name: 'PerGB2018'
     }
     retentionInDays: retentionInDays
+    workspaceCapping: {
+      dailyQuotaGb: dailyQuotaGb
+    }
     features: {
       disableLocalAuth: true
     }

@@ -20,8 +20,8 @@ param cosmosDatabaseName string
 param storageAccountName string
 param applicationInsightsName string
 
-@description('Also grant Azure Service Bus Data Owner on the queue so the Flex Consumption scaler can read the exact queue length (otherwise it falls back to peek-based estimates).')
-param grantQueueDataOwnerForScaling bool = false
+@description('Also grant Azure Service Bus Data Owner on the queue: with Listen rights only, target-based scaling cannot read the queue length and reverts to incremental scale (Learn: target-based scaling). main.bicep turns it on by default.')
+param grantQueueDataOwnerForScaling bool = true
 
 // Documented built-in role definition ids (learn.microsoft.com/azure/role-based-access-control/built-in-roles).
 var serviceBusDataReceiverRoleId = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0' // Azure Service Bus Data Receiver
@@ -74,7 +74,8 @@ resource appQueueReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' =
   }
 }
 
-// Opt-in: exact queue-length reads for the scale controller (Data Owner includes Manage).
+// Queue-length reads for target-based scaling (Data Owner includes Manage): on by default,
+// scoped to the orders queue only (docs/capacity.md#scaling-permission).
 resource appQueueOwnerForScaling 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantQueueDataOwnerForScaling) {
   name: guid(queue.id, managedIdentityPrincipalId, serviceBusDataOwnerRoleId)
   scope: queue

@@ -22,22 +22,82 @@ param tags object = {}
 ])
 param duplicateDetectionHistoryTimeWindowOverride string = ''
 
+@description('Premium only: turn public network access off (vnetEnabled: the app reaches the namespace through its private endpoint).')
+param disablePublicNetworkAccess bool = false
+
+@description('Standard (multi-tenant, credit-throttled: about 200-250 orders/s, docs/capacity.md) or Premium (dedicated messaging units, private endpoints, zone redundancy).')
+@allowed([
+  'Standard'
+  'Premium'
+])
+param sku string = 'Standard'
+
+@description('Premium only: messaging units per partition; the namespace gets this times premiumMessagingPartitions (Service Bus accepts 1, 2, 4, 8 or 16 times the partition count).')
+@allowed([
+  1
+  2
+  4
+  8
+  16
+])
+param messagingUnitsPerPartition int = 1
+
+@description('Premium only: partitions of the namespace (1, 2 or 4), fixed at creation; every entity of a partitioned namespace is partitioned.')
+@allowed([
+  1
+  2
+  4
+])
+param premiumMessagingPartitions int = 1
+
+@description('Premium only: spread the namespace over availability zones (create-time only; partitioned namespaces in zone regions get it anyway).')
+param zoneRedundant bool = true
+
+@description('Largest size of the orders queue and the order-events topic (MB): how long an outage of the consumer it absorbs is docs/capacity.md. Standard allows at most 5120.')
+@allowed([
+  1024
+  2048
+  3072
+  4096
+  5120
+  10240
+  20480
+  40960
+  81920
+])
+param maxSizeInMegabytes int = 5120
+
 var messaging = loadJsonContent('../messaging.json')
-var duplicateDetectionHistoryTimeWindow = empty(duplicateDetectionHistoryTimeWindowOverride) ? messaging.duplicateDetectionHistoryTimeWindow : duplicateDetectionHistoryTimeWindowOverride
+var premium = sku == 'Premium'
+// Learn (duplicate detection): keep the window as small as possible on high-throughput entities.
+// The consumer is idempotent; the window only trims producer retries, so Premium (the tiers
+// above a few hundred orders/s) gets the short window of messaging.json.
+var tierWindow = premium ? messaging.premiumDuplicateDetectionHistoryTimeWindow : messaging.duplicateDetectionHistoryTimeWindow
+var duplicateDetectionHistoryTimeWindow = empty(duplicateDetectionHistoryTimeWindowOverride) ? tierWindow : duplicateDetectionHistoryTimeWindowOverride
+// Standard caps an entity at 5 GB (Service Bus quotas); a larger request would fail the deployment.
+var entityMaxSizeInMegabytes = premium ? maxSizeInMegabytes : min(maxSizeInMegabytes, 5120)
 
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   name: name
   location: location
   tags: tags
-  sku: {
+  sku: premium ? {
+    name: 'Premium'
+    tier: 'Premium'
+    capacity: messagingUnitsPerPartition * premiumMessagingPartitions
+  } : {
     name: 'Standard'
     tier: 'Standard'
   }
-  properties: {
+  properties: union({
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
-    publicNetworkAccess: 'Enabled'
-  }
+    // Private endpoints exist on Premium only: a Standard namespace stays public (Entra ID only).
+    publicNetworkAccess: (premium && disablePublicNetworkAccess) ? 'Disabled' : 'Enabled'
+  }, premium ? {
+    premiumMessagingPartitions: premiumMessagingPartitions
+    zoneRedundant: zoneRedundant
+  } : {})
 }
 
 resource queue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
@@ -51,9 +111,10 @@ resource queue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
     defaultMessageTimeToLive: messaging.defaultMessageTimeToLive
     deadLetteringOnMessageExpiration: true
     requiresSession: false
-    enablePartitioning: false
+    // A partitioned Premium namespace accepts partitioned entities only.
+    enablePartitioning: premium && premiumMessagingPartitions > 1
     enableBatchedOperations: true
-    maxSizeInMegabytes: 1024
+    maxSizeInMegabytes: entityMaxSizeInMegabytes
   }
 }
 
@@ -64,10 +125,10 @@ resource topic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' = {
     requiresDuplicateDetection: true
     duplicateDetectionHistoryTimeWindow: duplicateDetectionHistoryTimeWindow
     defaultMessageTimeToLive: messaging.defaultMessageTimeToLive
-    enablePartitioning: false
+    enablePartitioning: premium && premiumMessagingPartitions > 1
     enableBatchedOperations: true
     supportOrdering: true
-    maxSizeInMegabytes: 1024
+    maxSizeInMegabytes: entityMaxSizeInMegabytes
   }
 }
 
@@ -78,3 +139,6 @@ output queueId string = queue.id
 output queueName string = queue.name
 output topicId string = topic.id
 output topicName string = topic.name
+output sku string = sku
+output duplicateDetectionHistoryTimeWindow string = duplicateDetectionHistoryTimeWindow
+output entityMaxSizeInMegabytes int = entityMaxSizeInMegabytes

@@ -5,9 +5,12 @@ param location string
 param tags object = {}
 param deploymentContainerName string
 
+@description('Turn public network access off (vnetEnabled: the app reaches blobs through its private endpoint), as the official Flex azd quickstarts do with vnetEnabled.')
+param disablePublicNetworkAccess bool = false
+
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
-  //checkov:skip=CKV_AZURE_35: reference deployment without VNet integration; access is Entra-only (shared keys disabled)
-  //checkov:skip=CKV_AZURE_59: reference deployment without VNet integration; access is Entra-only (shared keys disabled)
+  //checkov:skip=CKV_AZURE_35: default network action is Deny when vnetEnabled; the default deployment is public with shared keys disabled (Entra-only)
+  //checkov:skip=CKV_AZURE_59: public access is off when vnetEnabled (private endpoint in network.bicep); the default deployment is public, Entra-only
   //checkov:skip=CKV_AZURE_206: host/deployment storage is re-creatable by `azd deploy`; LRS is sufficient
   name: name
   location: location
@@ -24,8 +27,11 @@ resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     defaultToOAuthAuthentication: true
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
-    publicNetworkAccess: 'Enabled'
-    networkAcls: {
+    publicNetworkAccess: disablePublicNetworkAccess ? 'Disabled' : 'Enabled'
+    networkAcls: disablePublicNetworkAccess ? {
+      defaultAction: 'Deny'
+      bypass: 'None'
+    } : {
       defaultAction: 'Allow'
       bypass: 'AzureServices'
     }

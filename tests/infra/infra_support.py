@@ -144,3 +144,62 @@ def load_yaml(path: Path) -> dict[str, Any]:
         return data
     assert yaml.safe_load(text) == data, f"tiny YAML parser disagrees with PyYAML on {path}"
     return data
+
+
+# ---- parameters ---------------------------------------------------------------------------------
+
+AZD_OWN_VARIABLES = frozenset({"AZURE_ENV_NAME", "AZURE_LOCATION", "AZURE_PRINCIPAL_ID"})
+"""Variables azd sets in every environment itself (Learn: azd environment variables)."""
+
+_SUBSTITUTION = re.compile(r"^\$\{(?P<name>[A-Z][A-Z0-9_]*)(?:=(?P<default>[^}]*))?\}$")
+
+
+def decorator_argument(definition: dict[str, Any], kind: str) -> Any:
+    for item in definition.get("decorators", []):
+        if item["type"] == kind:
+            return item["argument"]
+    return None
+
+
+def main_parameter_mapping() -> dict[str, tuple[str, str | None]]:
+    """main.parameters.json: Bicep parameter -> (azd variable, default in the substitution)."""
+    data = json.loads((INFRA / "main.parameters.json").read_text(encoding="utf-8"))
+    mapping: dict[str, tuple[str, str | None]] = {}
+    for name, entry in data["parameters"].items():
+        match = _SUBSTITUTION.match(str(entry["value"]))
+        assert match, f"{name}: not a ${{VAR}} or ${{VAR=default}} substitution"
+        mapping[name] = (match["name"], match["default"])
+    return mapping
+
+
+def typed(definition: dict[str, Any], raw: Any) -> Any:
+    """A value for a Bicep parameter of ``definition``'s type (strings from azd are converted)."""
+    kind = definition["type"]
+    if kind == "int":
+        return int(raw)
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        assert raw in ("true", "false"), raw
+        return raw == "true"
+    return raw
+
+
+def parameter_violations(definition: dict[str, Any], value: Any) -> list[str]:
+    """What Bicep would reject of ``value`` for the parameter (type, @allowed, @min/@maxValue)."""
+    problems = []
+    kind = definition["type"]
+    python_type = {"int": int, "bool": bool, "string": str, "object": dict, "array": list}[kind]
+    if not isinstance(value, python_type) or (kind == "int" and isinstance(value, bool)):
+        return [f"{value!r} is not a Bicep {kind}"]
+    number = value if isinstance(value, int) else 0
+    allowed = decorator_argument(definition, "allowed")
+    if allowed is not None and value not in allowed:
+        problems.append(f"{value!r} not in @allowed {allowed}")
+    low = decorator_argument(definition, "min_value")
+    if low is not None and number < int_literal(low):
+        problems.append(f"{value!r} below @minValue {int_literal(low)}")
+    high = decorator_argument(definition, "max_value")
+    if high is not None and number > int_literal(high):
+        problems.append(f"{value!r} above @maxValue {int_literal(high)}")
+    return problems

@@ -43,6 +43,7 @@ EXPECTED_MODULES = {
     "alerts.bicep",
     "diagnostics.bicep",
     "workbook.bicep",
+    "network.bicep",
 }
 
 # Documented built-in role definition ids
@@ -207,10 +208,18 @@ def test_servicebus_loads_the_shared_messaging_file() -> None:
 
 
 def test_namespace_is_standard_or_premium_with_local_auth_disabled() -> None:
-    namespace = body(only_resource(doc("servicebus"), "Microsoft.ServiceBus/namespaces"))
-    assert namespace["sku"]["name"] in {"Standard", "Premium"}  # duplicate detection needs it
-    assert namespace["properties"]["disableLocalAuth"] is True
-    assert namespace["properties"]["minimumTlsVersion"] == "1.2"
+    servicebus = doc("servicebus")
+    namespace = body(only_resource(servicebus, "Microsoft.ServiceBus/namespaces"))
+    sku = namespace["sku"]["operator"]
+    assert sku["type"] == "conditional"
+    assert sku["operands"]["condition"] == "premium"
+    assert sku["operands"]["false_value"] == {"name": "Standard", "tier": "Standard"}
+    assert sku["operands"]["true_value"]["name"] == "Premium"  # duplicate detection needs >= Std
+    assert decorator(servicebus["parameters"]["sku"], "allowed") == ["Standard", "Premium"]
+    assert servicebus["parameters"]["sku"]["default"] == "Standard"
+    always = namespace["properties"]["function"]["parameters"]["arg_1"]
+    assert always["disableLocalAuth"] is True
+    assert always["minimumTlsVersion"] == "1.2"
 
 
 def test_queue_semantics_come_from_messaging_json() -> None:
@@ -240,6 +249,8 @@ def test_topic_has_duplicate_detection_and_its_name_from_messaging_json() -> Non
 
 
 def test_duplicate_detection_window_defaults_to_messaging_json_unless_overridden() -> None:
+    """The tier picks the window from messaging.json (Standard: the stand-in's too); an override
+    wins. Fails on 223dafd, which had one window for every tier."""
     servicebus = doc("servicebus")
     msg = messaging_accessor_var(servicebus)
     window = servicebus["variables"]["duplicateDetectionHistoryTimeWindow"]["value"]
@@ -249,18 +260,27 @@ def test_duplicate_detection_window_defaults_to_messaging_json_unless_overridden
     assert empty_check["type"] == "empty"
     override_name = "duplicateDetectionHistoryTimeWindowOverride"
     assert empty_check["parameters"]["item_to_test"] == override_name
-    assert accessor(conditional["operands"]["true_value"]) == (
-        msg,
-        "duplicateDetectionHistoryTimeWindow",
-    )
+    assert conditional["operands"]["true_value"] == "tierWindow"
     assert conditional["operands"]["false_value"] == "duplicateDetectionHistoryTimeWindowOverride"
+    tier = servicebus["variables"]["tierWindow"]["value"]["operator"]["operands"]
+    assert tier["condition"] == "premium"
+    assert accessor(tier["true_value"]) == (msg, "premiumDuplicateDetectionHistoryTimeWindow")
+    assert accessor(tier["false_value"]) == (msg, "duplicateDetectionHistoryTimeWindow")
+    # Learn: keep the window as small as possible on high-throughput entities.
+    assert iso_duration(messaging()["premiumDuplicateDetectionHistoryTimeWindow"]) < iso_duration(
+        messaging()["duplicateDetectionHistoryTimeWindow"]
+    )
     override = servicebus["parameters"]["duplicateDetectionHistoryTimeWindowOverride"]
     assert override["default"] == ""
 
 
 def test_duplicate_detection_window_is_within_service_bus_limits() -> None:
     lower, upper = timedelta(seconds=20), timedelta(days=7)
-    assert lower <= iso_duration(messaging()["duplicateDetectionHistoryTimeWindow"]) <= upper
+    for key in (
+        "duplicateDetectionHistoryTimeWindow",
+        "premiumDuplicateDetectionHistoryTimeWindow",
+    ):
+        assert lower <= iso_duration(messaging()[key]) <= upper, key
     allowed_lists = []
     for name in ("servicebus", "main"):
         param = doc(name)["parameters"]["duplicateDetectionHistoryTimeWindowOverride"]
@@ -305,13 +325,27 @@ def test_cosmos_account_is_keyless_and_serverless_by_default() -> None:
     assert body(main["modules"]["cosmos"])["params"]["serverless"] == "cosmosServerless"
 
 
-def test_cosmos_provisioned_mode_uses_autoscale() -> None:
-    options = doc("cosmos")["variables"]["databaseOptions"]["value"]["operator"]["operands"]
-    assert options["condition"] == "serverless"
-    assert options["true_value"] == {}
-    assert options["false_value"] == {
-        "autoscaleSettings": {"maxThroughput": "autoscaleMaxThroughput"}
-    }
+def test_cosmos_provisioned_mode_uses_autoscale_per_container() -> None:
+    """Throughput on the orders container, the leases container apart, none on the database.
+    Fails on 223dafd (database-level throughput shared by orders and leases)."""
+    cosmos = doc("cosmos")
+    for var, param in (
+        ("ordersOptions", "autoscaleMaxThroughput"),
+        ("leasesOptions", "leasesAutoscaleMaxThroughput"),
+    ):
+        options = cosmos["variables"][var]["value"]["operator"]["operands"]
+        assert options["condition"] == "serverless"
+        assert options["true_value"] == {}
+        assert options["false_value"] == {"autoscaleSettings": {"maxThroughput": param}}
+        assert cosmos["parameters"][param]["default"] == 1000
+        assert decorator(cosmos["parameters"][param], "min_value") == 1000
+    resources = cosmos["resources"]
+    assert body(resources["ordersContainer"])["properties"]["options"] == "ordersOptions"
+    assert body(resources["leasesContainer"])["properties"]["options"] == "leasesOptions"
+    assert "options" not in body(resources["database"])["properties"]
+    params = body(doc("main")["modules"]["cosmos"])["params"]
+    assert params["autoscaleMaxThroughput"] == "cosmosAutoscaleMaxThroughput"
+    assert params["leasesAutoscaleMaxThroughput"] == "cosmosLeasesAutoscaleMaxThroughput"
 
 
 def test_orders_container_partitioning_ttl_and_lean_indexing() -> None:
@@ -375,8 +409,7 @@ def test_function_app_is_flex_consumption_python_313_with_user_assigned_identity
     assert site["identity"]["userAssignedIdentities"] == {"'${identityId}'": {}}
     props = site["properties"]
     assert props["httpsOnly"] is True
-    assert props["siteConfig"]["minTlsVersion"] == "1.2"
-    assert props["siteConfig"]["ftpsState"] == "Disabled"
+    assert props["siteConfig"] == {"minTlsVersion": "1.2"}  # see test_flex_site_config_...
     config = props["functionAppConfig"]
     assert config["runtime"] == {"name": "python", "version": "3.13"}
     storage = config["deployment"]["storage"]
@@ -513,7 +546,6 @@ def test_role_assignment_uses_documented_role_at_narrowest_scope(name: str) -> N
         assert assignment["properties"]["principalType"] == "ServicePrincipal"
     if name == "appQueueOwnerForScaling":
         assert condition(resource) == "grantQueueDataOwnerForScaling"
-        assert rbac["parameters"]["grantQueueDataOwnerForScaling"]["default"] is False
     elif not developer:
         assert condition(resource) is None
 
@@ -554,11 +586,21 @@ def test_developer_access_is_granted_only_when_asked_for() -> None:
     )
 
 
-def test_queue_data_owner_for_scaling_is_a_parameter_off_by_default() -> None:
+def test_queue_data_owner_for_scaling_is_on_by_default_and_scoped_to_the_queue() -> None:
+    """With Listen rights only, target-based scaling reverts to incremental scale (Learn:
+    target-based scaling): the default grants Data Owner on the orders queue only. Fails on
+    223dafd (off by default)."""
     main = doc("main")
-    assert main["parameters"]["grantQueueDataOwnerForScaling"]["default"] is False
+    assert main["parameters"]["grantQueueDataOwnerForScaling"]["default"] is True
+    assert doc("rbac")["parameters"]["grantQueueDataOwnerForScaling"]["default"] is True
     params = body(main["modules"]["rbac"])["params"]
     assert params["grantQueueDataOwnerForScaling"] == "grantQueueDataOwnerForScaling"
+    owner = body(doc("rbac")["resources"]["appQueueOwnerForScaling"])
+    assert owner["scope"] == "queue"
+    mapping = json.loads((INFRA / "main.parameters.json").read_text(encoding="utf-8"))
+    assert mapping["parameters"]["grantQueueDataOwnerForScaling"]["value"] == (
+        "${GRANT_QUEUE_DATA_OWNER_FOR_SCALING=true}"
+    )
 
 
 def test_cosmos_data_contributor_is_scoped_to_the_orders_database() -> None:
@@ -675,8 +717,11 @@ def test_log_alerts_query_the_telemetry_the_consumer_emits() -> None:
     assert "sum(itemCount)" in latency
 
 
-def test_a_stalled_consumer_alerts_on_the_queue_backlog() -> None:
-    """Nothing in App Insights fires when the function stops: the broker's metric must."""
+def test_a_stalled_consumer_alerts_on_waiting_messages_that_nothing_completes() -> None:
+    """Nothing in App Insights fires when the function stops: the broker's metrics must. Messages
+    waiting (ActiveMessages minimum above the threshold for the whole window) AND nothing completed
+    (CompleteMessage total zero): in-flight messages alone keep ActiveMessages above zero under
+    steady load. Fails on 223dafd (ActiveMessages alone paged a healthy consumer)."""
     alerts = doc("alerts")
     assert set(resources_of_type(alerts, "Microsoft.Insights/metricAlerts")) == {
         "deadLetteredAlert",
@@ -686,16 +731,21 @@ def test_a_stalled_consumer_alerts_on_the_queue_backlog() -> None:
     assert props["scopes"] == [accessor_to_str(("namespace", "id"))]
     assert props["windowSize"] == "stalledQueueWindow"
     assert props["actions"] == [{"actionGroupId": accessor_to_str(("actionGroup", "id"))}]
-    (criterion,) = props["criteria"]["allOf"]
-    assert criterion["metricNamespace"] == "Microsoft.ServiceBus/namespaces"
-    assert criterion["metricName"] == "ActiveMessages"
-    # never down to the threshold during the whole window
-    assert criterion["timeAggregation"] == "Minimum"
-    assert criterion["operator"] == "GreaterThan"
-    assert criterion["threshold"] == "stalledQueueActiveMessagesThreshold"
-    assert criterion["dimensions"] == [
-        {"name": "EntityName", "operator": "Include", "values": ["queueName"]}
-    ]
+    criteria = props["criteria"]
+    assert (
+        criteria["'odata.type'"] == "Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria"
+    )
+    waiting, completed = criteria["allOf"]  # allOf: every criterion must hold
+    entity = [{"name": "EntityName", "operator": "Include", "values": ["queueName"]}]
+    for criterion in (waiting, completed):
+        assert criterion["metricNamespace"] == "Microsoft.ServiceBus/namespaces"
+        assert criterion["criterionType"] == "StaticThresholdCriterion"
+        assert criterion["dimensions"] == entity
+    assert (waiting["metricName"], waiting["timeAggregation"]) == ("ActiveMessages", "Minimum")
+    assert waiting["operator"] == "GreaterThan"
+    assert waiting["threshold"] == "stalledQueueActiveMessagesThreshold"
+    assert (completed["metricName"], completed["timeAggregation"]) == ("CompleteMessage", "Total")
+    assert (completed["operator"], completed["threshold"]) == ("LessThanOrEqual", 0)
     assert alerts["parameters"]["stalledQueueActiveMessagesThreshold"]["default"] == 0
     assert alerts["parameters"]["stalledQueueWindow"]["default"] == "PT15M"
 
@@ -735,8 +785,9 @@ def test_log_alert_thresholds_and_wiring() -> None:
     )
 
 
-def test_an_action_group_without_receiver_is_an_explicit_choice() -> None:
-    """No default anywhere: azd up asks for ALERT_EMAIL; "none" deploys alerts nobody gets."""
+def test_an_action_group_without_receiver_is_the_default_and_said_so() -> None:
+    """alertEmail defaults to "none" (so `azd provision --no-prompt` and pipelines run; fails on
+    223dafd, which had no default); "none" deploys alerts nobody gets, and ALERTS_NOTIFY says so."""
     alerts = doc("alerts")
     group = body(only_resource(alerts, "Microsoft.Insights/actionGroups"))
     receivers = group["properties"]["emailReceivers"]["operator"]
@@ -749,13 +800,19 @@ def test_an_action_group_without_receiver_is_an_explicit_choice() -> None:
     assert nobody["operands"]["operand_2"] == "none"
     assert nobody["operands"]["operand_1"]["function"]["type"] == "to_lower"
     main = doc("main")
+    assert main["parameters"]["alertEmail"]["default"] == "none"
     for document in (alerts, main):
-        assert document["parameters"]["alertEmail"].get("default") is None
         assert decorator(document["parameters"]["alertEmail"], "min_length") == 1
     params = json.loads((INFRA / "main.parameters.json").read_text(encoding="utf-8"))
-    # no "=default" in the azd substitution: an unset ALERT_EMAIL makes azd prompt
-    assert params["parameters"]["alertEmail"]["value"] == "${ALERT_EMAIL}"
-    assert "ALERTS_NOTIFY" in main["outputs"]
+    assert params["parameters"]["alertEmail"]["value"] == "${ALERT_EMAIL=none}"
+    notify = alerts["outputs"]["alertsNotify"]["value"]["operator"]["operands"]
+    assert notify["condition"] == "notifyNobody"
+    assert "nobody" in notify["true_value"]
+    assert accessor(main["outputs"]["ALERTS_NOTIFY"]["value"]) == (
+        "alerts",
+        "outputs",
+        "alertsNotify",
+    )
 
 
 # ---- Diagnostics and workbook -------------------------------------------------------------------
@@ -779,8 +836,11 @@ def test_diagnostic_settings_send_service_bus_cosmos_and_storage_to_log_analytic
     for type_, setting in scoped.items():
         props = setting["properties"]
         assert props["workspaceId"] == "logAnalyticsWorkspaceId", type_
-        assert all(entry["enabled"] is True for entry in props.get("logs", [])), type_
         assert props["metrics"] and all(m["enabled"] is True for m in props["metrics"]), type_
+        if type_ == "Microsoft.DocumentDB/databaseAccounts":  # categories: test_cosmos_data_...
+            assert props["logs"]["config"] == {"category": "category", "enabled": True}
+            continue
+        assert all(entry["enabled"] is True for entry in props.get("logs", [])), type_
         if type_ != "Microsoft.Storage/storageAccounts":  # the account itself has no logs
             assert props["logs"] == [{"categoryGroup": "allLogs", "enabled": True}], type_
     for name in ("namespace", "cosmosAccount", "storage", "blobService"):
