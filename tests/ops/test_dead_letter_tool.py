@@ -136,7 +136,7 @@ def test_a_crash_between_send_and_removal_leaves_a_copy_the_rerun_verifies(
     clock.advance(WINDOW)
     port = LocalDeadLetterQueue(queue)
     [letter] = port.dead_letters()
-    port.send_copy(letter)  # ... and the tool dies before removing the dead letter
+    port.send_copies([letter])  # ... and the tool dies before removing the dead letter
     clock.advance(timedelta(minutes=5))
 
     code, text = run(queue, "resubmit", "ord-1")
@@ -152,11 +152,12 @@ def test_a_message_id_that_is_not_the_order_id_is_refused(queue: PeekLockQueue) 
     exhaust(queue, message(order_body("ord-2"), message_id=None))
     sent = queue.stats.sent
 
-    code, text = run(queue, "resubmit", "--reason", MAX_DELIVERY_COUNT_EXCEEDED)
+    code, text = run(queue, "resubmit", "--reason", MAX_DELIVERY_COUNT_EXCEEDED, "--json")
 
     assert code == 1
-    assert text.count("refused") == 2
-    assert "MessageIdMismatch" in text
+    results = json.loads(text)["results"]
+    assert [r["verdict"] for r in results] == ["refused", "refused"]
+    assert "MessageIdMismatch" in results[0]["detail"]
     assert queue.stats.sent == sent
     assert dead_ids(queue) == ["ord-9", None]
 
@@ -221,7 +222,7 @@ def test_purge_asks_and_removes_only_old_dead_letters_of_the_reason(
 
     code, text = run(queue, *args, confirm=lambda prompt: True)
     assert code == 0
-    assert "removed 1 of 1" in text
+    assert "1 dead letter(s): 1 removed" in text
     assert dead_ids(queue) == ["ord-2"]
 
 
@@ -296,7 +297,7 @@ async def test_after_a_crash_the_consumer_absorbs_the_copy_and_the_rerun_removes
     clock.advance(WINDOW)
     port = LocalDeadLetterQueue(queue)
     [letter] = port.dead_letters()
-    port.send_copy(letter)  # the tool crashed here, before removing the dead letter
+    port.send_copies([letter])  # the tool crashed here, before removing the dead letter
     await host.run_until_idle()  # the consumer processes the copy: the order is stored
     orders = lookup(app_env)
 
