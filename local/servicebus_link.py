@@ -42,7 +42,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from azure.servicebus import ServiceBusClient
@@ -65,6 +65,7 @@ from local.broker import (
     PropertyValue,
     SubQueue,
 )
+from shared.core import SYSTEM_CLOCK, Clock
 
 HOSTNAME = "local-broker.servicebus.windows.net"
 # A well-formed connection string (a SAS signature is computed locally and never checked).
@@ -87,6 +88,8 @@ class LocalNamespace:
     #: Wraps every operation the handlers perform (fault injection in tests: a tool killed
     #: mid-way); called with the operation's name before it runs.
     before_operation: Callable[[str], None] = lambda _operation: None
+    #: The SDK's clock, against which it judges a lock's ``locked_until_utc`` (see "Time").
+    client_clock: Clock = SYSTEM_CLOCK
 
     def resolve(self, address: str) -> tuple[PeekLockQueue, SubQueue]:
         path = address.split("://", 1)[-1].split("/", 1)[-1] if "://" in address else address
@@ -167,7 +170,7 @@ class _Handler:
 
     def _clock_offset(self) -> timedelta:
         """Wall clock minus the broker's clock (see the module docstring, "Time")."""
-        return datetime.now(UTC) - self._queue.clock.now()
+        return self._namespace.client_clock.now() - self._queue.clock.now()
 
 
 class ReceiveHandler(_Handler):
