@@ -45,10 +45,11 @@ def deployed_window(
     try:
         properties = admin.get_queue(queue_name)
     except AzureError as error:
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        first_line = (str(error).strip().splitlines() or [""])[0]
         return Window(
             configured_window(path),
-            f"infra/messaging.json: the queue's properties could not be read ({first_line}; "
+            f"infra/messaging.json: the queue's properties could not be read "
+            f"({type(error).__name__}: {first_line}; "
             "reading them needs Manage or Azure Service Bus Data Owner). A Bicep override "
             "of the window would not be seen: pass --window if it was set",
         )
@@ -57,7 +58,7 @@ def deployed_window(
     window = properties.duplicate_detection_history_time_window
     if not isinstance(window, timedelta):  # the SDK parses the ISO duration; never a string
         return Window(configured_window(path), f"infra/messaging.json: {window!r} unreadable")
-    return Window(window, f"the queue {queue_name!r}'s properties (administration client)")
+    return Window(window, f"the properties of queue {queue_name!r} (administration client)")
 
 
 def admin_client(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from local.broker import (
     QueueSettings,
     SubQueue,
 )
-from local.servicebus_link import LocalNamespace
+from local.servicebus_link import LocalNamespace, servicebus_client
 from ops.cli import main
 from ops.local_broker import LocalDeadLetterQueue
 from ops.servicebus import ServiceBusDeadLetterQueue
@@ -304,6 +305,31 @@ def test_a_resubmit_inside_the_window_is_held_then_forced_and_dropped_never_lost
     assert set(verdicts(forced).values()) == {"dropped"}
     assert broker.stats.dropped_duplicates == 2  # the broker took the sends and kept nothing
     assert dead_ids(broker) == ["ord-00000", "ord-00001"]
+
+
+def test_an_explicit_window_wins_over_the_one_the_adapter_was_given(clock: ManualClock) -> None:
+    """The Bicep can deploy a shorter window (``duplicateDetectionHistoryTimeWindowOverride``)
+    than infra/messaging.json's P1D, which the adapter was built with."""
+    from io import StringIO
+
+    deployed = QueueSettings.from_messaging_file(duplicate_detection_window=timedelta(hours=1))
+    broker = PeekLockQueue(deployed, clock)
+    orders(broker, 1)
+    clock.advance(timedelta(hours=2))
+    client = servicebus_client(LocalNamespace({"orders": broker}, client_clock=clock))
+    queue = ServiceBusDeadLetterQueue(client, "orders", WINDOW, clock=clock, wall_clock=clock)
+
+    def resubmit(*argv: str) -> tuple[int, dict[str, Any]]:
+        out = StringIO()
+        code = main([*argv, "resubmit", "ord-00000", "--json"], queue=queue, out=out)
+        return code, json.loads(out.getvalue())
+
+    assert verdicts(resubmit()[1]) == {"ord-00000": "held"}
+    code, report = resubmit("--window", "PT1H")
+
+    assert code == 0
+    assert verdicts(report) == {"ord-00000": "resubmitted"}
+    assert report["notes"][0] == "duplicate-detection window: 1:00:00 (from --window)"
 
 
 @pytest.fixture
