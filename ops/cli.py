@@ -23,11 +23,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ops import parked_cli
 from ops.durations import parse_duration
+from ops.parked import OutboxDocuments
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
 from ops.resubmit import Result, Run, body_order_id, field_diff, purge, purge_candidates, select
 from ops.resubmit import resubmit as resubmit_letters
 from ops.window import Window
+from shared.core import SYSTEM_CLOCK, Clock
 
 # A table of every result is printed up to this many rows; beyond, the ones not done (and
 # --json gives every one).
@@ -40,7 +43,12 @@ class Adapters:
 
     queue: DeadLetterQueue | None = None
     orders: OrderLookup | None = None
+    outbox: OutboxDocuments | None = None
     window: Window | None = None
+
+    @property
+    def injected(self) -> bool:
+        return any(x is not None for x in (self.queue, self.orders, self.outbox))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     purging.add_argument("--yes", action="store_true", help="do not ask")
     purging.add_argument("--dry-run", action="store_true")
     purging.add_argument("--json", action="store_true", help="every result, as JSON")
+    parked_cli.add_commands(commands)
     return parser
 
 
@@ -95,20 +104,33 @@ def _ask(prompt: str) -> bool:
     return input(prompt).strip().lower() in {"y", "yes"}
 
 
+DEAD_LETTER_COMMANDS = frozenset({"list", "show", "resubmit", "purge"})
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
     queue: DeadLetterQueue | None = None,
     orders: OrderLookup | None = None,
+    outbox: OutboxDocuments | None = None,
+    clock: Clock | None = None,
     confirm: Callable[[str], bool] = _ask,
     out: TextIO | None = None,
 ) -> int:
+    """Run one command. Adapters given here (tests, the demo) replace every connection: then
+    nothing is built from the arguments. ``clock`` dates ages and windows (default: the
+    dead-letter queue's, else the system's)."""
     args = build_parser().parse_args(argv)
     console = Console(file=out or sys.stdout, width=160, soft_wrap=True)
-    adapters = Adapters(queue=queue, orders=orders)
+    adapters = Adapters(queue=queue, orders=orders, outbox=outbox)
     try:
         with _connected(args, adapters):
-            return _dead_letter_command(args, adapters, console, confirm)
+            if args.command in DEAD_LETTER_COMMANDS:
+                return _dead_letter_command(args, adapters, console, confirm)
+            now = (clock or adapters.queue or SYSTEM_CLOCK).now()
+            if adapters.outbox is None:
+                raise ValueError("this command needs the orders container (--cosmos-endpoint)")
+            return parked_cli.run(args, adapters.outbox, console, now)
     except ValueError as error:
         console.print(f"error: {error}")
         return 2
@@ -116,45 +138,49 @@ def main(
 
 @contextmanager
 def _connected(args: argparse.Namespace, adapters: Adapters) -> Iterator[Adapters]:
-    """Build the adapters from the arguments, unless they were injected (then nothing is
-    connected: an injected queue comes with the order lookup it wants, or none); close what
-    was built here."""
+    """Build what the command needs from the arguments, unless adapters were injected; close
+    what was built here."""
     opened: list[Any] = []
     if args.window is not None:
         adapters.window = Window(args.window, "--window")
     try:
-        if adapters.queue is None:
-            from ops.servicebus import ServiceBusDeadLetterQueue
-            from ops.window import admin_client, deployed_window
-
-            if adapters.window is None:
-                admin = admin_client(
-                    namespace=args.namespace, connection_string=args.connection_string
-                )
-                opened.append(admin)
-                adapters.window = deployed_window(admin, args.queue)
-            built = ServiceBusDeadLetterQueue.connect(
-                args.queue,
-                adapters.window.value,
-                namespace=args.namespace,
-                connection_string=args.connection_string,
-            )
-            opened.append(built)
-            adapters.queue = built
+        if not adapters.injected:
+            if args.command in DEAD_LETTER_COMMANDS:
+                adapters.queue = _connect_queue(args, adapters, opened)
             if args.cosmos_endpoint:
-                from ops.cosmos import CosmosOrderLookup
+                from ops.cosmos import CosmosOrderLookup, CosmosOutboxDocuments, container_client
 
-                adapters.orders = CosmosOrderLookup.connect(
+                container = container_client(
                     args.cosmos_endpoint,
                     args.cosmos_database,
                     args.cosmos_container,
                     key=args.cosmos_key,
                     verify_tls=not args.no_verify_tls,
                 )
+                adapters.orders = CosmosOrderLookup(container)
+                adapters.outbox = CosmosOutboxDocuments(container)
         yield adapters
     finally:
         for handle in reversed(opened):
             handle.close()
+
+
+def _connect_queue(args: argparse.Namespace, adapters: Adapters, opened: list[Any]) -> Any:
+    from ops.servicebus import ServiceBusDeadLetterQueue
+    from ops.window import admin_client, deployed_window
+
+    if adapters.window is None:
+        admin = admin_client(namespace=args.namespace, connection_string=args.connection_string)
+        opened.append(admin)
+        adapters.window = deployed_window(admin, args.queue)
+    built = ServiceBusDeadLetterQueue.connect(
+        args.queue,
+        adapters.window.value,
+        namespace=args.namespace,
+        connection_string=args.connection_string,
+    )
+    opened.append(built)
+    return built
 
 
 def _dead_letter_command(
@@ -164,7 +190,8 @@ def _dead_letter_command(
     confirm: Callable[[str], bool],
 ) -> int:
     queue = adapters.queue
-    assert queue is not None
+    if queue is None:
+        raise ValueError("this command needs the dead-letter queue")
     letters = sorted(queue.dead_letters(), key=lambda letter: letter.sequence_number)
     if args.command == "list":
         chosen = [x for x in letters if args.reason is None or x.reason == args.reason]
@@ -240,7 +267,7 @@ def _show(
         if letter.reason != "HashMismatch":
             continue
         order_id = body_order_id(letter.body)
-        stored = orders.stored_order(order_id) if orders and order_id else None
+        stored = orders.stored_orders([order_id]).get(order_id) if orders and order_id else None
         if stored is None:
             console.print("stored order: not found (or no --cosmos-endpoint given)")
             continue

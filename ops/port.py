@@ -99,9 +99,9 @@ class DeadLetterQueue(Protocol):
 
 
 class OrderLookup(Protocol):
-    """The stored order document, by order id (None if there is none)."""
+    """Stored order documents by order id; an order that is not stored is left out."""
 
-    def stored_order(self, order_id: str) -> dict[str, Any] | None: ...
+    def stored_orders(self, order_ids: Collection[str]) -> dict[str, dict[str, Any]]: ...
 
 
 def by_sequence(letters: Iterable[DeadLetter]) -> dict[int, DeadLetter]:

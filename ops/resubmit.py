@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -118,20 +118,22 @@ def _same_as_stored(letter: DeadLetter, stored: dict[str, Any]) -> bool | None:
     return fingerprint(valid.fields) == stored.get("requestHash")
 
 
-def _stored_state(letter: DeadLetter, orders: OrderLookup | None) -> bool | None:
+def _stored_state(letter: DeadLetter, stored: Mapping[str, dict[str, Any]]) -> bool | None:
     """True: stored with this fingerprint; False: stored, different; None: not stored/unknown."""
-    order_id = letter.message_id
-    if orders is None or order_id is None:
-        return None
-    stored = orders.stored_order(order_id)
-    if stored is None:
-        return None
-    return _same_as_stored(letter, stored)
+    order = stored.get(str(letter.message_id))
+    return None if order is None else _same_as_stored(letter, order)
+
+
+def _stored(orders: OrderLookup | None, letters: Iterable[DeadLetter]) -> dict[str, dict[str, Any]]:
+    """The stored orders of these dead letters, in one batched read (none without a lookup)."""
+    if orders is None:
+        return {}
+    return orders.stored_orders({letter.message_id for letter in letters if letter.message_id})
 
 
 def _precheck(
     letter: DeadLetter,
-    orders: OrderLookup | None,
+    stored_orders: Mapping[str, dict[str, Any]],
     window: timedelta,
     now: datetime,
     inside_window: bool,
@@ -155,7 +157,7 @@ def _precheck(
             f"MessageId {letter.message_id!r} is not the body's orderId {order_id!r}: a copy "
             "would be dead-lettered as MessageIdMismatch again; the producer must send it anew",
         )
-    stored = _stored_state(letter, orders)
+    stored = _stored_state(letter, stored_orders)
     if stored is False:
         return Result(
             letter,
@@ -213,8 +215,9 @@ def resubmit(
     results: dict[int, Result] = {}
     to_send: dict[int, DeadLetter] = {}
     to_remove: dict[int, DeadLetter] = {}
+    stored_before = _stored(orders, letters)
     for letter in letters:
-        checked = _precheck(letter, orders, window, now, inside_window)
+        checked = _precheck(letter, stored_before, window, now, inside_window)
         if isinstance(checked, Result):
             results[letter.sequence_number] = checked
         elif dry_run:
@@ -257,12 +260,13 @@ def resubmit(
                 )
             return chosen
         queued, again = verifier.queued_since_last()
+        stored_now = _stored(orders, [x for x in sends if x.message_id not in queued])
         for letter in sends:
             sequence = letter.sequence_number
             copy = again.get(str(letter.message_id))
             if letter.message_id in queued:
                 verified[sequence] = Result(letter, Verdict.RESUBMITTED, "copy seen on the queue")
-            elif _stored_state(letter, orders) is True:
+            elif _stored_state(letter, stored_now) is True:
                 verified[sequence] = Result(letter, Verdict.RESUBMITTED, "the order is stored")
             elif copy is not None:
                 verified[sequence] = Result(
