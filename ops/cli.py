@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ops import parked_cli
+from ops import audit_cli, parked_cli
 from ops.durations import parse_duration
 from ops.parked import OutboxDocuments
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
@@ -44,11 +44,15 @@ class Adapters:
     queue: DeadLetterQueue | None = None
     orders: OrderLookup | None = None
     outbox: OutboxDocuments | None = None
+    audit: audit_cli.AuditReader | None = None
+    events: audit_cli.EventSource | None = None
     window: Window | None = None
 
     @property
     def injected(self) -> bool:
-        return any(x is not None for x in (self.queue, self.orders, self.outbox))
+        return any(
+            x is not None for x in (self.queue, self.orders, self.outbox, self.audit, self.events)
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     purging.add_argument("--dry-run", action="store_true")
     purging.add_argument("--json", action="store_true", help="every result, as JSON")
     parked_cli.add_commands(commands)
+    audit_cli.add_commands(commands)
     return parser
 
 
@@ -113,6 +118,8 @@ def main(
     queue: DeadLetterQueue | None = None,
     orders: OrderLookup | None = None,
     outbox: OutboxDocuments | None = None,
+    audit: audit_cli.AuditReader | None = None,
+    events: audit_cli.EventSource | None = None,
     clock: Clock | None = None,
     confirm: Callable[[str], bool] = _ask,
     out: TextIO | None = None,
@@ -122,12 +129,14 @@ def main(
     dead-letter queue's, else the system's)."""
     args = build_parser().parse_args(argv)
     console = Console(file=out or sys.stdout, width=160, soft_wrap=True)
-    adapters = Adapters(queue=queue, orders=orders, outbox=outbox)
+    adapters = Adapters(queue=queue, orders=orders, outbox=outbox, audit=audit, events=events)
     try:
         with _connected(args, adapters):
             if args.command in DEAD_LETTER_COMMANDS:
                 return _dead_letter_command(args, adapters, console, confirm)
             now = (clock or adapters.queue or SYSTEM_CLOCK).now()
+            if args.command == "audit":
+                return _audit(args, adapters, console, now)
             if adapters.outbox is None:
                 raise ValueError("this command needs the orders container (--cosmos-endpoint)")
             return parked_cli.run(args, adapters.outbox, console, now)
@@ -147,8 +156,15 @@ def _connected(args: argparse.Namespace, adapters: Adapters) -> Iterator[Adapter
         if not adapters.injected:
             if args.command in DEAD_LETTER_COMMANDS:
                 adapters.queue = _connect_queue(args, adapters, opened)
+            if args.command == "audit":
+                _connect_audit(args, adapters, opened)
             if args.cosmos_endpoint:
-                from ops.cosmos import CosmosOrderLookup, CosmosOutboxDocuments, container_client
+                from ops.cosmos import (
+                    CosmosAuditReader,
+                    CosmosOrderLookup,
+                    CosmosOutboxDocuments,
+                    container_client,
+                )
 
                 container = container_client(
                     args.cosmos_endpoint,
@@ -159,6 +175,8 @@ def _connected(args: argparse.Namespace, adapters: Adapters) -> Iterator[Adapter
                 )
                 adapters.orders = CosmosOrderLookup(container)
                 adapters.outbox = CosmosOutboxDocuments(container)
+                if args.command == "audit":
+                    adapters.audit = CosmosAuditReader(container, max_documents=args.max_documents)
         yield adapters
     finally:
         for handle in reversed(opened):
@@ -181,6 +199,49 @@ def _connect_queue(args: argparse.Namespace, adapters: Adapters, opened: list[An
     )
     opened.append(built)
     return built
+
+
+def _connect_audit(args: argparse.Namespace, adapters: Adapters, opened: list[Any]) -> None:
+    """The audit peeks the dead-letter queue (no window needed) and, if asked, a subscription."""
+    from ops.servicebus import ServiceBusDeadLetterQueue, ServiceBusEvents, client_for
+    from ops.window import configured_window
+
+    queue = ServiceBusDeadLetterQueue.connect(
+        args.queue,
+        configured_window(),
+        namespace=args.namespace,
+        connection_string=args.connection_string,
+    )
+    opened.append(queue)
+    adapters.queue = queue
+    if args.subscription:
+        events = ServiceBusEvents(
+            client_for(namespace=args.namespace, connection_string=args.connection_string),
+            args.topic,
+        )
+        opened.append(events)
+        adapters.events = events
+
+
+def _audit(args: argparse.Namespace, adapters: Adapters, console: Console, now: Any) -> int:
+    from datetime import UTC, datetime
+
+    since, until = audit_cli.window(args, datetime.now(UTC))  # _ts is the server's time
+    if adapters.audit is None or adapters.queue is None:
+        raise ValueError("the audit needs the orders container (--cosmos-endpoint) and the queue")
+    if args.subscription and adapters.events is None:
+        raise ValueError("--subscription needs the namespace")
+    run = audit_cli.read_and_check(
+        adapters.audit,
+        adapters.queue,
+        adapters.events,
+        since=since,
+        until=until,
+        subscription=args.subscription,
+        pending_grace=args.pending_grace,
+        now=now,
+    )
+    return audit_cli.print_run(run, console, as_json=args.json)
 
 
 def _dead_letter_command(

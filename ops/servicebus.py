@@ -57,6 +57,7 @@ from azure.servicebus.exceptions import (
     ServiceBusError,
 )
 
+from ops.audit import SeenEvent
 from ops.port import BatchDecision, DeadLetter, PropertyValue, ScanResult
 from shared.core import SYSTEM_CLOCK, Clock
 from shared.message_body import BodyKind, read_body
@@ -399,3 +400,31 @@ def client_for(*, namespace: str | None, connection_string: str | None) -> Servi
 
         return ServiceBusClient(namespace, DefaultAzureCredential())
     raise ValueError("give --namespace (Entra ID) or --connection-string (emulator)")
+
+
+class ServiceBusEvents:
+    """The OrderAccepted events a subscription of the topic holds, by peek (locks nothing,
+    changes nothing, "for diagnostic and debugging purposes": message browsing,
+    https://learn.microsoft.com/azure/service-bus-messaging/message-browsing). Only what the
+    subscription still holds: what downstream consumed is gone (an audit subscription keeps
+    what it is sent for its TTL). Needs *Azure Service Bus Data Receiver* on the subscription."""
+
+    def __init__(self, client: ServiceBusClient, topic: str, *, limit: int = 1_000_000) -> None:
+        self._client = client
+        self._topic = topic
+        self._limit = limit
+
+    def events(self, subscription: str) -> list[SeenEvent]:
+        found: list[SeenEvent] = []
+        with self._client.get_subscription_receiver(self._topic, subscription) as receiver:
+            next_sequence = 1
+            while len(found) < self._limit:
+                page = receiver.peek_messages(PEEK_PAGE, sequence_number=next_sequence)
+                if not page:
+                    break
+                found.extend(SeenEvent.from_body(m.message_id, m.body, m.body_type) for m in page)
+                next_sequence = int(page[-1].sequence_number or 0) + 1
+        return found
+
+    def close(self) -> None:
+        self._client.close()
