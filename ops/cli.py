@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from azure.core.exceptions import AzureError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -142,6 +143,9 @@ def main(
             return parked_cli.run(args, adapters.outbox, console, now)
     except ValueError as error:
         console.print(f"error: {error}")
+        return 2
+    except AzureError as error:  # a connection, permission or entity error: nothing to report
+        console.print(f"error: {type(error).__name__}: {error}")
         return 2
 
 

@@ -130,6 +130,7 @@ class Outcome(enum.StrEnum):
     CHANGED = "changed"  # changed since it was read (published, parked again, edited): untouched
     NOT_STUCK = "not-stuck"  # dispatched: nothing to do
     NOT_FOUND = "not-found"  # no outbox document for this order
+    FAILED = "failed"  # the write failed (permission, throttling ...): untouched
 
 
 DONE = frozenset({Outcome.REPUBLISHED, Outcome.WOULD_REPUBLISH})
@@ -187,24 +188,33 @@ def republish(
                     f"would set status {event.status} -> {STATUS_PENDING}",
                 )
             )
-        elif outbox.republish(event.document):
-            results.append(
-                Republished(
-                    event.order_id,
-                    event.event_id,
-                    Outcome.REPUBLISHED,
-                    f"status {event.status} -> {STATUS_PENDING}: the relay publishes it with "
-                    f"MessageId {event.event_id}",
-                )
-            )
         else:
-            results.append(
-                Republished(
-                    event.order_id,
-                    event.event_id,
-                    Outcome.CHANGED,
-                    "changed since it was read (the relay published or parked it again, or "
-                    "someone edited it): left as it is; list again",
-                )
-            )
+            results.append(_republish_one(outbox, event))
     return results
+
+
+def _republish_one(outbox: OutboxDocuments, event: StuckEvent) -> Republished:
+    try:
+        republished = outbox.republish(event.document)
+    except Exception as error:  # noqa: BLE001 - reported per event; the others still go
+        return Republished(
+            event.order_id,
+            event.event_id,
+            Outcome.FAILED,
+            f"the write failed ({type(error).__name__}: {error}): list again to see",
+        )
+    if republished:
+        return Republished(
+            event.order_id,
+            event.event_id,
+            Outcome.REPUBLISHED,
+            f"status {event.status} -> {STATUS_PENDING}: the relay publishes it with "
+            f"MessageId {event.event_id}",
+        )
+    return Republished(
+        event.order_id,
+        event.event_id,
+        Outcome.CHANGED,
+        "changed since it was read (the relay published or parked it again, or someone "
+        "edited it): left as it is; list again",
+    )

@@ -259,8 +259,18 @@ def resubmit(
                     "(a copy may have been accepted: a rerun finds it)",
                 )
             return chosen
-        queued, again = verifier.queued_since_last()
-        stored_now = _stored(orders, [x for x in sends if x.message_id not in queued])
+        try:
+            queued, again = verifier.queued_since_last()
+            stored_now = _stored(orders, [x for x in sends if x.message_id not in queued])
+        except Exception as error:  # noqa: BLE001 - unverified: nothing is removed
+            for letter in sends:
+                results[letter.sequence_number] = Result(
+                    letter,
+                    Verdict.FAILED,
+                    f"sent, but the copy could not be verified ({type(error).__name__}: "
+                    f"{error}); the dead letter stays (a rerun verifies it)",
+                )
+            return chosen
         for letter in sends:
             sequence = letter.sequence_number
             copy = again.get(str(letter.message_id))

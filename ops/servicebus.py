@@ -291,9 +291,14 @@ class ServiceBusDeadLetterQueue:
             try:
                 while pending:
                     renewals += self._renew_due(receiver, held, renew_at)
-                    batch = receiver.receive_messages(
-                        max_message_count=self._receive_batch, max_wait_time=self._receive_wait_s
-                    )
+                    try:
+                        batch = receiver.receive_messages(
+                            max_message_count=self._receive_batch,
+                            max_wait_time=self._receive_wait_s,
+                        )
+                    except ServiceBusError as error:  # after the SDK's own retries
+                        stopped = f"a receive failed ({type(error).__name__}: {error})"
+                        break
                     if not batch:
                         break
                     progress(len(batch))

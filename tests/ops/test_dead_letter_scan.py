@@ -359,3 +359,34 @@ def test_the_scan_completes_only_what_the_decision_returns(
     assert (result.failed, result.not_received) == ({}, set())
     assert len(broker.dead_letters) == 5 - len(result.removed)
     assert broker.receive(10, SubQueue.DEAD_LETTER)  # every held lock was released at the end
+
+
+def test_a_receive_that_fails_mid_scan_ends_the_scan_with_what_was_done_reported(
+    broker: PeekLockQueue, clock: ManualClock
+) -> None:
+    """Fails if a failing receive aborted the command: the removals already made would go
+    unreported, and the operator would rerun blind."""
+    from azure.servicebus._pyamqp.error import ErrorCondition, MessageException
+
+    orders(broker, 250)
+    clock.advance(timedelta(minutes=1))
+    receives = {"left": 2}
+
+    def refuse_the_third_receive(operation: str) -> None:
+        if operation == "receive":
+            receives["left"] -= 1
+            if receives["left"] < 0:  # e.g. the role was removed meanwhile
+                raise MessageException(ErrorCondition.UnauthorizedAccess, description="revoked")
+
+    namespace = LocalNamespace(
+        {"orders": broker}, before_operation=refuse_the_third_receive, client_clock=clock
+    )
+    purge = ("purge", "--reason", OUTAGE, "--older-than", "0m", "--yes", "--json")
+
+    code, report = tool(broker, *purge, namespace=namespace)
+
+    assert code == 1
+    assert isinstance(report, dict)
+    assert report["counts"] == {"removed": 200, "not-received": 50}
+    assert "a receive failed" in report["scan"]["stopped"]
+    assert len(broker.dead_letters) == 50
