@@ -388,5 +388,5 @@ def test_a_receive_that_fails_mid_scan_ends_the_scan_with_what_was_done_reported
     assert code == 1
     assert isinstance(report, dict)
     assert report["counts"] == {"removed": 200, "not-received": 50}
-    assert "a receive failed" in report["scan"]["stopped"]
+    assert "a receive failed" in report["scan"]["stopped"]  # type: ignore[index]
     assert len(broker.dead_letters) == 50
