@@ -22,6 +22,7 @@ from local.broker import (
     PeekLockQueue,
 )
 from local.host import LocalFunctionsHost
+from local.servicebus_link import LocalNamespace
 from ops.cli import main, parse_duration
 from ops.cosmos import CosmosOrderLookup
 from ops.local_broker import LocalDeadLetterQueue
@@ -310,3 +311,48 @@ async def test_after_a_crash_the_consumer_absorbs_the_copy_and_the_rerun_removes
         doc async for doc in container.query_items("SELECT * FROM c WHERE c.type = 'order'")
     ]
     assert [doc["id"] for doc in documents] == ["ord-1"]
+
+
+class ToolKilled(BaseException):
+    """The tool's process dies: nothing it does afterwards reaches the broker."""
+
+
+async def test_killed_after_sending_then_rerun_a_day_later_the_consumer_absorbs_the_second_copy(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    clock: ManualClock,
+    app_env: dict[str, str],
+    container: ContainerProxy,
+) -> None:
+    """The tool dies between the send and the removal, and nobody consumes the copy for a day
+    (the consumer is still down). The rerun, past both windows, sends a second copy (the first
+    is on the queue, so it verifies either way) and removes the dead letter; the consumer then
+    takes both copies: one order, the second completed as a duplicate. No order lost, none
+    doubled."""
+    exhaust(queue, message(order_body("ord-1"), message_id="ord-1"))
+    clock.advance(WINDOW)
+    state = {"sent": False}
+
+    def die_after_the_send(operation: str) -> None:
+        if operation == "send":
+            state["sent"] = True
+        elif state["sent"]:
+            raise ToolKilled(operation)
+
+    namespace = LocalNamespace({"orders": queue}, before_operation=die_after_the_send)
+    with pytest.raises(ToolKilled):
+        main(["resubmit", "ord-1"], queue=LocalDeadLetterQueue(queue, namespace))
+    clock.advance(WINDOW)  # the dead tool's lock lapsed long ago; the copy is a day old
+    assert (dead_ids(queue), queued_ids(queue)) == (["ord-1"], ["ord-1"])
+
+    code, text = run(queue, "resubmit", "ord-1", "--json", orders=lookup(app_env))
+
+    assert code == 0, text
+    assert [r["verdict"] for r in json.loads(text)["results"]] == ["resubmitted"]
+    assert (dead_ids(queue), queued_ids(queue)) == ([], ["ord-1", "ord-1"])
+    await host.run_until_idle()
+    orders = [doc async for doc in container.query_items("SELECT * FROM c WHERE c.type = 'order'")]
+    assert [doc["id"] for doc in orders] == ["ord-1"]
+    assert queue.is_idle()
+    completes = [r for r in queue.settlement_log if r.operation == "complete" and r.ok]
+    assert [r.message_id for r in completes[-2:]] == ["ord-1", "ord-1"]  # the duplicate too
