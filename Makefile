@@ -70,3 +70,8 @@ azurite: install-node
 
 clean:
 	rm -rf $(VENV) $(INFRA_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The operator tool draining a 10,000-message dead-letter queue (docs/operations.md); long run.
+.PHONY: bench-dead-letters
+bench-dead-letters: install
+	$(PY) -m bench.dead_letters $(BENCH_ARGS)

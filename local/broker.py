@@ -1,11 +1,16 @@
-"""An in-memory peek-lock queue with the Service Bus semantics the app depends on.
+"""An in-memory peek-lock queue with the Service Bus semantics the app and the dead-letter tool
+depend on.
 
 The function's exactly-once-in-effect guarantee rests on a handful of broker behaviours:
 locks that expire and cause redelivery, a delivery count that ends in the dead-letter
 sub-queue, send-side duplicate detection, and settlement that fails loudly with a stale
-lock token. This model reproduces exactly those, deterministically (time is injected, nothing
-sleeps), so the local demo and the tests can exercise the failure paths that a real
-namespace only shows under load.
+lock token. The dead-letter tool's rests on the dead-letter sub-queue being a queue like the
+others: received under a lock, completed, abandoned (and then available again at once), peeked
+by sequence number. This model reproduces exactly those, each with its source (see
+``PeekLockQueue``), deterministically (time is injected, nothing sleeps), so the local demo and
+the tests can exercise the failure paths that a real namespace only shows under load. It offers
+only what Service Bus offers: a dead letter leaves the sub-queue only by a receive and a
+complete, never by its sequence number.
 
 It is thread-safe because the gRPC settlement server calls it from worker threads while the
 dispatcher receives from the event loop.
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import json
 import re
 import threading
@@ -29,16 +35,20 @@ from shared.core import SYSTEM_CLOCK, Clock
 
 __all__ = [
     "MAX_DELIVERY_COUNT_EXCEEDED",
+    "AmqpSequence",
+    "AmqpValue",
     "DeadLetteredMessage",
     "Delivery",
     "ManualClock",
     "MessageLockLostError",
+    "NotAllowedError",
     "OutgoingMessage",
     "PeekLockQueue",
     "PeekedMessage",
     "QueueSettings",
     "QueueStats",
     "SettlementRecord",
+    "SubQueue",
     "default_messaging_file",
     "parse_iso8601_duration",
 ]
@@ -156,9 +166,33 @@ class ManualClock:
 # ---------------------------------------------------------------------------------------
 
 
+class SubQueue(enum.StrEnum):
+    """The queue itself, or its dead-letter sub-queue (``<queue>/$deadletterqueue``)."""
+
+    ACTIVE = "active"
+    DEAD_LETTER = "deadletter"
+
+
+@dataclass(frozen=True)
+class AmqpValue:
+    """An AMQP ``amqp-value`` body section: one value (a JMS TextMessage is a string)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class AmqpSequence:
+    """An AMQP ``amqp-sequence`` body: lists of values (a JMS StreamMessage)."""
+
+    sections: tuple[tuple[Any, ...], ...]
+
+
 @dataclass
 class OutgoingMessage:
-    """What a sender puts on the queue (the subset of ServiceBusMessage the app uses)."""
+    """What a sender puts on the queue (the subset of ServiceBusMessage the app uses).
+
+    ``body`` is the data section; ``amqp_body`` instead carries an AMQP value or sequence body
+    (then ``body`` is empty), as senders other than the Azure SDKs' defaults send them."""
 
     message_id: str | None
     body: bytes
@@ -166,6 +200,7 @@ class OutgoingMessage:
     content_type: str | None = "application/json"
     application_properties: dict[str, PropertyValue] = field(default_factory=dict)
     subject: str | None = None
+    amqp_body: AmqpValue | AmqpSequence | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +213,10 @@ class Delivery:
     sequence_number: int
     enqueued_time: datetime
     locked_until: datetime
+    sub_queue: SubQueue = SubQueue.ACTIVE
+    #: A dead letter's DeadLetterReason / DeadLetterErrorDescription.
+    dead_letter_reason: str | None = None
+    dead_letter_description: str | None = None
 
 
 @dataclass(frozen=True)
@@ -197,11 +236,16 @@ class DeadLetteredMessage:
 
 @dataclass(frozen=True)
 class PeekedMessage:
-    """An active message seen without locking it (Service Bus peek)."""
+    """A message seen without locking it (Service Bus peek), available or locked."""
 
     message: OutgoingMessage
     sequence_number: int
     enqueued_time: datetime
+    delivery_count: int = 0
+    locked_until: datetime | None = None
+    sub_queue: SubQueue = SubQueue.ACTIVE
+    dead_letter_reason: str | None = None
+    dead_letter_description: str | None = None
 
 
 @dataclass(frozen=True)
@@ -216,11 +260,13 @@ class SettlementRecord:
     reason: str | None
     description: str | None
     at: datetime
+    sub_queue: SubQueue = SubQueue.ACTIVE
 
 
 @dataclass
 class QueueStats:
-    """Counters that let tests assert on what happened, not just on the final state."""
+    """Counters that let tests assert on what happened, not just on the final state. The
+    first group counts the queue itself; the ``dead_letter_*`` ones its dead-letter sub-queue."""
 
     sent: int = 0
     accepted: int = 0
@@ -231,6 +277,12 @@ class QueueStats:
     dead_lettered: int = 0
     lock_expired: int = 0
     lock_lost_errors: int = 0
+    dead_letter_deliveries: int = 0
+    dead_letters_completed: int = 0
+    dead_letters_abandoned: int = 0
+    dead_letter_locks_expired: int = 0
+    dead_letter_lock_renewals: int = 0
+    peeks: int = 0
 
 
 class MessageLockLostError(Exception):
@@ -242,14 +294,22 @@ class MessageLockLostError(Exception):
     """
 
 
+class NotAllowedError(Exception):
+    """An operation Service Bus refuses on this sub-queue (dead-lettering a dead letter)."""
+
+
 @dataclass
 class _Entry:
     message: OutgoingMessage
     sequence_number: int
     enqueued_time: datetime
+    sub_queue: SubQueue = SubQueue.ACTIVE
     delivery_count: int = 0
     lock_token: uuid.UUID | None = None
     locked_until: datetime | None = None
+    reason: str | None = None  # a dead letter's
+    description: str | None = None
+    dead_lettered_at: datetime | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -258,23 +318,54 @@ class _Entry:
 
 
 class PeekLockQueue:
-    """A single Service Bus queue in peek-lock mode.
+    """A single Service Bus queue in peek-lock mode, with its dead-letter sub-queue.
+
+    What it reproduces, and where each comes from:
+
+    - peek-lock: a receive locks a message for ``lockDuration``; complete removes it; abandon
+      releases the lock, and the message is available again at once, with its sequence number
+      and its delivery count + 1; so does a lapsed lock (``ServiceBusReceiver.AbandonMessageAsync``,
+      https://learn.microsoft.com/dotnet/api/azure.messaging.servicebus.servicebusreceiver.abandonmessageasync;
+      ``DeliveryCount``: "incremented when a message lock expires, or the message is explicitly
+      abandoned", https://learn.microsoft.com/dotnet/api/azure.messaging.servicebus.servicebusreceivedmessage.deliverycount).
+      A settled, lapsed or unknown lock token fails loudly (``MessageLockLost``);
+    - renew-lock: "resets the time the message is locked" by a full ``lockDuration``; an
+      expired lock cannot be renewed (``RenewMessageLockAsync``, same API reference);
+    - ``maxDeliveryCount``: a message released after that many deliveries goes to the
+      dead-letter sub-queue with ``MaxDeliveryCountExceeded``; a consumer's dead-letter records
+      its reason and description, which Service Bus adds to the message as the
+      ``DeadLetterReason`` and ``DeadLetterErrorDescription`` properties;
+    - the dead-letter sub-queue "fully supports normal operations such as peek-lock delivery",
+      TTL is not observed, "you can't dead-letter a message from a DLQ", and nothing leaves it
+      until it is received and completed (https://learn.microsoft.com/azure/service-bus-messaging/service-bus-dead-letter-queues):
+      so a dead letter abandoned any number of times stays, its delivery count growing. It
+      keeps its sequence number and enqueue time (a move within the entity, not a new send: the
+      sequence number is assigned when the broker accepts a message, azure/servicebus/_common/
+      message.py:1142; the dead-letter page does not say it in words);
+    - peek ("message browsing", https://learn.microsoft.com/azure/service-bus-messaging/message-browsing):
+      from a sequence number, at most the requested count, available and locked messages alike,
+      in sequence order, locking nothing; dead letters only on the dead-letter sub-queue;
+    - send-side duplicate detection: a message whose MessageId was accepted within
+      ``duplicateDetectionHistoryTimeWindow`` is accepted by the send and discarded
+      (``QueueProperties.RequiresDuplicateDetection``, https://learn.microsoft.com/dotnet/api/azure.messaging.servicebus.administration.queueproperties.requiresduplicatedetection);
+    - AMQP data, value and sequence bodies (``OutgoingMessage.amqp_body``).
+
+    Not reproduced: deferral, sessions, scheduled messages, TTL expiry, partitioning, auto-
+    forwarding, transactions, and the receive order of the dead-letter sub-queue (not documented:
+    this model, like the queue, delivers in sequence order; the tool must not depend on it).
 
     Lock expiry is evaluated lazily at the start of every call against the injected clock,
-    which is equivalent to the broker's timer but deterministic. When a released message has
-    already been delivered ``max_delivery_count`` times it goes straight to the dead-letter
-    sub-queue, so it is delivered at most that many times, as on Service Bus.
+    which is equivalent to the broker's timer but deterministic.
     """
 
     def __init__(self, settings: QueueSettings, clock: Clock | None = None) -> None:
         self.settings = settings
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._lock = threading.Lock()
-        self._entries: dict[int, _Entry] = {}  # live messages by sequence number
+        self._entries: dict[SubQueue, dict[int, _Entry]] = {sub: {} for sub in SubQueue}
         self._locked: dict[uuid.UUID, _Entry] = {}  # current lock token -> entry
         self._retired: dict[uuid.UUID, str] = {}  # old lock token -> why it is dead
         self._accepted_ids: dict[str, datetime] = {}  # message_id -> accepted send time
-        self._dead_letters: list[DeadLetteredMessage] = []
         self._log: list[SettlementRecord] = []
         self._stats = QueueStats()
         self._next_sequence = 1
@@ -289,30 +380,44 @@ class PeekLockQueue:
         duplicate does not extend it. Messages without an id are never deduplicated.
         """
         with self._lock:
+            accepted = self._send(message, self.clock.now())
+        if accepted:
+            self._notify()
+        return accepted
+
+    def send_batch(self, messages: list[OutgoingMessage]) -> list[bool]:
+        """One send of several messages: accepted together (one call); duplicate detection
+        still drops each repeated MessageId on its own."""
+        with self._lock:
             now = self.clock.now()
-            self._expire_locks(now)
-            self._stats.sent += 1
-            message_id = message.message_id
-            if message_id is not None:
-                first_seen = self._accepted_ids.get(message_id)
-                window = self.settings.duplicate_detection_window
-                if first_seen is not None and now - first_seen < window:
-                    self._stats.dropped_duplicates += 1
-                    return False
-                self._accepted_ids[message_id] = now
-            stored = dataclasses.replace(
-                message, application_properties=dict(message.application_properties)
-            )
-            entry = _Entry(stored, self._next_sequence, now)
-            self._entries[entry.sequence_number] = entry
-            self._next_sequence += 1
-            self._stats.accepted += 1
-        self._notify()
+            accepted = [self._send(message, now) for message in messages]
+        if any(accepted):
+            self._notify()
+        return accepted
+
+    def _send(self, message: OutgoingMessage, now: datetime) -> bool:
+        self._expire_locks(now)
+        self._stats.sent += 1
+        message_id = message.message_id
+        if message_id is not None:
+            first_seen = self._accepted_ids.get(message_id)
+            window = self.settings.duplicate_detection_window
+            if first_seen is not None and now - first_seen < window:
+                self._stats.dropped_duplicates += 1
+                return False
+            self._accepted_ids[message_id] = now
+        stored = dataclasses.replace(
+            message, application_properties=dict(message.application_properties)
+        )
+        entry = _Entry(stored, self._next_sequence, now)
+        self._entries[SubQueue.ACTIVE][entry.sequence_number] = entry
+        self._next_sequence += 1
+        self._stats.accepted += 1
         return True
 
     # -- receiving ---------------------------------------------------------------------
 
-    def receive(self, max_count: int = 1) -> list[Delivery]:
+    def receive(self, max_count: int = 1, sub_queue: SubQueue = SubQueue.ACTIVE) -> list[Delivery]:
         """Lock and return up to ``max_count`` available messages in sequence order."""
         if max_count < 1:
             raise ValueError("max_count must be at least 1")
@@ -320,16 +425,20 @@ class PeekLockQueue:
             now = self.clock.now()
             self._expire_locks(now)
             deliveries: list[Delivery] = []
-            for entry in sorted(self._entries.values(), key=lambda e: e.sequence_number):
+            for sequence in sorted(self._entries[sub_queue]):
                 if len(deliveries) == max_count:
                     break
+                entry = self._entries[sub_queue][sequence]
                 if entry.lock_token is not None:
                     continue
                 entry.delivery_count += 1
                 entry.lock_token = uuid.uuid4()
                 entry.locked_until = now + self.settings.lock_duration
                 self._locked[entry.lock_token] = entry
-                self._stats.deliveries += 1
+                if sub_queue is SubQueue.ACTIVE:
+                    self._stats.deliveries += 1
+                else:
+                    self._stats.dead_letter_deliveries += 1
                 deliveries.append(
                     Delivery(
                         lock_token=entry.lock_token,
@@ -338,6 +447,9 @@ class PeekLockQueue:
                         sequence_number=entry.sequence_number,
                         enqueued_time=entry.enqueued_time,
                         locked_until=entry.locked_until,
+                        sub_queue=sub_queue,
+                        dead_letter_reason=entry.reason,
+                        dead_letter_description=entry.description,
                     )
                 )
             return deliveries
@@ -349,8 +461,11 @@ class PeekLockQueue:
         with self._lock:
             now = self.clock.now()
             entry = self._take_lock("complete", lock_token, now, retire_as="already completed")
-            del self._entries[entry.sequence_number]
-            self._stats.completed += 1
+            del self._entries[entry.sub_queue][entry.sequence_number]
+            if entry.sub_queue is SubQueue.ACTIVE:
+                self._stats.completed += 1
+            else:
+                self._stats.dead_letters_completed += 1
             self._record("complete", lock_token, entry, now)
 
     def abandon(self, lock_token: uuid.UUID) -> None:
@@ -358,7 +473,10 @@ class PeekLockQueue:
         with self._lock:
             now = self.clock.now()
             entry = self._take_lock("abandon", lock_token, now, retire_as="already abandoned")
-            self._stats.abandoned += 1
+            if entry.sub_queue is SubQueue.ACTIVE:
+                self._stats.abandoned += 1
+            else:
+                self._stats.dead_letters_abandoned += 1
             self._release(entry, now)
             self._record("abandon", lock_token, entry, now)
         self._notify()
@@ -372,6 +490,9 @@ class PeekLockQueue:
         """Move the message to the dead-letter sub-queue (a missing reason is stored as "")."""
         with self._lock:
             now = self.clock.now()
+            locked = self._locked.get(lock_token)
+            if locked is not None and locked.sub_queue is SubQueue.DEAD_LETTER:
+                raise NotAllowedError("you can't dead-letter a message from a dead-letter queue")
             entry = self._take_lock(
                 "dead_letter",
                 lock_token,
@@ -389,37 +510,56 @@ class PeekLockQueue:
             now = self.clock.now()
             entry = self._find_lock("renew_lock", lock_token, now)
             entry.locked_until = now + self.settings.lock_duration
+            if entry.sub_queue is SubQueue.DEAD_LETTER:
+                self._stats.dead_letter_lock_renewals += 1
             self._record("renew_lock", lock_token, entry, now)
             return entry.locked_until
 
     def defer(self, lock_token: uuid.UUID) -> None:
-        """Deferral needs sequence-number receives, which the app never uses."""
+        """Deferral needs sequence-number receives, which neither the app nor the tool uses."""
         raise NotImplementedError("defer is not modelled by the local broker")
 
     # -- observability -----------------------------------------------------------------
 
     def active_count(self) -> int:
-        """Messages still owed to a consumer: available plus locked."""
+        """Messages still owed to a consumer: available plus locked (not dead letters)."""
         with self._lock:
             self._expire_locks(self.clock.now())
-            return len(self._entries)
+            return len(self._entries[SubQueue.ACTIVE])
 
     def is_idle(self) -> bool:
         """True when nothing is available or locked, i.e. the demo can stop."""
         return self.active_count() == 0
 
     def next_lock_expiry(self) -> datetime | None:
-        """When the next lock lapses, so a dispatcher can wait exactly that long."""
+        """When the next lock of the queue lapses, so a dispatcher can wait exactly that long."""
         with self._lock:
             self._expire_locks(self.clock.now())
-            expiries = [e.locked_until for e in self._locked.values() if e.locked_until]
+            expiries = [
+                e.locked_until
+                for e in self._locked.values()
+                if e.locked_until and e.sub_queue is SubQueue.ACTIVE
+            ]
             return min(expiries) if expiries else None
 
     @property
     def dead_letters(self) -> list[DeadLetteredMessage]:
+        """The dead-letter sub-queue, in the order the messages were dead-lettered (a view for
+        tests and the demo: the tool reads it through Service Bus operations)."""
         with self._lock:
             self._expire_locks(self.clock.now())
-            return list(self._dead_letters)
+            return [
+                DeadLetteredMessage(
+                    message=entry.message,
+                    sequence_number=entry.sequence_number,
+                    delivery_count=entry.delivery_count,
+                    reason=entry.reason or "",
+                    description=entry.description,
+                    dead_lettered_at=entry.dead_lettered_at or entry.enqueued_time,
+                    enqueued_time=entry.enqueued_time,
+                )
+                for entry in self._entries[SubQueue.DEAD_LETTER].values()
+            ]
 
     @property
     def stats(self) -> QueueStats:
@@ -428,23 +568,36 @@ class PeekLockQueue:
             self._expire_locks(self.clock.now())
             return dataclasses.replace(self._stats)
 
-    def peek(self) -> list[PeekedMessage]:
-        """The active messages (available or locked) in sequence order, locking nothing."""
+    def peek(
+        self,
+        from_sequence_number: int = 1,
+        max_count: int | None = None,
+        sub_queue: SubQueue = SubQueue.ACTIVE,
+    ) -> list[PeekedMessage]:
+        """Messages (available or locked) from ``from_sequence_number`` on, in sequence order,
+        at most ``max_count`` of them, locking nothing."""
         with self._lock:
             self._expire_locks(self.clock.now())
-            return [
-                PeekedMessage(entry.message, entry.sequence_number, entry.enqueued_time)
-                for entry in sorted(self._entries.values(), key=lambda e: e.sequence_number)
-            ]
-
-    def remove_dead_letter(self, sequence_number: int) -> DeadLetteredMessage:
-        """Take one message out of the dead-letter sub-queue for good (a receive + complete on
-        the DLQ); KeyError if it is not there (already removed by someone else)."""
-        with self._lock:
-            for index, dead in enumerate(self._dead_letters):
-                if dead.sequence_number == sequence_number:
-                    return self._dead_letters.pop(index)
-        raise KeyError(f"no dead letter with sequence number {sequence_number}")
+            self._stats.peeks += 1
+            entries = self._entries[sub_queue]
+            found: list[PeekedMessage] = []
+            for sequence in sorted(s for s in entries if s >= from_sequence_number):
+                if max_count is not None and len(found) == max_count:
+                    break
+                entry = entries[sequence]
+                found.append(
+                    PeekedMessage(
+                        entry.message,
+                        entry.sequence_number,
+                        entry.enqueued_time,
+                        delivery_count=entry.delivery_count,
+                        locked_until=entry.locked_until,
+                        sub_queue=sub_queue,
+                        dead_letter_reason=entry.reason,
+                        dead_letter_description=entry.description,
+                    )
+                )
+            return found
 
     def expire_lock(self, lock_token: uuid.UUID) -> None:
         """Fault injection: this delivery's lock lapses now (the host could not renew it), as if
@@ -488,13 +641,19 @@ class PeekLockQueue:
         """The lock ``token`` is gone: the token is retired and the message released."""
         entry = self._locked.pop(token)
         self._retired[token] = "lock expired"
-        self._stats.lock_expired += 1
+        if entry.sub_queue is SubQueue.ACTIVE:
+            self._stats.lock_expired += 1
+        else:
+            self._stats.dead_letter_locks_expired += 1
         self._release(entry, now)
 
     def _release(self, entry: _Entry, now: datetime) -> None:
         entry.lock_token = None
         entry.locked_until = None
-        if entry.delivery_count >= self.settings.max_delivery_count:
+        if (
+            entry.sub_queue is SubQueue.ACTIVE
+            and entry.delivery_count >= self.settings.max_delivery_count
+        ):
             self._dead_letter_entry(
                 entry, MAX_DELIVERY_COUNT_EXCEEDED, self._exhausted_description(), now
             )
@@ -502,23 +661,17 @@ class PeekLockQueue:
     def _dead_letter_entry(
         self, entry: _Entry, reason: str, description: str | None, now: datetime
     ) -> None:
-        self._entries.pop(entry.sequence_number, None)
+        self._entries[SubQueue.ACTIVE].pop(entry.sequence_number, None)
         if entry.lock_token is not None:
             self._locked.pop(entry.lock_token, None)
         entry.lock_token = None
         entry.locked_until = None
+        entry.sub_queue = SubQueue.DEAD_LETTER
+        entry.reason = reason
+        entry.description = description
+        entry.dead_lettered_at = now
         self._stats.dead_lettered += 1
-        self._dead_letters.append(
-            DeadLetteredMessage(
-                message=entry.message,
-                sequence_number=entry.sequence_number,
-                delivery_count=entry.delivery_count,
-                reason=reason,
-                description=description,
-                dead_lettered_at=now,
-                enqueued_time=entry.enqueued_time,
-            )
-        )
+        self._entries[SubQueue.DEAD_LETTER][entry.sequence_number] = entry
 
     def _exhausted_description(self) -> str:
         count = self.settings.max_delivery_count
@@ -582,5 +735,6 @@ class PeekLockQueue:
                 reason,
                 description,
                 now,
+                entry.sub_queue,
             )
         )

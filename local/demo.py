@@ -294,29 +294,41 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
 def run_dead_letter_tool(
     arguments: Sequence[str], world: World, account: CosmosAccount, container_name: str
 ) -> tuple[int, str]:
-    """``python -m ops <arguments>`` over the world's dead-letter queue (the tool's local-broker
-    adapter) and the demo's container (its Cosmos DB adapter, for ``show``'s diff and
-    ``resubmit``'s checks): the exit status and what it printed. Nothing is confirmed: a
-    ``purge`` without ``--yes`` removes nothing."""
+    """``python -m ops <arguments>`` over the demo's own queue and container: the dead-letter
+    queue through the tool's Service Bus adapter on the local broker (``ops.local_broker``), the
+    topic's subscription for ``audit --subscription downstream``, and the demo's container for
+    ``show``'s diff, ``resubmit``'s checks, ``parked`` and ``audit``. The exit status and what it
+    printed. Nothing is confirmed: a ``purge`` without ``--yes`` removes nothing."""
+    from local.servicebus_link import LocalNamespace, servicebus_client
+    from local.topic import topic_name
+    from ops.cosmos import CosmosAuditReader, CosmosOutboxDocuments
+    from ops.servicebus import ServiceBusEvents
+
     settings = world.settings
     printed = io.StringIO()
+    entities = [world.queue, world.topic.subscription]
+    namespace = LocalNamespace({entity.settings.queue_name: entity for entity in entities})
+    dead_letters = LocalDeadLetterQueue(world.queue, namespace)
     with CosmosClient(
         account.endpoint,
         credential=account.key or default_credential_sync(),
         connection_verify=settings.cosmos_verify_tls,
     ) as client:
-        orders = CosmosOrderLookup(
-            client.get_database_client(settings.cosmos_database).get_container_client(
-                container_name
-            )
+        container = client.get_database_client(settings.cosmos_database).get_container_client(
+            container_name
         )
         status = dead_letter_tool_main(
             list(arguments),
-            queue=LocalDeadLetterQueue(world.queue),
-            orders=orders,
+            queue=dead_letters,
+            orders=CosmosOrderLookup(container),
+            outbox=CosmosOutboxDocuments(container),
+            audit=CosmosAuditReader(container),
+            events=ServiceBusEvents(servicebus_client(namespace), topic_name()),
+            clock=world.clock,
             confirm=lambda _prompt: False,
             out=printed,
         )
+    dead_letters.close()
     return status, printed.getvalue()
 
 

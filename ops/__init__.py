@@ -1,7 +1,10 @@
-"""The dead-letter tool (``python -m ops``): list, show, resubmit and purge the orders queue's
-dead-letter sub-queue, over one port (``ops.port``) with two adapters: Azure Service Bus
-(``ops.servicebus``) and the local broker model (``ops.local_broker``).
+"""The operator tool (``python -m ops``): the orders queue's dead-letter sub-queue (list, show,
+resubmit, purge: ``ops.resubmit`` over the ``ops.port`` ports), the relay's parked outbox events
+(``ops.parked``) and an audit of the flow's invariants (``ops.audit``). Adapters: Azure Service
+Bus (``ops.servicebus``; the local broker reaches it through the same SDK, ``ops.local_broker``)
+and Cosmos DB (``ops.cosmos``). Installed from requirements-ops.txt alone.
 
 It must never lose an order: a dead letter is removed only once its copy is verifiably on the
-queue or its order is verifiably stored (``ops.resubmit``). It never changes a MessageId.
+queue or its order is verifiably stored, and only what the broker confirmed is reported removed.
+It never changes a MessageId or an eventId, and never publishes an event itself.
 """

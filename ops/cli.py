@@ -1,8 +1,10 @@
-"""``python -m ops``: the command line of the dead-letter tool. Translates arguments, builds the
-adapters (or takes injected ones: tests, the local stand-in), calls ``ops.resubmit``, prints.
+"""``python -m ops``: the operator's command line. Translates arguments, builds the adapters (or
+takes injected ones: tests, the local stand-in), calls the commands' modules (``ops.resubmit``
+for the dead-letter queue, ``ops.parked`` for parked outbox events, ``ops.audit``), prints.
 
-Exit codes: 0 done; 1 something was held, refused, dropped or not found (the operator must look);
-2 usage or connection error.
+Every command reports per item what happened, and the exit status says whether everything asked
+for did happen: 0 done; 1 something was held, refused, dropped, failed, not received or not found
+(or an audit invariant FAILed): the operator must look; 2 usage or connection error.
 """
 
 from __future__ import annotations
@@ -10,58 +12,64 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
-from collections.abc import Callable, Sequence
-from datetime import timedelta
-from pathlib import Path
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TextIO
 
+from azure.core.exceptions import AzureError
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ops import audit_cli, parked_cli
+from ops.durations import parse_duration
+from ops.parked import OutboxDocuments
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
-from ops.resubmit import (
-    Result,
-    Verdict,
-    body_order_id,
-    field_diff,
-    purge_candidates,
-    resubmit,
-    select,
-)
+from ops.resubmit import Result, Run, body_order_id, field_diff, purge, purge_candidates, select
+from ops.resubmit import resubmit as resubmit_letters
+from ops.window import Window
+from shared.core import SYSTEM_CLOCK, Clock
 
-MESSAGING_FILE = Path(__file__).resolve().parent.parent / "infra" / "messaging.json"
-_DURATION = re.compile(r"^(?:(?P<days>\d+)d)?(?:(?P<hours>\d+)h)?(?:(?P<minutes>\d+)m)?$")
-_ISO_DURATION = re.compile(
-    r"^P(?:(?P<days>\d+)D)?(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?)?$"
-)
-_OK = {Verdict.RESUBMITTED, Verdict.ALREADY_STORED, Verdict.WOULD_RESUBMIT, Verdict.WOULD_REMOVE}
+# A table of every result is printed up to this many rows; beyond, the ones not done (and
+# --json gives every one).
+FULL_TABLE_ROWS = 200
 
 
-def parse_duration(text: str) -> timedelta:
-    """``7d``, ``12h``, ``1d12h``, ``30m`` or ISO 8601 ``P1D`` / ``PT6H``."""
-    match = _DURATION.match(text) or _ISO_DURATION.match(text)
-    if match is None or not any(match.groupdict().values()):
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 7d, 12h, P1D)")
-    return timedelta(**{k: int(v) for k, v in match.groupdict().items() if v})
+@dataclass
+class Adapters:
+    """What the commands run against: built from the arguments, or injected."""
 
+    queue: DeadLetterQueue | None = None
+    orders: OrderLookup | None = None
+    outbox: OutboxDocuments | None = None
+    audit: audit_cli.AuditReader | None = None
+    events: audit_cli.EventSource | None = None
+    window: Window | None = None
 
-def configured_window() -> timedelta:
-    """The window the Bicep deploys (infra/messaging.json), unless --window says otherwise."""
-    data = json.loads(MESSAGING_FILE.read_text(encoding="utf-8"))
-    return parse_duration(str(data["duplicateDetectionHistoryTimeWindow"]))
+    @property
+    def injected(self) -> bool:
+        return any(
+            x is not None for x in (self.queue, self.orders, self.outbox, self.audit, self.events)
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ops", description="The orders queue's dead-letter sub-queue."
+        prog="python -m ops",
+        description="The orders queue's dead-letter sub-queue, parked outbox events, audit.",
     )
     env = os.environ.get
     parser.add_argument("--namespace", default=env("SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"))
     parser.add_argument("--connection-string", default=env("SERVICEBUS_CONNECTION_STRING"))
     parser.add_argument("--queue", default=env("ORDERS_QUEUE_NAME", "orders"))
-    parser.add_argument("--window", type=parse_duration, help="duplicate-detection window")
+    parser.add_argument(
+        "--window",
+        type=parse_duration,
+        help="duplicate-detection window (default: the queue's, else infra/messaging.json's)",
+    )
     parser.add_argument("--cosmos-endpoint", default=env("COSMOS_ENDPOINT"))
     parser.add_argument("--cosmos-key", default=env("COSMOS_KEY"))
     parser.add_argument("--cosmos-database", default=env("COSMOS_DATABASE", "orders"))
@@ -85,36 +93,179 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="send even inside the duplicate-detection window (verified; dropped copies stay)",
     )
+    again.add_argument("--json", action="store_true", help="every result, as JSON")
 
-    purge = commands.add_parser("purge", help="remove dead letters for good")
-    purge.add_argument("--reason", required=True)
-    purge.add_argument("--older-than", type=parse_duration, required=True)
-    purge.add_argument("--yes", action="store_true", help="do not ask")
-    purge.add_argument("--dry-run", action="store_true")
+    purging = commands.add_parser("purge", help="remove dead letters for good")
+    purging.add_argument("--reason", required=True)
+    purging.add_argument("--older-than", type=parse_duration, required=True)
+    purging.add_argument("--yes", action="store_true", help="do not ask")
+    purging.add_argument("--dry-run", action="store_true")
+    purging.add_argument("--json", action="store_true", help="every result, as JSON")
+    parked_cli.add_commands(commands)
+    audit_cli.add_commands(commands)
     return parser
 
 
-def _connect(args: argparse.Namespace) -> tuple[DeadLetterQueue, OrderLookup | None]:
-    from ops.servicebus import ServiceBusDeadLetterQueue
+def _ask(prompt: str) -> bool:
+    return input(prompt).strip().lower() in {"y", "yes"}
 
-    queue = ServiceBusDeadLetterQueue.connect(
+
+DEAD_LETTER_COMMANDS = frozenset({"list", "show", "resubmit", "purge"})
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    queue: DeadLetterQueue | None = None,
+    orders: OrderLookup | None = None,
+    outbox: OutboxDocuments | None = None,
+    audit: audit_cli.AuditReader | None = None,
+    events: audit_cli.EventSource | None = None,
+    clock: Clock | None = None,
+    confirm: Callable[[str], bool] = _ask,
+    out: TextIO | None = None,
+) -> int:
+    """Run one command. Adapters given here (tests, the demo) replace every connection: then
+    nothing is built from the arguments. ``clock`` dates ages and windows (default: the
+    dead-letter queue's, else the system's)."""
+    args = build_parser().parse_args(argv)
+    console = Console(file=out or sys.stdout, width=160, soft_wrap=True)
+    adapters = Adapters(queue=queue, orders=orders, outbox=outbox, audit=audit, events=events)
+    try:
+        with _connected(args, adapters):
+            if args.command in DEAD_LETTER_COMMANDS:
+                return _dead_letter_command(args, adapters, console, confirm)
+            now = (clock or adapters.queue or SYSTEM_CLOCK).now()
+            if args.command == "audit":
+                return _audit(args, adapters, console, now)
+            if adapters.outbox is None:
+                raise ValueError("this command needs the orders container (--cosmos-endpoint)")
+            return parked_cli.run(args, adapters.outbox, console, now)
+    except ValueError as error:
+        console.print(f"error: {error}")
+        return 2
+    except AzureError as error:  # a connection, permission or entity error: nothing to report
+        console.print(f"error: {type(error).__name__}: {error}")
+        return 2
+
+
+@contextmanager
+def _connected(args: argparse.Namespace, adapters: Adapters) -> Iterator[Adapters]:
+    """Build what the command needs from the arguments, unless adapters were injected; close
+    what was built here."""
+    opened: list[Any] = []
+    if args.window is not None:
+        adapters.window = Window(args.window, "--window")
+    try:
+        if not adapters.injected:
+            if args.command in DEAD_LETTER_COMMANDS:
+                adapters.queue = _connect_queue(args, adapters, opened)
+            if args.command == "audit":
+                _connect_audit(args, adapters, opened)
+            if args.cosmos_endpoint:
+                from ops.cosmos import (
+                    CosmosAuditReader,
+                    CosmosOrderLookup,
+                    CosmosOutboxDocuments,
+                    container_client,
+                )
+
+                container = container_client(
+                    args.cosmos_endpoint,
+                    args.cosmos_database,
+                    args.cosmos_container,
+                    key=args.cosmos_key,
+                    verify_tls=not args.no_verify_tls,
+                )
+                adapters.orders = CosmosOrderLookup(container)
+                adapters.outbox = CosmosOutboxDocuments(container)
+                if args.command == "audit":
+                    adapters.audit = CosmosAuditReader(container, max_documents=args.max_documents)
+        yield adapters
+    finally:
+        for handle in reversed(opened):
+            handle.close()
+
+
+def _connect_queue(args: argparse.Namespace, adapters: Adapters, opened: list[Any]) -> Any:
+    from ops.servicebus import ServiceBusDeadLetterQueue
+    from ops.window import admin_client, deployed_window
+
+    if adapters.window is None:
+        admin = admin_client(namespace=args.namespace, connection_string=args.connection_string)
+        opened.append(admin)
+        adapters.window = deployed_window(admin, args.queue)
+    built = ServiceBusDeadLetterQueue.connect(
         args.queue,
-        args.window or configured_window(),
+        adapters.window.value,
         namespace=args.namespace,
         connection_string=args.connection_string,
     )
-    orders: OrderLookup | None = None
-    if args.cosmos_endpoint:
-        from ops.cosmos import CosmosOrderLookup
+    opened.append(built)
+    return built
 
-        orders = CosmosOrderLookup.connect(
-            args.cosmos_endpoint,
-            args.cosmos_database,
-            args.cosmos_container,
-            key=args.cosmos_key,
-            verify_tls=not args.no_verify_tls,
+
+def _connect_audit(args: argparse.Namespace, adapters: Adapters, opened: list[Any]) -> None:
+    """The audit peeks the dead-letter queue (no window needed) and, if asked, a subscription."""
+    from ops.servicebus import ServiceBusDeadLetterQueue, ServiceBusEvents, client_for
+    from ops.window import configured_window
+
+    queue = ServiceBusDeadLetterQueue.connect(
+        args.queue,
+        configured_window(),
+        namespace=args.namespace,
+        connection_string=args.connection_string,
+    )
+    opened.append(queue)
+    adapters.queue = queue
+    if args.subscription:
+        events = ServiceBusEvents(
+            client_for(namespace=args.namespace, connection_string=args.connection_string),
+            args.topic,
         )
-    return queue, orders
+        opened.append(events)
+        adapters.events = events
+
+
+def _audit(args: argparse.Namespace, adapters: Adapters, console: Console, now: Any) -> int:
+    from datetime import UTC, datetime
+
+    since, until = audit_cli.window(args, datetime.now(UTC))  # _ts is the server's time
+    if adapters.audit is None or adapters.queue is None:
+        raise ValueError("the audit needs the orders container (--cosmos-endpoint) and the queue")
+    if args.subscription and adapters.events is None:
+        raise ValueError("--subscription needs the namespace")
+    run = audit_cli.read_and_check(
+        adapters.audit,
+        adapters.queue,
+        adapters.events,
+        since=since,
+        until=until,
+        subscription=args.subscription,
+        pending_grace=args.pending_grace,
+        now=now,
+    )
+    return audit_cli.print_run(run, console, as_json=args.json)
+
+
+def _dead_letter_command(
+    args: argparse.Namespace,
+    adapters: Adapters,
+    console: Console,
+    confirm: Callable[[str], bool],
+) -> int:
+    queue = adapters.queue
+    if queue is None:
+        raise ValueError("this command needs the dead-letter queue")
+    letters = sorted(queue.dead_letters(), key=lambda letter: letter.sequence_number)
+    if args.command == "list":
+        chosen = [x for x in letters if args.reason is None or x.reason == args.reason]
+        return _list(console, chosen, as_json=args.json)
+    if args.command == "show":
+        return _show(console, letters, args.message_id, adapters.orders)
+    if args.command == "resubmit":
+        return _resubmit(console, queue, letters, args, adapters)
+    return _purge(console, queue, letters, args, confirm)
 
 
 def _row(letter: DeadLetter) -> dict[str, Any]:
@@ -125,57 +276,22 @@ def _row(letter: DeadLetter) -> dict[str, Any]:
         "deliveryCount": letter.delivery_count,
         "reason": letter.reason,
         "description": letter.description,
+        "bodyKind": letter.body_kind,
+        "bodyProblem": letter.body_problem,
     }
 
 
-def _ask(prompt: str) -> bool:
-    return input(prompt).strip().lower() in {"y", "yes"}
-
-
-def main(
-    argv: Sequence[str] | None = None,
-    *,
-    queue: DeadLetterQueue | None = None,
-    orders: OrderLookup | None = None,
-    confirm: Callable[[str], bool] = _ask,
-    out: TextIO | None = None,
-) -> int:
-    args = build_parser().parse_args(argv)
-    console = Console(file=out or sys.stdout, width=160, soft_wrap=True)
-    if queue is None:
-        try:
-            queue, orders = _connect(args)
-        except ValueError as error:
-            console.print(f"error: {error}")
-            return 2
-    letters = sorted(queue.dead_letters(), key=lambda letter: letter.sequence_number)
-    if args.command == "list":
-        chosen = [x for x in letters if args.reason is None or x.reason == args.reason]
-        return _list(console, chosen, as_json=args.json)
-    if args.command == "show":
-        return _show(console, letters, args.message_id, orders)
-    if args.command == "resubmit":
-        if not args.message_ids and args.reason is None:
-            console.print("error: name message ids or give --reason")
-            return 2
-        chosen, missing = select(letters, args.message_ids, args.reason)
-        if orders is None:
-            console.print(
-                "warning: no Cosmos DB endpoint: a copy is verified only by a peek of the "
-                "queue, and one the consumer takes at once is reported as not seen"
-            )
-        results = resubmit(
-            queue, chosen, orders=orders, dry_run=args.dry_run, inside_window=args.inside_window
-        )
-        return _report(console, results, missing)
-    return _purge(console, queue, letters, args, confirm)
+def _body_cell(letter: DeadLetter) -> str:
+    return letter.body_kind if letter.body_problem is None else f"{letter.body_kind}: unreadable"
 
 
 def _list(console: Console, letters: list[DeadLetter], *, as_json: bool) -> int:
     if as_json:
         console.print_json(json.dumps([_row(letter) for letter in letters]))
         return 0
-    table = Table("MessageId", "seq", "enqueued (UTC)", "deliveries", "reason", "description")
+    table = Table(
+        "MessageId", "seq", "enqueued (UTC)", "deliveries", "reason", "body", "description"
+    )
     for letter in letters:
         table.add_row(
             str(letter.message_id),
@@ -183,6 +299,7 @@ def _list(console: Console, letters: list[DeadLetter], *, as_json: bool) -> int:
             letter.enqueued_time.strftime("%Y-%m-%d %H:%M:%S"),
             str(letter.delivery_count),
             letter.reason,
+            _body_cell(letter),
             (letter.description or "")[:80],
         )
     console.print(table)
@@ -210,10 +327,12 @@ def _show(
                 }
             )
         )
+        if letter.body_problem is not None:
+            console.print(f"body: {letter.body_problem}; shown above as its repr")
         if letter.reason != "HashMismatch":
             continue
         order_id = body_order_id(letter.body)
-        stored = orders.stored_order(order_id) if orders and order_id else None
+        stored = orders.stored_orders([order_id]).get(order_id) if orders and order_id else None
         if stored is None:
             console.print("stored order: not found (or no --cosmos-endpoint given)")
             continue
@@ -224,22 +343,52 @@ def _show(
     return 0
 
 
-def _report(console: Console, results: list[Result], missing: list[str]) -> int:
-    table = Table("MessageId", "seq", "reason", "verdict", "detail")
-    for result in results:
-        letter = result.letter
-        table.add_row(
-            str(letter.message_id),
-            str(letter.sequence_number),
-            letter.reason,
-            result.verdict.value,
-            result.detail,
+@contextmanager
+def _progress(console: Console, total: int, what: str) -> Iterator[Callable[[int], None]]:
+    """A progress bar over the scan's receives (each dead letter is received once)."""
+    with Progress(
+        TextColumn(what),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda received: bar.advance(task, received)
+
+
+def _resubmit(
+    console: Console,
+    queue: DeadLetterQueue,
+    letters: list[DeadLetter],
+    args: argparse.Namespace,
+    adapters: Adapters,
+) -> int:
+    if not args.message_ids and args.reason is None:
+        console.print("error: name message ids or give --reason")
+        return 2
+    chosen, missing = select(letters, args.message_ids, args.reason)
+    window = adapters.window or Window(queue.duplicate_detection_window, "the queue adapter")
+    notes = [f"duplicate-detection window: {window.value} (from {window.source})"]
+    if adapters.orders is None:
+        notes.append(
+            "no Cosmos DB endpoint: a copy is verified only by a peek of the queue, and one the "
+            "consumer takes at once is reported as not seen (its dead letter kept)"
         )
-    console.print(table)
-    for message_id in missing:
-        console.print(f"not in the dead-letter queue: {message_id}")
-    settled = all(result.verdict in _OK for result in results)
-    return 0 if settled and not missing else 1
+    with _progress(console, len(letters), "scanning the dead-letter queue") as advance:
+        run = resubmit_letters(
+            queue,
+            chosen,
+            orders=adapters.orders,
+            window=window.value,
+            dry_run=args.dry_run,
+            inside_window=args.inside_window,
+            progress=advance,
+            first_new_sequence=max((x.sequence_number for x in letters), default=0) + 1,
+        )
+    return _report(console, run, missing, notes, as_json=args.json)
 
 
 def _purge(
@@ -250,13 +399,75 @@ def _purge(
     confirm: Callable[[str], bool],
 ) -> int:
     chosen = purge_candidates(letters, args.reason, args.older_than, queue)
-    _list(console, chosen, as_json=False)
-    if not chosen or args.dry_run:
-        return 0
+    if not args.json:
+        _list(console, chosen, as_json=False)
     prompt = f"Remove these {len(chosen)} dead letter(s) for good? [y/N] "
-    if not args.yes and not confirm(prompt):
+    if chosen and not args.dry_run and not args.yes and not confirm(prompt):
         console.print("nothing removed")
         return 1
-    removed = queue.remove(letter.sequence_number for letter in chosen)
-    console.print(f"removed {len(removed)} of {len(chosen)}")
-    return 0 if len(removed) == len(chosen) else 1
+    with _progress(console, len(letters), "scanning the dead-letter queue") as advance:
+        run = purge(queue, chosen, dry_run=args.dry_run, progress=advance)
+    return _report(console, run, [], [], as_json=args.json)
+
+
+def _report(
+    console: Console, run: Run, missing: list[str], notes: list[str], *, as_json: bool
+) -> int:
+    results = run.results
+    counts = Counter(result.verdict.value for result in results)
+    scan = run.scan
+    exit_code = 0 if all(r.done for r in results) and not missing and not scan.stopped else 1
+    if as_json:
+        console.print_json(
+            json.dumps(
+                {
+                    "results": [_result_row(result) for result in results],
+                    "missing": missing,
+                    "counts": dict(counts),
+                    "scan": {
+                        "received": scan.receives,
+                        "mostReceivesOfOne": scan.most_receives_of_one,
+                        "lockRenewals": scan.renewals,
+                        "stopped": scan.stopped,
+                    },
+                    "notes": notes,
+                }
+            )
+        )
+        return exit_code
+    for note in notes:
+        console.print(note)
+    shown = results if len(results) <= FULL_TABLE_ROWS else [r for r in results if not r.done]
+    if shown:
+        table = Table("MessageId", "seq", "reason", "verdict", "detail")
+        for result in shown:
+            letter = result.letter
+            table.add_row(
+                str(letter.message_id),
+                str(letter.sequence_number),
+                letter.reason,
+                result.verdict.value,
+                result.detail,
+            )
+        console.print(table)
+    if len(shown) < len(results):
+        console.print(f"({len(results) - len(shown)} done, not listed: --json lists every one)")
+    for message_id in missing:
+        console.print(f"not in the dead-letter queue: {message_id}")
+    summary = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
+    console.print(f"{len(results)} dead letter(s): {summary or 'nothing to do'}")
+    if scan.receives:
+        console.print(
+            f"scan: {scan.receives} dead letter(s) received, none more than "
+            f"{scan.most_receives_of_one} time(s); {scan.renewals} lock renewal(s)"
+        )
+    if scan.stopped:
+        console.print(f"the scan stopped early: {scan.stopped}")
+    return exit_code
+
+
+def _result_row(result: Result) -> dict[str, Any]:
+    return {**_row(result.letter), "verdict": result.verdict.value, "detail": result.detail}
+
+
+__all__ = ["build_parser", "main", "parse_duration"]

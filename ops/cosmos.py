@@ -1,13 +1,49 @@
-"""The order lookup over Cosmos DB (``azure-cosmos``, sync client): one point read by id in the
-order's own partition. Entra ID (``DefaultAzureCredential``, a Cosmos DB data reader role) or a
-key (emulators)."""
+"""The tool's Cosmos DB adapter (``azure-cosmos``, sync client), over the orders container:
+the order lookup of the dead-letter commands (one point read by id in the order's own
+partition) and the outbox documents of the parked-event commands (an index query on ``status``,
+point reads, one etag-conditional patch of ``status``). Entra ID (``DefaultAzureCredential``: a
+Cosmos DB data reader role for ``show``, ``resubmit`` and ``audit``; a data contributor role to
+republish) or a key (emulators). Never creates or deletes a document, never writes an order."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection, Mapping
+from datetime import datetime
 from typing import Any
 
+from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, CosmosClient
-from azure.cosmos.exceptions import CosmosResourceNotFoundError
+from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
+
+from shared.core import outbox_document_id
+from shared.relay import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
+
+
+def container_client(
+    endpoint: str, database: str, container: str, *, key: str | None, verify_tls: bool = True
+) -> ContainerProxy:
+    credential: Any = key
+    if not key:
+        from azure.identity import DefaultAzureCredential
+
+        credential = DefaultAzureCredential()
+    client = CosmosClient(endpoint, credential=credential, connection_verify=verify_tls)
+    return client.get_database_client(database).get_container_client(container)
+
+
+def read_many(container: ContainerProxy, keys: Collection[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Point reads of (id, partition key) pairs in one call: "a batched point-read operation ...
+    more efficient than issuing multiple individual point reads"; items not found "are omitted"
+    (``ContainerProxy.read_items``, azure/cosmos/container.py:323-351)."""
+    if not keys:
+        return []
+    return [dict(item) for item in container.read_items(list(keys))]
+
+
+def _read(container: ContainerProxy, item: str, partition_key: str) -> dict[str, Any] | None:
+    found = read_many(container, [(item, partition_key)])
+    return found[0] if found else None
 
 
 class CosmosOrderLookup:
@@ -24,17 +60,156 @@ class CosmosOrderLookup:
         key: str | None = None,
         verify_tls: bool = True,
     ) -> CosmosOrderLookup:
-        credential: Any = key
-        if not key:
-            from azure.identity import DefaultAzureCredential
+        return cls(container_client(endpoint, database, container, key=key, verify_tls=verify_tls))
 
-            credential = DefaultAzureCredential()
-        client = CosmosClient(endpoint, credential=credential, connection_verify=verify_tls)
-        return cls(client.get_database_client(database).get_container_client(container))
+    def stored_orders(self, order_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        found = read_many(self._container, [(order_id, order_id) for order_id in set(order_ids)])
+        return {str(item["id"]): item for item in found if item.get("type") == "order"}
 
-    def stored_order(self, order_id: str) -> dict[str, Any] | None:
+
+class CosmosOutboxDocuments:
+    def __init__(self, container: ContainerProxy) -> None:
+        self._container = container
+
+    def stuck(self) -> list[dict[str, Any]]:
+        # /type and /status are indexed (infra/app/cosmos.bicep): the query reads only the
+        # documents it returns, across partitions.
+        return list(
+            self._container.query_items(
+                "SELECT * FROM c WHERE c.type = @type AND c.status IN (@parked, @pending)",
+                parameters=[
+                    {"name": "@type", "value": OUTBOX_TYPE},
+                    {"name": "@parked", "value": STATUS_PARKED},
+                    {"name": "@pending", "value": STATUS_PENDING},
+                ],
+                enable_cross_partition_query=True,
+            )
+        )
+
+    def outbox_of(self, order_id: str) -> dict[str, Any] | None:
+        return _read(self._container, outbox_document_id(order_id), order_id)
+
+    def order(self, order_id: str) -> dict[str, Any] | None:
+        return _read(self._container, order_id, order_id)
+
+    def republish(self, document: dict[str, Any]) -> bool:
         try:
-            item: dict[str, Any] = self._container.read_item(order_id, partition_key=order_id)
-        except CosmosResourceNotFoundError:
-            return None
-        return item
+            self._container.patch_item(
+                str(document["id"]),
+                partition_key=str(document["orderId"]),
+                patch_operations=[{"op": "set", "path": "/status", "value": STATUS_PENDING}],
+                etag=str(document["_etag"]),
+                match_condition=MatchConditions.IfNotModified,
+            )
+        except (CosmosAccessConditionFailedError, CosmosResourceNotFoundError):
+            return False
+        return True
+
+
+class AuditTooLarge(ValueError):
+    """The window holds more documents than the audit is allowed to read."""
+
+
+class CosmosAuditReader:
+    """What ``python -m ops audit`` reads from the orders container, and what it cost.
+
+    For a window ``[since, until)`` on the documents' ``_ts`` (the server's last-write time:
+    an order is written once, at its acceptance; an outbox event at acceptance and when it is
+    dispatched or parked): the order documents and the outbox documents of the window, two
+    cross-partition queries on indexed paths (``/type`` is indexed, infra/app/cosmos.bicep, and
+    "the system properties id and _ts are always indexed" when indexing is consistent,
+    https://learn.microsoft.com/azure/cosmos-db/how-to-manage-indexing-policy); every parked or
+    pending outbox document of any age (``/status`` indexed); and, by batched point reads, the
+    orders outside the window that an event in it points to. Each query projects the fields the
+    invariants read. ``request_charge`` sums the ``x-ms-request-charge`` of every response;
+    ``max_documents`` bounds what one audit may read (``AuditTooLarge`` beyond it).
+    """
+
+    ORDER_FIELDS = ", ".join(
+        f"c.{name}"
+        for name in (
+            "id",
+            "orderId",
+            "messageId",
+            "requestHash",
+            "hashAlgorithm",
+            "totalMinor",
+            "customerId",
+            "acceptedAt",
+        )
+    )
+    OUTBOX_FIELDS = ", ".join(
+        f"c.{name}"
+        for name in (
+            "id",
+            "type",
+            "orderId",
+            "eventId",
+            "status",
+            "createdAt",
+            "parkedReason",
+            "parkedDescription",
+            "parkedAt",
+        )
+    )
+
+    def __init__(self, container: ContainerProxy, *, max_documents: int = 200_000) -> None:
+        self._container = container
+        self.max_documents = max_documents
+        self.request_charge = 0.0
+        self.documents_read = 0
+
+    def _charge(self, headers: Mapping[str, Any], *_: Any) -> None:
+        self.request_charge += float(headers.get("x-ms-request-charge", 0) or 0)
+
+    def _query(self, query: str, parameters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for item in self._container.query_items(
+            query,
+            parameters=parameters,
+            enable_cross_partition_query=True,
+            response_hook=self._charge,
+        ):
+            found.append(dict(item))
+            self.documents_read += 1
+            if self.documents_read > self.max_documents:
+                raise AuditTooLarge(
+                    f"the window holds more than {self.max_documents} documents: narrow --since "
+                    "or raise --max-documents"
+                )
+        return found
+
+    def _window(self, kind: str, fields: str, since: datetime, until: datetime) -> list[Any]:
+        return self._query(
+            f"SELECT {fields} FROM c WHERE c.type = @type AND c._ts >= @since AND c._ts < @until",
+            [
+                {"name": "@type", "value": kind},
+                {"name": "@since", "value": int(since.timestamp())},
+                {"name": "@until", "value": math.ceil(until.timestamp())},
+            ],
+        )
+
+    def orders_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]:
+        return self._window("order", self.ORDER_FIELDS, since, until)
+
+    def outbox_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]:
+        return self._window(OUTBOX_TYPE, self.OUTBOX_FIELDS, since, until)
+
+    def stuck_outbox(self) -> list[dict[str, Any]]:
+        return self._query(
+            f"SELECT {self.OUTBOX_FIELDS} FROM c WHERE c.type = @type "
+            "AND c.status IN (@parked, @pending)",
+            [
+                {"name": "@type", "value": OUTBOX_TYPE},
+                {"name": "@parked", "value": STATUS_PARKED},
+                {"name": "@pending", "value": STATUS_PENDING},
+            ],
+        )
+
+    def orders_by_id(self, order_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        if not order_ids:
+            return {}
+        found = self._container.read_items([(order_id, order_id) for order_id in set(order_ids)])
+        self._charge(found.get_response_headers())
+        self.documents_read += len(found)
+        return {str(item["id"]): dict(item) for item in found if item.get("type") == "order"}

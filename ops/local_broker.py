@@ -1,66 +1,46 @@
-"""The dead-letter port over the local broker model (``local.broker.PeekLockQueue``), for tests
-and the local stand-in. Like Service Bus, its ``send`` is not asked whether duplicate detection
-dropped the copy: the tool must find out by looking, as it must in Azure."""
+"""The dead-letter port over the local broker model (``local.broker.PeekLockQueue``), for tests,
+the demo and the benchmark: the Service Bus adapter itself (``ops.servicebus``), on a real
+``ServiceBusClient`` whose AMQP handlers speak to the model (``local.servicebus_link``). So the
+tool takes the same receive-and-settle path here as in Azure, and the model offers only what
+Service Bus offers. Like Service Bus, a send is not told whether duplicate detection dropped the
+copy: the tool must find out by looking, as it must in Azure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime, timedelta
+from local.broker import PeekLockQueue
+from local.servicebus_link import LocalNamespace, servicebus_client
+from ops.servicebus import ServiceBusDeadLetterQueue
+from shared.core import SYSTEM_CLOCK, Clock
 
-from local.broker import OutgoingMessage, PeekLockQueue
-from ops.port import DeadLetter
+# The model delivers at once: a short wait tells "nothing left to give" quickly.
+LOCAL_RECEIVE_WAIT_S = 0.2
 
 
-class LocalDeadLetterQueue:
-    def __init__(self, queue: PeekLockQueue) -> None:
-        self._queue = queue
+class LocalDeadLetterQueue(ServiceBusDeadLetterQueue):
+    """The Service Bus adapter on ``queue``: the window from the queue's settings (what
+    infra/messaging.json deploys) and its clock; ``namespace`` to share one with other entities
+    or to inject faults (``LocalNamespace.before_operation``). Construction only: it behaves as
+    the Service Bus adapter, because it is that adapter."""
 
-    @property
-    def duplicate_detection_window(self) -> timedelta:
-        return self._queue.settings.duplicate_detection_window
-
-    def now(self) -> datetime:
-        return self._queue.clock.now()
-
-    def dead_letters(self) -> list[DeadLetter]:
-        return [
-            DeadLetter(
-                sequence_number=dead.sequence_number,
-                message_id=dead.message.message_id,
-                enqueued_time=dead.enqueued_time or dead.dead_lettered_at,
-                delivery_count=dead.delivery_count,
-                reason=dead.reason,
-                description=dead.description,
-                body=dead.message.body,
-                correlation_id=dead.message.correlation_id,
-                content_type=dead.message.content_type,
-                subject=dead.message.subject,
-                application_properties=dict(dead.message.application_properties),
-            )
-            for dead in self._queue.dead_letters
-        ]
-
-    def send_copy(self, letter: DeadLetter) -> None:
-        self._queue.send(
-            OutgoingMessage(
-                message_id=letter.message_id,
-                body=letter.body,
-                correlation_id=letter.correlation_id,
-                content_type=letter.content_type,
-                application_properties=dict(letter.application_properties),
-                subject=letter.subject,
-            )
+    def __init__(
+        self,
+        queue: PeekLockQueue,
+        namespace: LocalNamespace | None = None,
+        *,
+        wall_clock: Clock = SYSTEM_CLOCK,
+        peek_limit: int = 10_000,
+        receive_batch: int = 100,
+        max_receives: int = 3,
+    ) -> None:
+        name = queue.settings.queue_name
+        super().__init__(
+            servicebus_client(namespace or LocalNamespace({name: queue}, client_clock=wall_clock)),
+            name,
+            queue.settings.duplicate_detection_window,
+            clock=queue.clock,
+            wall_clock=wall_clock,
+            peek_limit=peek_limit,
+            receive_batch=receive_batch,
+            receive_wait_s=LOCAL_RECEIVE_WAIT_S,
+            max_receives=max_receives,
         )
-
-    def queued_message_ids(self) -> set[str]:
-        return {p.message.message_id for p in self._queue.peek() if p.message.message_id}
-
-    def remove(self, sequence_numbers: Iterable[int]) -> set[int]:
-        removed = set()
-        for sequence_number in sequence_numbers:
-            try:
-                self._queue.remove_dead_letter(sequence_number)
-            except KeyError:
-                continue
-            removed.add(sequence_number)
-        return removed

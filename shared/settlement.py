@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from shared.core import Decision, IncomingMessage, Settlement
+from shared.message_body import read_body
 
 
 class MessageActions(Protocol):
@@ -43,7 +44,8 @@ def to_incoming(message: Any) -> IncomingMessage:
     """``azure.servicebus.ServiceBusReceivedMessage`` -> ``IncomingMessage``."""
     return IncomingMessage(
         message_id=_text(message.message_id),
-        body=_body_bytes(message.body),
+        # One reading for the consumer and the dead-letter tool (shared.message_body).
+        body=read_body(message.body, getattr(message, "body_type", None)).content,
         correlation_id=_text(message.correlation_id),
         delivery_count=message.delivery_count,
         application_properties=_properties(message.application_properties),
@@ -100,21 +102,6 @@ class Settler:
     def close(self) -> None:
         # Not waiting: a hung settlement call must not hang the shutdown too.
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _body_bytes(body: Any) -> bytes:
-    # The SDK yields a data body as a generator of sections; value bodies come as they are.
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    if isinstance(body, bytearray | memoryview):
-        return bytes(body)
-    try:
-        return b"".join(bytes(section) for section in body)
-    except TypeError:
-        # Not a data body (an AMQP value or sequence): not an OrderPlaced, fail validation.
-        return repr(body).encode("utf-8", "replace")
 
 
 def _text(value: Any) -> str | None:

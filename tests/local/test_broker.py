@@ -11,12 +11,16 @@ import pytest
 
 from local.broker import (
     MAX_DELIVERY_COUNT_EXCEEDED,
+    AmqpSequence,
+    AmqpValue,
     Delivery,
     ManualClock,
     MessageLockLostError,
+    NotAllowedError,
     OutgoingMessage,
     PeekLockQueue,
     QueueSettings,
+    SubQueue,
     parse_iso8601_duration,
 )
 
@@ -378,3 +382,131 @@ def test_expire_lock_makes_the_message_available_and_the_old_token_stale() -> No
         queue.complete(first.lock_token)
     queue.complete(second.lock_token)
     assert queue.is_idle()
+
+
+# -- the dead-letter sub-queue: a queue like the others -------------------------------
+
+
+def dead_letter_one(queue: PeekLockQueue, message_id: str, reason: str = "InvalidPayload") -> int:
+    queue.send(msg(message_id))
+    delivery = receive_one(queue)
+    queue.dead_letter(delivery.lock_token, reason, f"{message_id} is bad")
+    return delivery.sequence_number
+
+
+def test_a_dead_letter_keeps_its_sequence_number_enqueue_time_reason_and_description() -> None:
+    queue, clock = make_queue()
+    sequence = dead_letter_one(queue, "m1")
+    enqueued = clock.now()
+    clock.advance(timedelta(minutes=5))
+
+    [peeked] = queue.peek(sub_queue=SubQueue.DEAD_LETTER)
+
+    assert (peeked.sequence_number, peeked.enqueued_time) == (sequence, enqueued)
+    assert (peeked.dead_letter_reason, peeked.dead_letter_description) == (
+        "InvalidPayload",
+        "m1 is bad",
+    )
+    assert queue.peek() == []  # not on the queue any more
+
+
+def test_a_dead_letter_is_received_under_a_lock_and_completed_to_remove_it() -> None:
+    queue, _ = make_queue()
+    dead_letter_one(queue, "m1")
+
+    [delivery] = queue.receive(5, SubQueue.DEAD_LETTER)
+    assert delivery.sub_queue is SubQueue.DEAD_LETTER
+    assert delivery.dead_letter_reason == "InvalidPayload"
+    assert queue.receive(5, SubQueue.DEAD_LETTER) == []  # locked: not delivered twice
+    assert len(queue.peek(sub_queue=SubQueue.DEAD_LETTER)) == 1  # peek sees locked ones
+
+    queue.complete(delivery.lock_token)
+
+    assert queue.dead_letters == []
+    assert queue.stats.dead_letters_completed == 1
+    assert queue.stats.completed == 0  # the queue's own completes are counted apart
+    with pytest.raises(MessageLockLostError):
+        queue.complete(delivery.lock_token)
+
+
+def test_an_abandoned_dead_letter_comes_back_at_once_first_in_line() -> None:
+    """What made the old removal loop stop after one batch: abandon releases the lock now, so
+    the next receive returns the same lowest-sequence messages again."""
+    queue, _ = make_queue()
+    for index in range(4):
+        dead_letter_one(queue, f"m{index}")
+    first = queue.receive(2, SubQueue.DEAD_LETTER)
+    for delivery in first:
+        queue.abandon(delivery.lock_token)
+
+    again = queue.receive(2, SubQueue.DEAD_LETTER)
+
+    assert [d.sequence_number for d in again] == [d.sequence_number for d in first]
+    assert [d.delivery_count for d in again] == [d.delivery_count + 1 for d in first]
+
+
+def test_a_dead_letter_is_never_dead_lettered_again_however_often_it_is_abandoned() -> None:
+    queue, clock = make_queue(max_delivery_count=2)
+    dead_letter_one(queue, "m1")
+    for _ in range(5):
+        [delivery] = queue.receive(1, SubQueue.DEAD_LETTER)
+        queue.abandon(delivery.lock_token)
+    [delivery] = queue.receive(1, SubQueue.DEAD_LETTER)
+    clock.advance(LOCK)  # a lapsed lock releases it too
+
+    [dead] = queue.dead_letters
+    assert dead.delivery_count == 7
+    assert queue.stats.dead_letter_locks_expired == 1
+    [again] = queue.receive(1, SubQueue.DEAD_LETTER)
+    with pytest.raises(NotAllowedError):
+        queue.dead_letter(again.lock_token, "Again")
+
+
+def test_a_dead_letter_lock_is_renewed_like_any_other() -> None:
+    queue, clock = make_queue()
+    dead_letter_one(queue, "m1")
+    [delivery] = queue.receive(1, SubQueue.DEAD_LETTER)
+    clock.advance(LOCK - timedelta(seconds=1))
+
+    assert queue.renew_lock(delivery.lock_token) == clock.now() + LOCK
+    clock.advance(LOCK - timedelta(seconds=1))
+    queue.complete(delivery.lock_token)
+    assert queue.dead_letters == []
+
+
+def test_peek_starts_at_a_sequence_number_and_returns_at_most_the_count() -> None:
+    queue, _ = make_queue()
+    for index in range(6):
+        queue.send(msg(f"m{index}"))
+    receive_one(queue)  # locked messages are peeked too
+    deliveries_before = queue.stats.deliveries
+
+    page = queue.peek(from_sequence_number=2, max_count=3)
+
+    assert [p.sequence_number for p in page] == [2, 3, 4]
+    assert queue.peek(from_sequence_number=7) == []
+    assert queue.peek(max_count=1)[0].locked_until is not None
+    assert queue.stats.deliveries == deliveries_before  # a peek delivers nothing
+
+
+def test_value_and_sequence_bodies_are_kept_as_sent() -> None:
+    queue, _ = make_queue()
+    text = OutgoingMessage("m1", b"", amqp_body=AmqpValue('{"orderId": "m1"}'))
+    stream = OutgoingMessage("m2", b"", amqp_body=AmqpSequence(((1, "a"),)))
+    queue.send(text)
+    queue.send(stream)
+
+    assert [p.message.amqp_body for p in queue.peek()] == [text.amqp_body, stream.amqp_body]
+
+
+def test_a_batch_send_drops_each_repeated_message_id_on_its_own() -> None:
+    queue, _ = make_queue()
+    queue.send(msg("m1"))
+
+    assert queue.send_batch([msg("m1"), msg("m2")]) == [False, True]
+    assert [p.message.message_id for p in queue.peek()] == ["m1", "m2"]
+
+
+def test_there_is_no_way_to_remove_a_dead_letter_by_its_sequence_number() -> None:
+    """Service Bus has none: the stand-in offers only what the real API offers."""
+    assert not [name for name in dir(PeekLockQueue) if "remove" in name and "listener" not in name]

@@ -22,6 +22,7 @@ from local.broker import (
     PeekLockQueue,
 )
 from local.host import LocalFunctionsHost
+from local.servicebus_link import LocalNamespace
 from ops.cli import main, parse_duration
 from ops.cosmos import CosmosOrderLookup
 from ops.local_broker import LocalDeadLetterQueue
@@ -136,7 +137,7 @@ def test_a_crash_between_send_and_removal_leaves_a_copy_the_rerun_verifies(
     clock.advance(WINDOW)
     port = LocalDeadLetterQueue(queue)
     [letter] = port.dead_letters()
-    port.send_copy(letter)  # ... and the tool dies before removing the dead letter
+    port.send_copies([letter])  # ... and the tool dies before removing the dead letter
     clock.advance(timedelta(minutes=5))
 
     code, text = run(queue, "resubmit", "ord-1")
@@ -152,11 +153,12 @@ def test_a_message_id_that_is_not_the_order_id_is_refused(queue: PeekLockQueue) 
     exhaust(queue, message(order_body("ord-2"), message_id=None))
     sent = queue.stats.sent
 
-    code, text = run(queue, "resubmit", "--reason", MAX_DELIVERY_COUNT_EXCEEDED)
+    code, text = run(queue, "resubmit", "--reason", MAX_DELIVERY_COUNT_EXCEEDED, "--json")
 
     assert code == 1
-    assert text.count("refused") == 2
-    assert "MessageIdMismatch" in text
+    results = json.loads(text)["results"]
+    assert [r["verdict"] for r in results] == ["refused", "refused"]
+    assert "MessageIdMismatch" in results[0]["detail"]
     assert queue.stats.sent == sent
     assert dead_ids(queue) == ["ord-9", None]
 
@@ -221,7 +223,7 @@ def test_purge_asks_and_removes_only_old_dead_letters_of_the_reason(
 
     code, text = run(queue, *args, confirm=lambda prompt: True)
     assert code == 0
-    assert "removed 1 of 1" in text
+    assert "1 dead letter(s): 1 removed" in text
     assert dead_ids(queue) == ["ord-2"]
 
 
@@ -296,7 +298,7 @@ async def test_after_a_crash_the_consumer_absorbs_the_copy_and_the_rerun_removes
     clock.advance(WINDOW)
     port = LocalDeadLetterQueue(queue)
     [letter] = port.dead_letters()
-    port.send_copy(letter)  # the tool crashed here, before removing the dead letter
+    port.send_copies([letter])  # the tool crashed here, before removing the dead letter
     await host.run_until_idle()  # the consumer processes the copy: the order is stored
     orders = lookup(app_env)
 
@@ -309,3 +311,48 @@ async def test_after_a_crash_the_consumer_absorbs_the_copy_and_the_rerun_removes
         doc async for doc in container.query_items("SELECT * FROM c WHERE c.type = 'order'")
     ]
     assert [doc["id"] for doc in documents] == ["ord-1"]
+
+
+class ToolKilled(BaseException):
+    """The tool's process dies: nothing it does afterwards reaches the broker."""
+
+
+async def test_killed_after_sending_then_rerun_a_day_later_the_consumer_absorbs_the_second_copy(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    clock: ManualClock,
+    app_env: dict[str, str],
+    container: ContainerProxy,
+) -> None:
+    """The tool dies between the send and the removal, and nobody consumes the copy for a day
+    (the consumer is still down). The rerun, past both windows, sends a second copy (the first
+    is on the queue, so it verifies either way) and removes the dead letter; the consumer then
+    takes both copies: one order, the second completed as a duplicate. No order lost, none
+    doubled."""
+    exhaust(queue, message(order_body("ord-1"), message_id="ord-1"))
+    clock.advance(WINDOW)
+    state = {"sent": False}
+
+    def die_after_the_send(operation: str) -> None:
+        if operation == "send":
+            state["sent"] = True
+        elif state["sent"]:
+            raise ToolKilled(operation)
+
+    namespace = LocalNamespace({"orders": queue}, before_operation=die_after_the_send)
+    with pytest.raises(ToolKilled):
+        main(["resubmit", "ord-1"], queue=LocalDeadLetterQueue(queue, namespace))
+    clock.advance(WINDOW)  # the dead tool's lock lapsed long ago; the copy is a day old
+    assert (dead_ids(queue), queued_ids(queue)) == (["ord-1"], ["ord-1"])
+
+    code, text = run(queue, "resubmit", "ord-1", "--json", orders=lookup(app_env))
+
+    assert code == 0, text
+    assert [r["verdict"] for r in json.loads(text)["results"]] == ["resubmitted"]
+    assert (dead_ids(queue), queued_ids(queue)) == ([], ["ord-1", "ord-1"])
+    await host.run_until_idle()
+    orders = [doc async for doc in container.query_items("SELECT * FROM c WHERE c.type = 'order'")]
+    assert [doc["id"] for doc in orders] == ["ord-1"]
+    assert queue.is_idle()
+    completes = [r for r in queue.settlement_log if r.operation == "complete" and r.ok]
+    assert [r.message_id for r in completes[-2:]] == ["ord-1", "ord-1"]  # the duplicate too

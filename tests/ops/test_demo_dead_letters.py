@@ -60,3 +60,23 @@ async def test_a_dry_run_resubmit_changes_nothing_and_an_empty_command_skips_the
     assert "refused" in report.dead_letter_tool
     skipped = await run_demo(DemoOptions(**SMALL, dead_letters=""), Console(quiet=True))  # type: ignore[arg-type]
     assert skipped.dead_letter_tool_exit is None and skipped.dead_letter_tool == ""
+
+
+async def test_the_demo_audits_its_own_run_and_lists_its_parked_events() -> None:
+    """The audit and the parked-event commands over the demo's own container and queues: the
+    demo's run is healthy, so every invariant holds and nothing is parked."""
+    options = DemoOptions(**SMALL, dead_letters="audit --since 1h --json")  # type: ignore[arg-type]
+
+    report = await run_demo(options, Console(quiet=True))
+
+    assert report.passed
+    assert report.dead_letter_tool_exit == 0, report.dead_letter_tool
+    audited = json.loads(report.dead_letter_tool)
+    assert audited["passed"]
+    assert {i["verdict"] for i in audited["invariants"]} == {"PASS"}
+    assert audited["read"]["deadLetters"] == sum(report.dead_lettered_by_reason.values())
+    parked = await run_demo(
+        DemoOptions(**SMALL, dead_letters="parked list --json"),  # type: ignore[arg-type]
+        Console(quiet=True),
+    )
+    assert (parked.dead_letter_tool_exit, json.loads(parked.dead_letter_tool)) == (0, [])

@@ -1,0 +1,301 @@
+"""The audit: its invariants as pure functions over plain data (documents as the consumer builds
+them), and ``python -m ops audit`` over the whole stand-in: the real function and relay through
+Microsoft's worker, the local Cosmos DB server through the real azure-cosmos SDK, the dead-letter
+queue and the topic's subscription through the real azure-servicebus SDK
+(``local.servicebus_link``).
+Each FAIL case breaks the one thing its invariant guards and checks the offending id is named."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from azure.cosmos.aio import ContainerProxy
+
+from local.broker import ManualClock, OutgoingMessage
+from local.servicebus_link import LocalNamespace, servicebus_client
+from local.topic import topic_name
+from local.world import World
+from ops.audit import (
+    SeenEvent,
+    dead_lettered_as,
+    every_dead_letter_has_a_reason,
+    no_dead_letter_for,
+    no_event_for_rejected,
+    no_order_lost,
+    nothing_pending,
+    one_event_per_accepted_order,
+    one_order_per_id,
+    orders_are_the_requests,
+)
+from ops.cli import main
+from ops.cosmos import CosmosAuditReader, container_client
+from ops.local_broker import LocalDeadLetterQueue
+from ops.port import DeadLetter
+from ops.servicebus import ServiceBusEvents
+from shared.contract import parse_order
+from shared.core import IncomingMessage, build_documents
+from tests.conftest import FAST_SDK_BACKOFF
+from tests.orders import message, order_body
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def accepted(order_id: str, **overrides: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An order and its outbox event, as the consumer writes them."""
+    raw = json.dumps(order_body(order_id, **overrides)).encode()
+    order, event = build_documents(
+        parse_order(raw, order_id),
+        IncomingMessage(order_id, raw),
+        outbox_enabled=True,
+        accepted_at=NOW,
+    )
+    return order, event
+
+
+def letter(message_id: str, reason: str) -> DeadLetter:
+    return DeadLetter(1, message_id, NOW, 10, reason, None, b"{}")
+
+
+def event_of(order: dict[str, Any], **changes: Any) -> SeenEvent:
+    return SeenEvent(
+        "e-" + order["orderId"],
+        order["orderId"],
+        changes.get("total_minor", order["totalMinor"]),
+        changes.get("customer_id", order["customerId"]),
+    )
+
+
+# ---- the invariants, pure -----------------------------------------------------------------------
+
+
+def test_one_order_per_id_names_an_order_stored_under_another_id() -> None:
+    good, _ = accepted("ord-1")
+    stranger = {**accepted("ord-2")[0], "messageId": "ord-9"}
+
+    assert one_order_per_id([good]).passed
+    check = one_order_per_id([good, stranger, {**good}])
+    assert (check.passed, check.offending) == (False, ["ord-1", "ord-2"])
+    assert "1 stored twice ['ord-1']" in check.detail
+
+
+def test_each_accepted_order_has_one_event_and_one_delivery() -> None:
+    (one, one_event), (two, two_event) = accepted("ord-1"), accepted("ord-2")
+    orders, outbox = [one, two], [one_event, two_event]
+
+    assert one_event_per_accepted_order(orders, outbox).passed
+    assert one_event_per_accepted_order(orders, outbox, [event_of(one), event_of(two)]).passed
+    missing = one_event_per_accepted_order(orders, [one_event])
+    assert missing.offending == ["ord-2"]
+    doubled = one_event_per_accepted_order(orders, outbox, [event_of(one)] * 2 + [event_of(two)])
+    assert (doubled.passed, doubled.offending) == (False, ["ord-1"])
+
+
+def test_no_event_is_published_for_an_order_that_is_not_stored_or_not_this_one() -> None:
+    (one, one_event), (_, ghost_event) = accepted("ord-1"), accepted("ord-ghost")
+
+    assert no_event_for_rejected([one], [one_event], [event_of(one)]).passed
+    check = no_event_for_rejected(
+        [one],
+        [one_event, ghost_event],
+        [event_of(one, total_minor=1), SeenEvent("x", "ord-none")],
+    )
+    assert check.offending == ["ord-1", "ord-ghost", "ord-none"]
+    outside = no_event_for_rejected([], [one_event], [event_of(one)], referenced={"ord-1": one})
+    assert outside.passed  # an order accepted before the window is still an order
+
+
+def test_nothing_is_parked_or_pending_past_the_grace() -> None:
+    _, fresh = accepted("ord-1")
+    _, parked = accepted("ord-2")
+    parked = {**parked, "status": "parked"}
+    dispatched = {**accepted("ord-3")[1], "status": "dispatched"}
+
+    assert nothing_pending(
+        [fresh, dispatched], now=NOW + timedelta(minutes=1), grace=timedelta(minutes=5)
+    ).passed
+    late = nothing_pending(
+        [fresh, parked], now=NOW + timedelta(minutes=6), grace=timedelta(minutes=5)
+    )
+    assert late.offending == ["ord-1", "ord-2"]
+    assert nothing_pending([fresh], now=NOW).offending == ["ord-1"]  # grace 0: the demo's
+
+
+def test_dead_letters_carry_a_known_reason_and_the_expected_ones_are_there() -> None:
+    letters = [letter("ord-1", "HashMismatch"), letter("m-2", "InvalidPayload"), letter("m-3", "")]
+
+    check = every_dead_letter_has_a_reason(letters)
+    assert (check.passed, check.offending) == (False, ["m-3#1"])
+    assert every_dead_letter_has_a_reason(letters[:2]).passed
+    assert dead_lettered_as(letters, {"m-2": "InvalidPayload"}, "poison").passed
+    assert dead_lettered_as(letters, {"m-2": "MissingMessageId"}, "poison").offending == ["m-2"]
+    assert no_dead_letter_for(letters, ["ord-1"], allowed=["HashMismatch"]).passed
+    assert not no_dead_letter_for(letters, ["ord-1", "m-2"], allowed=["HashMismatch"]).passed
+
+
+def test_the_demos_expectations_are_expressed_with_the_same_functions() -> None:
+    one, _ = accepted("ord-1")
+    changed, _ = accepted("ord-2", currency="USD")
+    expected = {"ord-1": one["requestHash"], "ord-2": accepted("ord-2")[0]["requestHash"]}
+
+    assert no_order_lost([one], expected).offending == ["ord-2"]
+    assert orders_are_the_requests([one, changed], expected).offending == ["ord-2"]
+
+
+# ---- python -m ops audit over the stand-in -------------------------------------------------------
+
+
+@pytest.fixture
+def relaying(world: World) -> World:
+    world.compose(jitter=lambda: 1.0, **FAST_SDK_BACKOFF)
+    return world
+
+
+@pytest.fixture
+def namespace(world: World) -> LocalNamespace:
+    entities = [world.queue, world.topic.subscription]
+    return LocalNamespace({entity.settings.queue_name: entity for entity in entities})
+
+
+@pytest.fixture
+def reader(app_env: dict[str, str]) -> CosmosAuditReader:
+    return CosmosAuditReader(
+        container_client(
+            app_env["COSMOS_ENDPOINT"],
+            app_env["COSMOS_DATABASE"],
+            app_env["COSMOS_CONTAINER"],
+            key=app_env["COSMOS_KEY"],
+            verify_tls=False,
+        )
+    )
+
+
+@pytest.fixture
+def audit(
+    world: World, namespace: LocalNamespace, reader: CosmosAuditReader, clock: ManualClock
+) -> Iterator[Any]:
+    queue = LocalDeadLetterQueue(world.queue, namespace)
+
+    def run(*argv: str) -> tuple[int, dict[str, Any]]:
+        out = io.StringIO()
+        code = main(
+            ["audit", "--since", "1h", "--json", *argv],
+            queue=queue,
+            audit=reader,
+            events=ServiceBusEvents(servicebus_client(namespace), topic_name()),
+            clock=clock,
+            out=out,
+        )
+        return code, json.loads(out.getvalue())
+
+    yield run
+    queue.close()
+
+
+def verdicts(report: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
+    return {i["name"]: (i["verdict"], i["offending"]) for i in report["invariants"]}
+
+
+async def flow(relaying: World, *order_ids: str) -> None:
+    for order_id in order_ids:
+        relaying.queue.send(message(order_body(order_id), message_id=order_id))
+    await relaying.host.run_until_idle()
+    await relaying.change_feed.drain()
+
+
+async def test_a_healthy_run_passes_every_invariant_and_says_what_it_read(
+    relaying: World, audit: Any
+) -> None:
+    await flow(relaying, "ord-a1", "ord-a2", "ord-a3")
+    relaying.queue.send(message(b"not json", message_id="poison-1"))
+    await relaying.host.run_until_idle()
+
+    code, report = audit("--subscription", "downstream")
+
+    assert code == 0, report
+    assert {v for v, _ in verdicts(report).values()} == {"PASS"}
+    read = report["read"]
+    assert (read["orders"], read["outboxEvents"], read["deadLetters"]) == (3, 3, 1)
+    assert read["deliveredEvents"] == 3
+    assert read["requestCharge"] > 0  # measured from the responses (1 RU each here)
+
+
+async def test_each_broken_invariant_fails_with_the_id_that_breaks_it(
+    relaying: World, audit: Any, container: ContainerProxy, clock: ManualClock
+) -> None:
+    await flow(relaying, "ord-b1", "ord-b2")
+    # a stranger: an order stored under another MessageId
+    stranger, _ = accepted("ord-b3")
+    await container.create_item({**stranger, "messageId": "something-else"})
+    # an outbox event left pending for an hour, for which nothing was delivered
+    _, pending = accepted("ord-b4")
+    await container.create_item(
+        {**pending, "createdAt": (clock.now() - timedelta(hours=1)).isoformat()}
+    )
+    # an event delivered for an order nobody stored
+    relaying.topic.subscription.send(
+        OutgoingMessage("e-ghost", json.dumps({"payload": {"orderId": "ord-ghost"}}).encode())
+    )
+    # a dead letter without a reason
+    relaying.queue.send(message(b"{}", message_id="m-noreason"))
+    [delivery] = relaying.queue.receive(1)
+    relaying.queue.dead_letter(delivery.lock_token)
+
+    code, report = audit("--subscription", "downstream")
+
+    assert code == 1
+    assert verdicts(report) == {
+        "one order document per valid order id": ("FAIL", ["ord-b3"]),
+        "exactly one OrderAccepted per accepted order": ("FAIL", ["ord-b3"]),
+        "no OrderAccepted for a rejected order or request": ("FAIL", ["ord-b4", "ord-ghost"]),
+        "no outbox event left pending or parked": ("FAIL", ["ord-b4"]),
+        "every dead letter with its reason": ("FAIL", [f"m-noreason#{delivery.sequence_number}"]),
+    }
+
+
+async def test_without_a_subscription_the_outbox_is_the_evidence(
+    relaying: World, audit: Any
+) -> None:
+    await flow(relaying, "ord-c1")
+
+    code, report = audit()
+
+    assert code == 0
+    assert report["read"]["deliveredEvents"] is None
+
+
+def test_the_window_is_bounded_by_the_outbox_expiry() -> None:
+    out = io.StringIO()
+    assert main(["audit", "--since", "8d"], audit=object(), out=out) == 2  # type: ignore[arg-type]
+    assert "more than 7 days" in out.getvalue()
+
+
+async def test_an_audit_too_large_for_its_bound_stops_with_exit_2(
+    relaying: World, world: World, namespace: LocalNamespace, app_env: dict[str, str]
+) -> None:
+    await flow(relaying, "ord-d1", "ord-d2")
+    small = CosmosAuditReader(
+        container_client(
+            app_env["COSMOS_ENDPOINT"],
+            app_env["COSMOS_DATABASE"],
+            app_env["COSMOS_CONTAINER"],
+            key=app_env["COSMOS_KEY"],
+            verify_tls=False,
+        ),
+        max_documents=3,
+    )
+    out = io.StringIO()
+
+    code = main(
+        ["audit", "--since", "1h"],
+        queue=LocalDeadLetterQueue(world.queue, namespace),
+        audit=small,
+        out=out,
+    )
+
+    assert code == 2
+    assert "more than 3 documents" in out.getvalue()
