@@ -146,7 +146,12 @@ class OrderEventsTopic:
     ) -> ServiceBusMessageBatch:
         return _TopicBatch(min(max_size_in_bytes or self.max_batch_bytes, self.max_batch_bytes))
 
-    async def send_messages(self, message: Any, **kwargs: Any) -> None:
+    async def send_messages(
+        self,
+        message: Any,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the SDK sender's signature
+    ) -> None:
         messages = message.accepted_messages if isinstance(message, _TopicBatch) else [message]
         with self._lock:
             fault = next((f for f in self._faults if f.fires()), None)

@@ -40,6 +40,7 @@ from local.worker import REPO_ROOT, FunctionsWorker
 from shared import runtime
 from shared.config import Settings
 from shared.cosmos_store import create_client, default_credential
+from shared.event_publisher import MessageBatchSender
 from shared.relay import RelayPolicy
 from shared.telemetry import ConsumerTelemetry, RelayTelemetry
 
@@ -141,21 +142,26 @@ class World:
         env: Mapping[str, str] | None = None,
         relay_telemetry: RelayTelemetry | None = None,
         relay_policy: RelayPolicy | None = None,
+        topic_sender: MessageBatchSender | None = None,
+        topic_model: bool = True,
         **client_options: Any,
     ) -> runtime.Runtime:
         """Compose the app (consumer and relay) on the world's clock with the world's topic as
         the relay's sender, optionally with a fault-injecting ``transport`` under the Cosmos SDK
         and other client options: the stand-in's one call of the composition root. Until this
         is called the app composes itself from the app settings on its first message, as in
-        Azure."""
+        Azure. ``topic_sender`` replaces the topic model (a real ``ServiceBusSender`` whose
+        link a test controls); ``topic_model=False`` passes none, so the app builds its own
+        from the settings, as in Azure."""
         if transport is not None:
             client_options["transport"] = transport
+        sender = topic_sender or (self.topic if topic_model else None)
         return runtime.configure(
             self.env if env is None else env,
             clock=self.clock,
             cosmos_options=client_options,
             telemetry=telemetry,
-            topic_sender=self.topic,
+            topic_sender=sender,
             relay_telemetry=relay_telemetry,
             relay_policy=relay_policy,
             **({} if jitter is None else {"jitter": jitter}),

@@ -35,14 +35,19 @@ from typing import TYPE_CHECKING, Any
 
 from azure.cosmos.aio import CosmosClient
 
-from shared.config import RelaySettings, Settings
+from shared.config import (
+    SERVICE_BUS_CONNECTION_STRING_SETTING,
+    TOPIC_SETTING,
+    RelaySettings,
+    Settings,
+)
 from shared.consumer import OrderConsumer
 from shared.core import SYSTEM_CLOCK, Clock, Decision, IncomingMessage, Outcome, RetryPolicy
 from shared.cosmos_store import CosmosOrderStore, create_client, default_credential
 from shared.errors import ConfigurationError
 from shared.event_publisher import MessageBatchSender, ServiceBusEventPublisher
 from shared.outbox_store import CosmosOutboxStore
-from shared.relay import OutboxRelay, RelayPolicy, RelayReport
+from shared.relay import OutboxRelay, RelayPolicy, RelayReport, is_pending_outbox
 from shared.settlement import MessageActions, Settler, to_incoming
 from shared.telemetry import (
     CONNECTION_STRING_SETTING,
@@ -61,6 +66,7 @@ Closer = Callable[[], Awaitable[None]]
 
 # The span and metric destination when ORDERS_QUEUE_NAME itself is the missing setting.
 _UNKNOWN_QUEUE = "(unset)"
+_UNKNOWN_TOPIC = "(unset)"
 
 
 @dataclass
@@ -155,14 +161,34 @@ class Runtime:
         try:
             relay = await self.relay()
         except ConfigurationError as error:
-            relay_logger.critical(
-                "invalid configuration (%s), the outbox relay cannot publish: %s",
-                error.setting,
-                error,
-                extra={"setting": error.setting},
-            )
+            self._relay_misconfigured(error, documents)
             raise
         return await relay.relay([dict(d) for d in documents], attempt=retry_count + 1)
+
+    def _relay_misconfigured(
+        self, error: ConfigurationError, documents: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Recorded as the consumer records it: a critical log naming the setting (the relay's
+        configuration alert reads it), and every pending event of the batch as a failed send
+        (span, ``orders.relay.failed`` with ``error.type`` ConfigurationError, error log), so
+        the failed-sends alert and Q12 see a relay that cannot even start."""
+        relay_logger.critical(
+            "invalid configuration (%s), the outbox relay cannot publish: %s",
+            error.setting,
+            error,
+            extra={"setting": error.setting},
+        )
+        telemetry = self._relay_telemetry or RelayTelemetry(
+            self._env.get(TOPIC_SETTING, "").strip() or _UNKNOWN_TOPIC
+        )
+        self._relay_telemetry = telemetry
+        for document in documents:
+            if is_pending_outbox(document):
+                telemetry.failed_before_send(
+                    str(document.get("eventId") or document.get("id")),
+                    str(document.get("orderId")),
+                    error,
+                )
 
     async def relay(self) -> OutboxRelay:
         """This event loop's relay, built on first use; raises ``ConfigurationError``."""
@@ -387,6 +413,16 @@ def _topic_sender(settings: RelaySettings) -> tuple[MessageBatchSender, tuple[Cl
         sender = client.get_topic_sender(settings.topic_name)
         return sender, (sender.close, client.close, credential.close)
     assert settings.connection_string is not None  # RelaySettings guarantees one of them
-    client = ServiceBusClient.from_connection_string(settings.connection_string)
+    try:
+        client = ServiceBusClient.from_connection_string(settings.connection_string)
+    except ValueError as error:
+        # The SDK's parser refuses it (azure/servicebus/_base_handler.py:61, _parse_conn_str):
+        # a configuration error naming the setting, never the SDK's bare ValueError. Its
+        # messages are fixed texts; the string itself holds a key and is never shown.
+        raise ConfigurationError(
+            SERVICE_BUS_CONNECTION_STRING_SETTING,
+            f"is not a Service Bus connection string ({len(settings.connection_string)} "
+            f"characters): {error}",
+        ) from error
     sender = client.get_topic_sender(settings.topic_name)
     return sender, (sender.close, client.close)

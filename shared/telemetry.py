@@ -558,6 +558,11 @@ class RelayTelemetry:
         # Bounded: a class name, never the message; the SDK's own when the adapter translated it.
         cause = error.__cause__
         shown = cause if isinstance(cause, Exception) else error
+        self._failed_send(span, event_id, order_id, shown, parked=parked)
+
+    def _failed_send(
+        self, span: Span, event_id: str, order_id: str, shown: BaseException, *, parked: bool
+    ) -> None:
         error_type = type(shown).__name__
         span.set_attribute(ATTR_RELAY_OUTCOME, RELAY_PARKED if parked else RELAY_FAILED)
         _set_error_type(span, error_type)  # error.type and its kept copy orders.error_type
@@ -577,6 +582,12 @@ class RelayTelemetry:
                 "error_type": error_type,
             },
         )
+
+    def failed_before_send(self, event_id: str, order_id: str, error: BaseException) -> None:
+        """An event that could not even be sent (the relay cannot be built: an invalid
+        setting): recorded as a failed send, span, counter and error log alike."""
+        span = self.start_publish(event_id, order_id)
+        self._failed_send(span, event_id, order_id, error, parked=False)
 
     def parked(self, event_id: str, order_id: str, reason: str, description: str) -> None:
         self._parked.add(1, {ATTR_TOPIC: self.topic_name})

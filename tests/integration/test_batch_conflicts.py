@@ -37,9 +37,7 @@ def conflict_on(index: int) -> FaultInjectingTransport:
     others 424."""
     transport = FaultInjectingTransport(connection_verify=False)
     transport.add(
-        FaultRule(
-            FaultKind.BATCH_OPERATION, status=409, failing_index=index, times=None, **BATCHES
-        )
+        FaultRule(FaultKind.BATCH_OPERATION, status=409, failing_index=index, times=None, **BATCHES)
     )
     return transport
 
@@ -121,6 +119,4 @@ async def test_an_orphaned_outbox_event_on_the_real_emulator_is_dead_lettered(
     assert settlements(queue) == [("dead_letter", True)]
     assert [dead.reason for dead in queue.dead_letters] == ["OrphanedDocument"]
     assert [d["id"] for d in await documents(container)] == [outbox["id"]]
-    assert any(
-        getattr(r, "deadletter_reason", None) == "OrphanedDocument" for r in caplog.records
-    )
+    assert any(getattr(r, "deadletter_reason", None) == "OrphanedDocument" for r in caplog.records)
