@@ -48,7 +48,7 @@ from shared.errors import ConfigurationError
 from shared.event_publisher import MessageBatchSender, ServiceBusEventPublisher
 from shared.outbox_store import CosmosOutboxStore
 from shared.relay import OutboxRelay, RelayPolicy, RelayReport, is_pending_outbox
-from shared.settlement import MessageActions, Settler, to_incoming
+from shared.settlement import HungSettlements, MessageActions, Settler, to_incoming
 from shared.telemetry import (
     CONNECTION_STRING_SETTING,
     ConsumerTelemetry,
@@ -135,7 +135,7 @@ class Runtime:
         self._relay_telemetry = relay_telemetry
         self._relay_policy = relay_policy
         self._retry_policy = RetryPolicy()
-        self._settler = Settler()
+        self._settler = Settler(watcher=self._settlements_hung)
         self._exporters_configured = False
         self._wiring: _Wiring | None = None
 
@@ -249,6 +249,9 @@ class Runtime:
         if previous is not None:
             await _closed_quietly(previous.close, "the previous event loop's clients")
         return wiring
+
+    def _settlements_hung(self, report: HungSettlements) -> None:
+        self.telemetry().settlements_hung(report)
 
     def telemetry(self) -> ConsumerTelemetry:
         """The injected telemetry, or one on the global providers named after the queue (from

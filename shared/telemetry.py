@@ -34,6 +34,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from shared.core import Decision, IncomingMessage, Outcome, Settlement
+from shared.settlement import HungSettlements
 
 INSTRUMENTATION_SCOPE = "orders.consumer"
 LOGGER_NAME = "orders.consumer"
@@ -76,6 +77,7 @@ METRIC_DURATION = "orders.processing.duration"
 METRIC_REQUEST_CHARGE = "orders.cosmos.request_charge"
 METRIC_DELIVERY_COUNT = "orders.delivery_count"
 METRIC_RETRIES = "orders.retries"
+METRIC_SETTLEMENT_HUNG = "orders.settlement.hung"
 # The settlement attribute when the settlement call itself failed (lock lost, host gone).
 NOT_SETTLED = "none"
 
@@ -237,6 +239,12 @@ class ConsumerTelemetry:
             unit="{delivery}",
             description="Service Bus delivery count of each handled delivery, by outcome",
             explicit_bucket_boundaries_advisory=_DELIVERY_COUNT_BUCKETS,
+        )
+        # Up and down: +1 per hang, -1 per late return; the exporter sends its running total.
+        self._settlements_hung = meter.create_up_down_counter(
+            METRIC_SETTLEMENT_HUNG,
+            unit="{call}",
+            description="Settlement calls past their timeout that still hold a thread",
         )
 
     @contextmanager
@@ -401,6 +409,37 @@ class ConsumerTelemetry:
                 **_message_fields(message, decision),
                 "settlement_error": type(error).__name__,
             },
+        )
+
+    def settlements_hung(self, report: HungSettlements) -> None:
+        """The settler's watcher (``shared.settlement``): a settlement call outlived its timeout
+        and keeps its thread, or such a call has returned at last. May run on a pool thread."""
+        fields = {
+            "hung_settlements": report.hung,
+            "settlement_pool_replaced": report.replaced_pool,
+            "settlement_pool_exhausted": report.exhausted,
+        }
+        if report.returned_after_s is not None:
+            self._settlements_hung.add(-1)
+            logger.warning(
+                "a hung settlement call returned after %.1f s; %d still hung",
+                report.returned_after_s,
+                report.hung,
+                extra=fields,
+            )
+            return
+        self._settlements_hung.add(1)
+        logger.log(
+            logging.CRITICAL if report.exhausted else logging.ERROR,
+            "a settlement call hangs (no answer from the Functions host): %d settlement "
+            "thread(s) held%s",
+            report.hung,
+            "; settlements moved to a fresh thread pool"
+            if report.replaced_pool
+            else "; no fresh pool left: restart the worker"
+            if report.exhausted
+            else "",
+            extra=fields,
         )
 
 
