@@ -142,7 +142,7 @@ async def test_hung_settlements_are_counted_and_logged_for_an_alert(
         ]
         assert point.value == 2
         errors = [r for r in caplog.records if hasattr(r, "hung_settlements")]
-        assert [(r.levelno, r.hung_settlements) for r in errors] == [  # type: ignore[attr-defined]
+        assert [(r.levelno, r.hung_settlements) for r in errors] == [
             (logging.ERROR, 1),
             (logging.ERROR, 2),
         ]
