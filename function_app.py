@@ -31,6 +31,12 @@ async def consume_order(
     container_name="%COSMOS_CONTAINER%",
     lease_container_name="leases",
     create_lease_container_if_not_exists=False,  # Entra ID cannot create containers; Bicep does
+    # With no leases yet (first deploy, recreated leases container) the trigger would start
+    # "from now" and never publish an outbox document written before; from the beginning it
+    # publishes every pending one (README "Outbox relay", start position). The library's
+    # annotation says time, its docstring "If True" (azure/functions/decorators/function_app.py,
+    # cosmos_db_trigger) and the host's property is a boolean (startFromBeginning).
+    start_from_beginning=True,  # type: ignore[arg-type]
 )
 # The trigger checkpoints its lease when an invocation returns, and by default does not re-run a
 # failed batch ("Diagnose and troubleshoot issues with the Azure Functions trigger for Azure

@@ -130,6 +130,23 @@ class World:
             lease=feed.lease,
             clock=feed.clock,
             max_items_per_invocation=feed.max_items,
+            start_from_beginning=feed.start_from_beginning,
+        )
+        return self.cosmos_trigger
+
+    def recreate_leases(self, *, start_from_beginning: bool | None = None) -> ChangeFeedEmulator:
+        """The ``leases`` container deleted and created again (or a first deployment): a
+        trigger with no lease state, which starts where its binding says, or where
+        ``start_from_beginning`` says (another deployment's setting, on purpose)."""
+        feed = self.change_feed
+        self.cosmos_trigger = ChangeFeedEmulator(
+            feed.container,
+            self.worker,
+            function_name=feed.function.name,
+            lease=Lease(),
+            clock=feed.clock,
+            max_items_per_invocation=feed.max_items,
+            start_from_beginning=start_from_beginning,
         )
         return self.cosmos_trigger
 
