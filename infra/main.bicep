@@ -55,6 +55,19 @@ param cosmosAutoscaleMaxThroughput int = 1000
 ])
 param duplicateDetectionHistoryTimeWindowOverride string = ''
 
+@description('How long the order-events topic\'s default subscription `retained` keeps each OrderAccepted event, or "none" (on purpose only: events sent while no subscription exists are lost). infra/app/servicebus.bicep, docs/events.md.')
+@allowed([
+  'PT1H'
+  'PT6H'
+  'PT12H'
+  'P1D'
+  'P2D'
+  'P3D'
+  'P7D'
+  'none'
+])
+param retainedEventsTimeToLive string = 'P1D'
+
 @minValue(1)
 @maxValue(1000)
 param functionMaximumInstanceCount int = 40
@@ -127,6 +140,7 @@ module serviceBus 'app/servicebus.bicep' = {
     location: location
     tags: tags
     duplicateDetectionHistoryTimeWindowOverride: duplicateDetectionHistoryTimeWindowOverride
+    retainedEventsTimeToLive: retainedEventsTimeToLive
   }
 }
 

@@ -40,8 +40,9 @@ OUTBOX_EVENT_TYPE = "OrderAccepted"
 # The dead-letter reason of an order whose outbox event exists without the order (a reason of
 # the consumer's bounded set; ``shared.contract.DeadletterReason`` holds the contract's own).
 ORPHANED_DOCUMENT = "OrphanedDocument"
-# Fixed namespace so the outbox event id is the same on every delivery and every replica.
-_EVENT_ID_NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
+# Fixed namespace so the outbox event id is the same on every delivery and every replica. Part of
+# the downstream contract (docs/events.md, "The eventId"): never change it.
+EVENT_ID_NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
 
 
 class Clock(Protocol):
@@ -239,7 +240,7 @@ def build_documents(
     }
     if not outbox_enabled:
         return [order]
-    event_id = str(uuid.uuid5(_EVENT_ID_NAMESPACE, f"{order_id}/{OUTBOX_EVENT_TYPE}"))
+    event_id = order_event_id(order_id)
     outbox = {
         "id": outbox_document_id(order_id),
         "orderId": order_id,
@@ -263,6 +264,12 @@ def build_documents(
     if traceparent:
         outbox["traceparent"] = traceparent
     return [order, outbox]
+
+
+def order_event_id(order_id: str, event_type: str = OUTBOX_EVENT_TYPE) -> str:
+    """The event's id (its MessageId): UUIDv5 of ``EVENT_ID_NAMESPACE`` and the UTF-8 name
+    ``<orderId>/<eventType>``, lower-case, as downstream teams recompute it (docs/events.md)."""
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{order_id}/{event_type}"))
 
 
 def outbox_document_id(order_id: str) -> str:

@@ -4,7 +4,12 @@ the relay's app settings, wired from the right module outputs."""
 
 from __future__ import annotations
 
-from tests.infra.infra_support import accessor, body, doc, int_literal, messaging
+import json
+from datetime import timedelta
+
+from local.topic import RETAINED_SUBSCRIPTION
+from shared.relay import DISPATCHED_TTL_S
+from tests.infra.infra_support import accessor, body, doc, int_literal, iso_duration, messaging
 
 CONTAINER = "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"
 SERVICE_BUS_DATA_SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
@@ -68,3 +73,35 @@ def test_relay_app_settings_are_identity_based_and_wired() -> None:
     params = body(doc("main")["modules"]["functionApp"])["params"]
     assert accessor(params["cosmosEndpoint"]) == ("cosmos", "outputs", "endpoint")
     assert accessor(params["topicName"]) == ("serviceBus", "outputs", "topicName")
+
+
+def test_the_topic_has_a_default_subscription_that_keeps_every_event_for_a_bounded_time() -> None:
+    """A topic keeps messages only in its subscriptions: deployed without one (223dafd), every
+    event of a fresh deployment was accepted, marked dispatched and kept nowhere."""
+    servicebus = doc("servicebus")
+    retained = servicebus["resources"]["retainedSubscription"]
+    assert retained["type"] == "Microsoft.ServiceBus/namespaces/topics/subscriptions"
+    subscription = body(retained)
+    assert subscription["parent"] == "topic"
+    assert subscription["name"] == RETAINED_SUBSCRIPTION  # the local topic model's default
+    properties = subscription["properties"]
+    assert properties["defaultMessageTimeToLive"] == "retainedEventsTimeToLive"
+    assert properties["deadLetteringOnMessageExpiration"] is False  # expired events just go
+    # No filter of its own: the default rule, the true filter, keeps every event.
+    assert not [r for r in servicebus["resources"].values() if r["type"].endswith("/rules")]
+
+    ttl = servicebus["parameters"]["retainedEventsTimeToLive"]
+    allowed = next(d["argument"] for d in ttl["decorators"] if d["type"] == "allowed")
+    # Bounded: at most a week (the dispatched outbox document's ttl); the default is the
+    # duplicate-detection window (an older event can be republished from the outbox).
+    assert max(iso_duration(value) for value in allowed if value != "none") == timedelta(days=7)
+    assert ttl["default"] == messaging()["duplicateDetectionHistoryTimeWindow"] == "P1D"
+    assert timedelta(seconds=DISPATCHED_TTL_S) >= iso_duration(ttl["default"])
+    # Off only on purpose: the explicit value "none", which the condition tests.
+    assert "none" in allowed and "" not in allowed
+    condition = json.dumps(retained["config"]["condition"])
+    assert "retainedEventsTimeToLive" in condition and "none" in condition
+    main = doc("main")
+    assert main["parameters"]["retainedEventsTimeToLive"]["default"] == "P1D"
+    params = body(main["modules"]["serviceBus"])["params"]
+    assert params["retainedEventsTimeToLive"] == "retainedEventsTimeToLive"
