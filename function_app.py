@@ -4,7 +4,8 @@ import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
 from shared.relay import RUNTIME_RETRY
-from shared.runtime import handle_order_message, handle_outbox_changes
+from shared.runtime import handle_order_message, handle_outbox_changes, handle_watchdog_tick
+from shared.watchdog import WATCHDOG_SCHEDULE
 
 app = func.FunctionApp()
 
@@ -53,3 +54,16 @@ async def consume_order(
 )
 async def relay_outbox(documents: func.DocumentList, context: func.Context) -> None:
     await handle_outbox_changes(documents, context)
+
+
+@app.function_name("outbox_watchdog")
+# Publishes what the change feed did not (shared/watchdog.py). The timer keeps its schedule and
+# its one-instance lock in the host's storage (AzureWebJobsStorage) and does not retry a failed
+# run: the next one does ("Timer trigger for Azure Functions",
+# learn.microsoft.com/azure/azure-functions/functions-bindings-timer: useMonitor, Scale-out,
+# Retry behavior).
+@app.timer_trigger(
+    arg_name="timer", schedule=WATCHDOG_SCHEDULE, run_on_startup=False, use_monitor=True
+)
+async def outbox_watchdog(timer: func.TimerRequest) -> None:
+    await handle_watchdog_tick(timer)

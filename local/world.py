@@ -7,7 +7,9 @@ service, Microsoft's worker (``azure_functions_runtime``) started on the app dir
 (``local.host``) on the queue, and Cosmos DB (``local.change_feed``) on the app's container with
 its own Cosmos client, as the host's trigger has. The relay's side: the ``order-events`` topic
 model with its subscription and duplicate detection from ``infra/messaging.json``.
-``World.compose`` is the only place in ``local/`` that calls the app's composition root.
+The watchdog's side: the host's timer trigger (``local.timer``) for the app's timer-triggered
+function, ticked by the caller on the world's clock. ``World.compose`` is the only place in
+``local/`` that calls the app's composition root.
 
 It must never reach into the app past the composition root's parameters: the app runs as in
 Azure, only its clock, Cosmos client options, telemetry and the relay's topic sender (the topic
@@ -35,6 +37,7 @@ from local.settlement_server import (
     bind_message_actions,
     worker_arguments_restored,
 )
+from local.timer import TimerTriggerEmulator
 from local.topic import OrderEventsTopic, topic_name
 from local.worker import REPO_ROOT, FunctionsWorker
 from shared import runtime
@@ -107,6 +110,8 @@ class World:
     topic: OrderEventsTopic
     # None for an app without a Cosmos DB-triggered function (a test's throwaway app).
     cosmos_trigger: ChangeFeedEmulator | None
+    # None for an app without a timer-triggered function.
+    timer_trigger: TimerTriggerEmulator | None = None
 
     @property
     def settings(self) -> Settings:
@@ -118,6 +123,13 @@ class World:
         if self.cosmos_trigger is None:
             raise LookupError("the app has no Cosmos DB-triggered function")
         return self.cosmos_trigger
+
+    @property
+    def watchdog(self) -> TimerTriggerEmulator:
+        """The host's timer trigger of the outbox watchdog: ``await world.watchdog.tick()``."""
+        if self.timer_trigger is None:
+            raise LookupError("the app has no timer-triggered function")
+        return self.timer_trigger
 
     def restart_change_feed(self) -> ChangeFeedEmulator:
         """A new trigger on the same lease: what the host does after the worker crashed (the
@@ -244,8 +256,12 @@ async def local_world(
             if has_cosmos_trigger
             else None
         )
+        has_timer = any(f.trigger["type"] == "timerTrigger" for f in worker.functions.values())
+        timer = TimerTriggerEmulator(worker, clock=clock) if has_timer else None
         try:
-            yield World(settings_env, clock, queue, settlement, worker, host, topic, change_feed)
+            yield World(
+                settings_env, clock, queue, settlement, worker, host, topic, change_feed, timer
+            )
         finally:
             try:
                 await runtime.close()

@@ -40,6 +40,7 @@ from shared.config import (
     TOPIC_SETTING,
     RelaySettings,
     Settings,
+    WatchdogSettings,
 )
 from shared.consumer import OrderConsumer
 from shared.core import SYSTEM_CLOCK, Clock, Decision, IncomingMessage, Outcome, RetryPolicy
@@ -55,6 +56,7 @@ from shared.telemetry import (
     RelayTelemetry,
     configure_exporters,
 )
+from shared.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -81,6 +83,8 @@ class _Wiring:
     consumer: OrderConsumer
     relay: OutboxRelay | None = None
     relay_closers: tuple[Closer, ...] = ()
+    outbox_store: CosmosOutboxStore | None = None
+    watchdog: OutboxWatchdog | None = None
 
     async def close(self) -> None:
         if self.loop is not asyncio.get_running_loop() and self.loop.is_closed():
@@ -206,15 +210,50 @@ class Runtime:
         ).get_container_client(settings.cosmos_container)
         if self._relay_telemetry is None:
             self._relay_telemetry = RelayTelemetry(relay_settings.topic_name)
+        wiring.outbox_store = CosmosOutboxStore(container)
         wiring.relay = OutboxRelay(
             ServiceBusEventPublisher(sender),
-            CosmosOutboxStore(container),
+            wiring.outbox_store,
             self._relay_telemetry,
             clock=self._clock,
             policy=self._relay_policy,
         )
         wiring.relay_closers = closers
         return wiring.relay
+
+    async def watch_outbox(self) -> WatchdogReport:
+        """The watchdog function's body: report and republish the stuck outbox documents.
+        Raises ``RelayIncomplete`` when one could not be published (the next run retries), or
+        ``ConfigurationError`` (logged at critical level, naming the setting)."""
+        try:
+            watchdog = await self.watchdog()
+        except ConfigurationError as error:
+            relay_logger.critical(
+                "invalid configuration (%s), the outbox watchdog cannot run: %s",
+                error.setting,
+                error,
+                extra={"setting": error.setting},
+            )
+            raise
+        return await watchdog.run()
+
+    async def watchdog(self) -> OutboxWatchdog:
+        """This event loop's watchdog, on the relay (the same publisher, store and telemetry),
+        built on first use; raises ``ConfigurationError``."""
+        wiring = await self._wired()
+        if wiring.watchdog is not None:
+            return wiring.watchdog
+        settings = WatchdogSettings.from_env(self._env)
+        relay = await self.relay()
+        assert wiring.outbox_store is not None and self._relay_telemetry is not None
+        wiring.watchdog = OutboxWatchdog(
+            wiring.outbox_store,
+            relay,
+            self._relay_telemetry,
+            clock=self._clock,
+            policy=WatchdogPolicy(settings.min_age_s, settings.max_documents),
+        )
+        return wiring.watchdog
 
     async def _wired(self) -> _Wiring:
         loop = asyncio.get_running_loop()
@@ -381,6 +420,15 @@ async def handle_outbox_changes(documents: Sequence[Mapping[str, Any]], context:
     retry_context = getattr(context, "retry_context", None)
     retry_count = int(getattr(retry_context, "retry_count", 0) or 0)
     await current().relay_changes(documents, retry_count=retry_count)
+
+
+async def handle_watchdog_tick(timer: Any) -> None:
+    """The timer trigger's body (``function_app.py``): one watchdog run. ``timer`` is the
+    ``func.TimerRequest`` (``past_due`` when the host missed a schedule, e.g. after a restart:
+    the run is the same)."""
+    if _retired:
+        await _close_retired()
+    await current().watch_outbox()
 
 
 async def close() -> None:

@@ -497,11 +497,17 @@ METRIC_RELAY_PUBLISHED = "orders.relay.published"
 METRIC_RELAY_FAILED = "orders.relay.failed"
 METRIC_RELAY_PARKED = "orders.relay.parked"
 METRIC_RELAY_LAG = "orders.relay.lag"
+# The outbox watchdog's (shared/watchdog.py): one observation per run, so that a run that finds
+# nothing still reports (valueCount = runs: the alert reads a silent watchdog as stuck too).
+METRIC_RELAY_STUCK = "orders.relay.stuck"
+METRIC_RELAY_STUCK_AGE = "orders.relay.stuck_age"
 RELAY_PUBLISHED = "published"
 RELAY_FAILED = "failed"
 RELAY_PARKED = "parked"
 # Relay lag: seconds from the order's acceptance to its event's publish.
 _LAG_BUCKETS_S = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
+_STUCK_BUCKETS = (0, 1, 10, 100, 1000, 10000)
+_STUCK_AGE_BUCKETS_S = (0, 300, 600, 900, 1800, 3600, 21600, 86400)
 
 relay_logger = logging.getLogger(RELAY_LOGGER_NAME)
 
@@ -541,6 +547,21 @@ class RelayTelemetry:
             unit="s",
             description="Time from the order's acceptance (outbox createdAt) to its publish",
             explicit_bucket_boundaries_advisory=_LAG_BUCKETS_S,
+        )
+        # Histograms, not gauges: a gauge's last value is exported again every interval (its
+        # temporality is cumulative), so a watchdog that stopped would look healthy; a
+        # histogram exports only what was recorded in the interval.
+        self._stuck = meter.create_histogram(
+            METRIC_RELAY_STUCK,
+            unit="{document}",
+            description="Outbox documents pending longer than the watchdog's age, per run",
+            explicit_bucket_boundaries_advisory=_STUCK_BUCKETS,
+        )
+        self._stuck_age = meter.create_histogram(
+            METRIC_RELAY_STUCK_AGE,
+            unit="s",
+            description="Age (now - createdAt) of the oldest stuck outbox document, per run",
+            explicit_bucket_boundaries_advisory=_STUCK_AGE_BUCKETS_S,
         )
 
     def start_publish(
@@ -645,6 +666,27 @@ class RelayTelemetry:
                 "description": description,
             },
         )
+
+    def watchdog_checked(self, stuck: int, oldest_age_s: float, min_age_s: float) -> None:
+        """One watchdog run: how many outbox documents are stuck, and the oldest one's age (0
+        when none). Recorded on every run, the quiet ones included."""
+        attributes = {ATTR_TOPIC: self.topic_name}
+        self._stuck.record(stuck, attributes)
+        self._stuck_age.record(max(0.0, oldest_age_s), attributes)
+        if stuck:
+            relay_logger.warning(
+                "outbox watchdog: %d OrderAccepted event(s) still pending more than %d s after "
+                "their order was accepted (oldest %.0f s): the change feed did not publish them; "
+                "publishing them now",
+                stuck,
+                min_age_s,
+                oldest_age_s,
+                extra={
+                    "topic": self.topic_name,
+                    "stuck_outbox_documents": stuck,
+                    "oldest_stuck_age_s": oldest_age_s,
+                },
+            )
 
     def mark_failed(self, event_id: str, order_id: str, error: BaseException) -> None:
         """Marking (or parking) an outbox document failed: the batch's redelivery resolves it."""

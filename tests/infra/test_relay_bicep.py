@@ -8,11 +8,21 @@ import json
 from datetime import timedelta
 
 from local.topic import RETAINED_SUBSCRIPTION
+from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
 from shared.relay import DISPATCHED_TTL_S
-from tests.infra.infra_support import accessor, body, doc, int_literal, iso_duration, messaging
+from tests.infra.infra_support import (
+    REPO,
+    accessor,
+    body,
+    doc,
+    int_literal,
+    iso_duration,
+    messaging,
+)
 
 CONTAINER = "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"
 SERVICE_BUS_DATA_SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
+STORAGE_BLOB_DATA_OWNER = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
 
 
 def test_orders_container_has_ttl_on_without_default_expiry() -> None:
@@ -105,3 +115,30 @@ def test_the_topic_has_a_default_subscription_that_keeps_every_event_for_a_bound
     assert main["parameters"]["retainedEventsTimeToLive"]["default"] == "P1D"
     params = body(main["modules"]["serviceBus"])["params"]
     assert params["retainedEventsTimeToLive"] == "retainedEventsTimeToLive"
+
+
+def test_the_watchdog_s_timer_has_its_host_storage_in_azure_and_locally() -> None:
+    """A timer trigger keeps its schedule monitor and its one-instance lock in the host's
+    storage (learn.microsoft.com/azure/azure-functions/functions-bindings-timer): the app
+    settings give AzureWebJobsStorage by identity, the identity may use its blobs, and the
+    local settings point it at Azurite."""
+    values = body(doc("function")["resources"]["appSettings"])["properties"]["function"][
+        "parameters"
+    ]["arg_1"]
+    assert values["AzureWebJobsStorage__accountName"] == "storageAccountName"
+    assert values["AzureWebJobsStorage__credential"] == "managedidentity"
+    assert values["AzureWebJobsStorage__clientId"] == "identityClientId"
+    assert not any(name == "AzureWebJobsStorage" for name in values)  # no key in Azure
+    rbac = doc("rbac")
+    owner = body(rbac["resources"]["appStorageBlobOwner"])
+    assert owner["scope"] == "storage"
+    role = owner["properties"]["roleDefinitionId"]["function"]["parameters"]["resource_name_1"]
+    assert rbac["variables"][role]["value"] == STORAGE_BLOB_DATA_OWNER
+    template = json.loads((REPO / "local.settings.json.template").read_text(encoding="utf-8"))
+    assert template["Values"]["AzureWebJobsStorage"] == "UseDevelopmentStorage=true"
+    # The watchdog's age, the same default in Azure, locally and in the code.
+    assert template["Values"][WATCHDOG_MIN_AGE_SETTING] == str(WatchdogSettings().min_age_s)
+    function = doc("function")
+    assert function["parameters"]["outboxWatchdogMinAgeSeconds"]["default"] == 300
+    setting = values[WATCHDOG_MIN_AGE_SETTING]
+    assert "outboxWatchdogMinAgeSeconds" in json.dumps(setting)
