@@ -54,6 +54,9 @@ class Segment:
     dimensions: set[str] = field(default_factory=set)
     names: set[str] = field(default_factory=set)
     aggregates: set[tuple[str, str]] = field(default_factory=set)  # (function, first argument)
+    # Only the first ``summarize`` of a segment aggregates the table's rows; a later one
+    # aggregates what the first produced (its columns), so its calls are not the table's.
+    summarizes: int = 0
 
 
 def segments(source: str, query: str) -> list[Segment]:
@@ -69,6 +72,13 @@ def segments(source: str, query: str) -> list[Segment]:
             start = match.start()
             found.append(current)
             continue
+        if (
+            current is not None
+            and kind == "identifier"
+            and match.group("identifier") == "summarize"
+        ):
+            current.summarizes += 1
+            continue
         if current is None or kind in (None, "comment", "string", "identifier"):
             continue
         if match.group("dimension"):
@@ -78,7 +88,7 @@ def segments(source: str, query: str) -> list[Segment]:
             current.names.add(match.group("name_value"))
         elif match.group("name_in"):
             current.names.update(_STRING_ITEM.findall(match.group("name_values")))
-        elif match.group("aggregate"):
+        elif match.group("aggregate") and current.summarizes <= 1:
             current.aggregates.add((match.group("function"), match.group("argument")))
     if current is not None:
         current.text = query[start:]
