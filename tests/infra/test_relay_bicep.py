@@ -142,3 +142,38 @@ def test_the_watchdog_s_timer_has_its_host_storage_in_azure_and_locally() -> Non
     assert function["parameters"]["outboxWatchdogMinAgeSeconds"]["default"] == 300
     setting = values[WATCHDOG_MIN_AGE_SETTING]
     assert "outboxWatchdogMinAgeSeconds" in json.dumps(setting)
+
+
+def test_the_relay_s_edge_alerts_are_deployed_on_the_consumer_s_action_group() -> None:
+    """Four alerts that no publish would raise (223dafd had none: a relay that never ran was
+    silent): a stuck outbox event, a silent watchdog, failed sends for 15 minutes, a relay
+    that cannot start. In their own file, deployed by alerts.bicep on its action group."""
+    relay_alerts = doc("relay-alerts")["resources"]
+    rules = {
+        name: body(resource)["properties"]
+        for name, resource in relay_alerts.items()
+        if resource["type"] == "Microsoft.Insights/scheduledQueryRules"
+    }
+    assert set(rules) == {
+        "relayStuckAlert",
+        "relayWatchdogSilentAlert",
+        "relayFailedSendsAlert",
+        "relayConfigurationAlert",
+    }
+    for properties in rules.values():
+        assert properties["actions"]["actionGroups"] == ["actionGroupId"]
+        assert properties["enabled"] is True
+    stuck = rules["relayStuckAlert"]["criteria"]["allOf"][0]
+    assert stuck["metricMeasureColumn"] == "OldestStuckS"
+    assert stuck["threshold"] == "relayStuckThresholdSeconds"
+    # Above the watchdog's own age plus its schedule: it fires only if the watchdog failed too.
+    threshold = doc("relay-alerts")["parameters"]["relayStuckThresholdSeconds"]
+    assert threshold["default"] >= WatchdogSettings().min_age_s + 300
+    silent = rules["relayWatchdogSilentAlert"]
+    assert silent["windowSize"] == "PT15M"  # three runs are due in it
+    assert silent["criteria"]["allOf"][0]["operator"] == "LessThan"
+    failed = rules["relayFailedSendsAlert"]["criteria"]["allOf"][0]
+    assert (failed["metricMeasureColumn"], failed["threshold"]) == ("FailingPeriods", 3)
+    module = body(doc("alerts")["modules"]["relayAlerts"])
+    assert doc("alerts")["modules"]["relayAlerts"]["detail"]["path"] == "relay-alerts.bicep"
+    assert accessor(module["params"]["actionGroupId"]) == ("actionGroup", "id")

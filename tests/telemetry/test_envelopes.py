@@ -38,14 +38,6 @@ def relay_owned(name: str) -> bool:
     return name.startswith(("orders.relay", "send ")) or name in {"orders.topic", "orders.event_id"}
 
 
-RELAY_ALERTS = (
-    "alertRelayStuck",
-    "alertRelayWatchdogSilent",
-    "alertRelayFailedSends",
-    "alertRelayConfiguration",
-)
-
-
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory: pytest.TempPathFactory) -> Capture:
     return capture_envelopes(tmp_path_factory.mktemp("envelopes"))
@@ -328,22 +320,6 @@ def test_a_hung_settlement_is_counted_and_logged_as_q15_reads_it(capture: Captur
     logs = [row for row in capture.of("traces") if "hung_settlements" in row.get("properties", {})]
     hung = [row for row in logs if row["severityLevel"] == 3]  # Error: the hang
     assert [row["properties"]["hung_settlements"] for row in hung] == ["1"]
-
-
-def test_every_relay_alert_is_deployed() -> None:
-    from tests.infra.infra_support import parse_bicep
-    from tests.telemetry.kql_names import ALERTS_FILE
-
-    resources = parse_bicep(ALERTS_FILE)["resources"]
-    names = {
-        "alertRelayStuck": "relayStuckAlert",
-        "alertRelayWatchdogSilent": "relayWatchdogSilentAlert",
-        "alertRelayFailedSends": "relayFailedSendsAlert",
-        "alertRelayConfiguration": "relayConfigurationAlert",
-    }
-    assert set(names) == set(RELAY_ALERTS)
-    for resource in names.values():
-        assert resources[resource]["type"] == "Microsoft.Insights/scheduledQueryRules"
 
 
 def test_the_local_workbook_picture_renders_from_the_capture(
