@@ -13,6 +13,12 @@ What each answer follows, and what is not known:
   on learn.microsoft.com/rest/api/cosmos-db/http-status-codes-for-cosmosdb; the SDK maps it to
   ``CosmosHttpResponseError`` (``aio/_asynchronous_request.py:180-187``) after its own retries
   (``_retry_utility.py``). The body is ``{"code", "message"}``: the SDK only reads it as text.
+- a connection that fails before the request leaves: ``ServiceRequestError``, as azure-core's
+  aiohttp transport raises it for a client error (azure/core/pipeline/transport/_aiohttp.py:398-
+  399); a lost response after the server committed: ``ServiceResponseError`` (:392-393); a slow
+  one past the read timeout: ``ServiceResponseTimeoutError`` (:396-397). Which of them a real
+  reset raises depends on when aiohttp sees it; the SDK retries all three the same way for a
+  read, and never a write (``retry_write`` off: README "Timeouts and retries").
 - a failed batch: HTTP 207 with a JSON array of one result per operation, in order. The
   failing operation carries its ``statusCode``, ``subStatusCode``, ``requestCharge`` and, when
   throttled, ``retryAfterMilliseconds``; every other operation ``statusCode`` 424 (Failed

@@ -7,9 +7,13 @@ stands in for the SDK's topic sender (``create_message_batch`` / ``send_messages
 boundary, so the relay builds real ``ServiceBusMessage`` objects and real size-bounded
 ``ServiceBusMessageBatch`` es here as in Azure.
 
-A batch is accepted or refused as a whole (as Service Bus does); inside an accepted batch, each
-message whose MessageId was accepted within the window is dropped, exactly as by the topic's
-duplicate detection. Each subscription is a ``PeekLockQueue`` (a subscription is a queue), so
+A batch is accepted or refused as a whole: the SDK sends it as one AMQP transfer and one
+disposition answers it (aio/_transport/_pyamqp_transport_async.py:175-185); that the service
+never accepts part of a batch is how the SDK treats it, not a documented guarantee. Inside an
+accepted batch, each message whose MessageId was accepted within the window is dropped: the
+topic's duplicate detection accepts the send and ignores the copy ("Duplicate detection",
+learn.microsoft.com/azure/service-bus-messaging/duplicate-detection), and the window starts at
+the first accepted copy. Each subscription is a ``PeekLockQueue`` (a subscription is a queue), so
 tests and the demo can receive, settle and count what downstream would see.
 
 A topic stores messages only in its subscriptions: "A topic subscription resembles a virtual
