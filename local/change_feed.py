@@ -15,9 +15,9 @@ It keeps only the host's side, as ``local.host`` does for the Service Bus trigge
   rising, for ever when ``max_retry_count`` is -1 (the trigger checkpoints when an invocation
   returns and, without a retry policy, does not re-run a failed batch:
   learn.microsoft.com/azure/cosmos-db/nosql/troubleshoot-changefeed-functions; retry policies,
-  -1 unbounded: learn.microsoft.com/azure/azure-functions/functions-bindings-error-pages). A crashed worker (a ``BaseException``
-  escaping the invocation) loses its retry count; the batch is delivered again from the last
-  checkpoint by the next emulator built on the same ``Lease``.
+  -1 unbounded: learn.microsoft.com/azure/azure-functions/functions-bindings-error-pages). A
+  crashed worker (a ``BaseException`` escaping the invocation) loses its retry count; the batch
+  is delivered again from the last checkpoint by the next emulator built on the same ``Lease``.
 
 Where it starts (the trigger's start position): when its lease has no state yet (a first start,
 or a recreated ``leases`` container), from the beginning of the container if the binding says
@@ -37,8 +37,9 @@ seen.
 
 What a change is (latest-version mode, one lease): the latest version of a created or updated
 document ("only the most recent change for a given item" is delivered, and deletes are not,
-learn.microsoft.com/azure/cosmos-db/nosql/change-feed-modes, latest version mode). The lease remembers the etag it checkpointed for each document, and a read returns
-every document whose etag differs, in order of modification (``_ts``), at most
+learn.microsoft.com/azure/cosmos-db/nosql/change-feed-modes, latest version mode). The lease
+remembers the etag it checkpointed for each document, and a read returns every document whose
+etag differs, in order of modification (``_ts``), at most
 ``max_items_per_invocation`` at a time; a document changed twice before it is read is delivered
 once, in its latest version; the relay's own marks come back as changes, as in Azure.
 
