@@ -21,8 +21,9 @@ from local.broker import ManualClock
 from local.change_feed import ChangeFeedEmulator
 from local.topic import OrderEventsTopic
 from local.world import World
-from shared.config import WATCHDOG_MIN_AGE_SETTING
+from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
 from shared.core import document_timestamp
+from shared.errors import ConfigurationError
 from shared.outbox_store import CosmosOutboxStore
 from shared.watchdog import WATCHDOG_SCHEDULE, WatchdogPolicy
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
@@ -261,3 +262,25 @@ async def test_the_store_s_query_finds_exactly_what_the_rule_calls_stuck(
     assert len(stuck.documents) == min(limit, len(expected))
     assert stuck.count == len(expected)  # the aggregate when there is more than a page
     assert stuck.oldest_created_at == NOW - timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, (300, 500)),
+        ({WATCHDOG_MIN_AGE_SETTING: "900", "OUTBOX_WATCHDOG_MAX_DOCUMENTS": "50"}, (900, 50)),
+        ({WATCHDOG_MIN_AGE_SETTING: "59"}, WATCHDOG_MIN_AGE_SETTING),  # below the floor
+        ({WATCHDOG_MIN_AGE_SETTING: "5m"}, WATCHDOG_MIN_AGE_SETTING),
+        ({"OUTBOX_WATCHDOG_MAX_DOCUMENTS": "0"}, "OUTBOX_WATCHDOG_MAX_DOCUMENTS"),
+    ],
+)
+def test_the_watchdog_settings_are_validated_naming_the_setting(
+    env: dict[str, str], expected: tuple[int, int] | str
+) -> None:
+    if isinstance(expected, str):
+        with pytest.raises(ConfigurationError) as raised:
+            WatchdogSettings.from_env(env)
+        assert raised.value.setting == expected
+        return
+    settings = WatchdogSettings.from_env(env)
+    assert (settings.min_age_s, settings.max_documents) == expected
