@@ -1,12 +1,13 @@
-"""Composition root: the one place that builds the app's two functions (the consumer and the
-outbox relay) and their adapters from app settings.
+"""Composition root: the one place that builds the app's functions (the consumer, the outbox
+relay and the relay's watchdog, which shares the relay's publisher, store and telemetry) and
+their adapters from app settings.
 
-One shape for both: ``Runtime`` takes everything a caller may choose as parameters (the app
+One shape for all: ``Runtime`` takes everything a caller may choose as parameters (the app
 settings mapping, the ``Clock``, extra Cosmos client options, the telemetry adapters, the jitter
 source, the relay's topic sender and policy); production uses the defaults, through
-``handle_order_message`` and ``handle_outbox_changes``, and tests and stand-ins call
-``configure`` once with theirs. There is no other way in: no module globals to patch. One
-``configure`` for both functions because they share the worker process, its event loop, its
+``handle_order_message``, ``handle_outbox_changes`` and ``handle_watchdog_tick``, and tests and
+stand-ins call ``configure`` once with theirs. There is no other way in: no module globals to
+patch. One ``configure`` for all the functions because they share the worker process, its event loop, its
 clock and its one Cosmos client: two composition roots would build two clients and let a test
 compose one function on a manual clock and the other on the system clock.
 
