@@ -7,9 +7,9 @@ settings mapping, the ``Clock``, extra Cosmos client options, the telemetry adap
 source, the relay's topic sender and policy); production uses the defaults, through
 ``handle_order_message``, ``handle_outbox_changes`` and ``handle_watchdog_tick``, and tests and
 stand-ins call ``configure`` once with theirs. There is no other way in: no module globals to
-patch. One ``configure`` for all the functions because they share the worker process, its event loop, its
-clock and its one Cosmos client: two composition roots would build two clients and let a test
-compose one function on a manual clock and the other on the system clock.
+patch. One ``configure`` for all the functions because they share the worker process, its
+event loop, its clock and its one Cosmos client: two composition roots would build two clients
+and let a test compose one function on a manual clock and the other on the system clock.
 
 It builds lazily, so importing ``function_app`` (worker indexing, cold start) opens no
 connection and reads no setting; and once per event loop, because the aio clients belong to the
