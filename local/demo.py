@@ -23,7 +23,7 @@ through the worker, with relay trouble at its own seeded rates:
 - a send failure (a timeout): the invocation fails, the batch is not checkpointed and is re-run
   on the function's retry policy (5 s, 10 s ... on the manual clock);
 - a relay stall (``--relay-stall``, in ``make chaos``): the topic disabled for that many sends in
-  a row, a systemic failure the relay retries without bound until it ends.
+  a row after phase 1, a systemic failure the relay retries without bound until it ends.
 
 Last, the relay's edge: a few more orders are accepted while the relay's lease store is empty,
 and its trigger then starts "from now" (as a binding without ``startFromBeginning`` does): the
@@ -111,7 +111,7 @@ class DemoOptions:
     # over what accumulated since its last poll; the demo runs the relay after each phase, so a
     # smaller bound stands for the many small batches of a relay polling alongside the consumer.
     relay_batch: int = 20
-    relay_stall: int = 0  # sends refused in a row by a disabled topic, before phase 2's relay
+    relay_stall: int = 0  # sends refused in a row by a disabled topic, in phase 1's relay
     # Orders accepted while the relay's lease store is empty, its trigger then started "from
     # now": their events are left to the outbox watchdog.
     skipped_orders: int = 5
@@ -405,6 +405,13 @@ async def _drive(
         task = progress.add_task("phase 1: stream", total=accepted)
         await host.run_until_idle(on_delivery=with_trouble)
         progress.update(task, description="phase 1: relay")
+        if options.relay_stall:
+            # A stall: the topic disabled (systemic) for a run of sends; the batch is retried on
+            # the policy's backoff (5 s doubling to 5 min), nothing skipped, until it is back.
+            world.topic.fail_next_sends(
+                lambda: MessagingEntityDisabledError(message="injected: topic disabled"),
+                times=options.relay_stall,
+            )
         await relay.until_idle(world)
 
         # Phase 2: a day later, outside the duplicate-detection window.
@@ -417,13 +424,6 @@ async def _drive(
         await host.run_until_idle(on_delivery=with_trouble)
         progress.update(task, completed=_settled_for_good(queue))
         progress.update(task, description="phase 2: relay")
-        if options.relay_stall:
-            # A stall: the topic disabled (systemic) for a run of sends; the batch is retried on
-            # the policy's backoff, nothing skipped, until the topic is back.
-            world.topic.fail_next_sends(
-                lambda: MessagingEntityDisabledError(message="injected: topic disabled"),
-                times=options.relay_stall,
-            )
         await relay.until_idle(world)
 
         watchdog: _WatchdogRun | None = None
@@ -497,13 +497,12 @@ class _WatchdogRun:
         self.left_pending = len(await self._pending(container))
 
     async def _pending(self, container: ContainerProxy) -> list[str]:
-        return [
-            d["orderId"]
-            for d in await _documents(container)
-            if d.get("type") == "outbox"
-            and d.get("status") == "pending"
-            and d.get("orderId") in self.order_ids
-        ]
+        # Filtered in the query: a page of pending documents, not the whole container (a scan of
+        # every document per watchdog run would dominate a chaos run of 10,000 orders).
+        pending = container.query_items(
+            'SELECT c.orderId FROM c WHERE c.type = "outbox" AND c.status = "pending"'
+        )
+        return [d["orderId"] async for d in pending if d.get("orderId") in self.order_ids]
 
     def figures(self) -> dict[str, int]:
         return {
@@ -614,8 +613,9 @@ def relay_checks(
 
 
 def _chaos_client_options(transport: FaultInjectingTransport | None) -> dict[str, Any]:
-    """A short read timeout makes the slow-response faults time out (committed, unheard)."""
-    return {"read_timeout": 0.25} if transport is not None else {}
+    """The client's own settings: the slow-response faults carry the read timeout they outlive
+    (``FaultRule.read_timeout_s``), so no other request runs on a short one."""
+    return {}
 
 
 def _chaos_transport(options: DemoOptions) -> FaultInjectingTransport:
@@ -629,7 +629,8 @@ def _chaos_transport(options: DemoOptions) -> FaultInjectingTransport:
     for rule in (
         FaultRule(FaultKind.STATUS, status=429, headers={"x-ms-retry-after-ms": "1"}, **WRITES),
         FaultRule(FaultKind.STATUS, status=503, **WRITES),
-        FaultRule(FaultKind.SLOW_RESPONSE, delay_s=1.0, **WRITES),  # committed, timed out
+        # Committed, then slower than a 0.25 s read timeout: unheard.
+        FaultRule(FaultKind.SLOW_RESPONSE, delay_s=1.0, read_timeout_s=0.25, **WRITES),
         FaultRule(FaultKind.CONNECTION_ERROR, **WRITES),
         FaultRule(FaultKind.STATUS, status=408, **POINT_READS),
         FaultRule(

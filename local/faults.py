@@ -80,6 +80,10 @@ class FaultRule:
     failing_index: int = 0  # BATCH_OPERATION: the operation that fails (-1: the last)
     retry_after_ms: int | None = None  # BATCH_OPERATION: the operation's retryAfterMilliseconds
     batches_only: bool = False  # match transactional batches only (x-ms-cosmos-is-batch-request)
+    # SLOW_RESPONSE: the client read timeout the answer outlives (default: the request's own
+    # ``read_timeout``). Set on the rule, it spares every other request a short client timeout
+    # (chaos: a query scanning cosmosdb-server, which has no index, is slow but not a fault).
+    read_timeout_s: float | None = None
     delay_s: float = 0.0
     times: int | None = 1  # None: every matching request
     active: Callable[[], bool] | None = None  # e.g. an outage window on a manual clock
@@ -168,7 +172,7 @@ class FaultInjectingTransport(AioHttpTransport):  # type: ignore[misc]
         response = await self._forward(request, **kwargs)
         if rule.kind is FaultKind.SLOW_RESPONSE:
             # As aiohttp's read timeout would: wait up to the client's read timeout, then fail.
-            read_timeout = float(kwargs.get("read_timeout") or rule.delay_s)
+            read_timeout = float(rule.read_timeout_s or kwargs.get("read_timeout") or rule.delay_s)
             await asyncio.sleep(min(rule.delay_s, read_timeout))
             if rule.delay_s <= read_timeout:
                 return response
