@@ -4,7 +4,8 @@ import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
 from shared.relay import RUNTIME_RETRY
-from shared.runtime import handle_order_message, handle_outbox_changes
+from shared.runtime import handle_order_message, handle_outbox_changes, handle_watchdog_tick
+from shared.watchdog import WATCHDOG_SCHEDULE
 
 app = func.FunctionApp()
 
@@ -31,6 +32,12 @@ async def consume_order(
     container_name="%COSMOS_CONTAINER%",
     lease_container_name="leases",
     create_lease_container_if_not_exists=False,  # Entra ID cannot create containers; Bicep does
+    # With no leases yet (first deploy, recreated leases container) the trigger would start
+    # "from now" and never publish an outbox document written before; from the beginning it
+    # publishes every pending one (README "Outbox relay", start position). The library's
+    # annotation says time, its docstring "If True" (azure/functions/decorators/function_app.py,
+    # cosmos_db_trigger) and the host's property is a boolean (startFromBeginning).
+    start_from_beginning=True,  # type: ignore[arg-type]
 )
 # The trigger checkpoints its lease when an invocation returns, and by default does not re-run a
 # failed batch ("Diagnose and troubleshoot issues with the Azure Functions trigger for Azure
@@ -47,3 +54,16 @@ async def consume_order(
 )
 async def relay_outbox(documents: func.DocumentList, context: func.Context) -> None:
     await handle_outbox_changes(documents, context)
+
+
+@app.function_name("outbox_watchdog")
+# Publishes what the change feed did not (shared/watchdog.py). The timer keeps its schedule and
+# its one-instance lock in the host's storage (AzureWebJobsStorage) and does not retry a failed
+# run: the next one does ("Timer trigger for Azure Functions",
+# learn.microsoft.com/azure/azure-functions/functions-bindings-timer: useMonitor, Scale-out,
+# Retry behavior).
+@app.timer_trigger(
+    arg_name="timer", schedule=WATCHDOG_SCHEDULE, run_on_startup=False, use_monitor=True
+)
+async def outbox_watchdog(timer: func.TimerRequest) -> None:
+    await handle_watchdog_tick(timer)

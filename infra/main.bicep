@@ -90,6 +90,19 @@ param cosmosAutoscaleMaxThroughput int = 1000
 ])
 param duplicateDetectionHistoryTimeWindowOverride string = ''
 
+@description('How long the order-events topic\'s default subscription `retained` keeps each OrderAccepted event, or "none" (on purpose only: events sent while no subscription exists are lost). infra/app/servicebus.bicep, docs/events.md.')
+@allowed([
+  'PT1H'
+  'PT6H'
+  'PT12H'
+  'P1D'
+  'P2D'
+  'P3D'
+  'P7D'
+  'none'
+])
+param retainedEventsTimeToLive string = 'P1D'
+
 @description('Flex Consumption scale-out cap of the app: 40 for 100 orders/s, 100 for 1,000/s, 250 for 10,000/s (docs/capacity.md). It also caps the load on Cosmos DB.')
 @minValue(1)
 @maxValue(1000)
@@ -243,6 +256,7 @@ module serviceBus 'app/servicebus.bicep' = {
     zoneRedundant: serviceBusZoneRedundant
     maxSizeInMegabytes: serviceBusMaxSizeInMegabytes
     disablePublicNetworkAccess: vnetEnabled
+    retainedEventsTimeToLive: retainedEventsTimeToLive
   }
 }
 

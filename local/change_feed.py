@@ -12,13 +12,34 @@ It keeps only the host's side, as ``local.host`` does for the Service Bus trigge
   count), never from a copy of the app's decorator;
 - an invocation the worker reports as failed (``succeeded=False``) is a failed batch: no
   checkpoint, re-run with the same documents after the policy's delay, its ``retry_count``
-  rising, for ever when ``max_retry_count`` is -1. A crashed worker (a ``BaseException``
-  escaping the invocation) loses its retry count; the batch is delivered again from the last
-  checkpoint by the next emulator built on the same ``Lease``.
+  rising, for ever when ``max_retry_count`` is -1 (the trigger checkpoints when an invocation
+  returns and, without a retry policy, does not re-run a failed batch:
+  learn.microsoft.com/azure/cosmos-db/nosql/troubleshoot-changefeed-functions; retry policies,
+  -1 unbounded: learn.microsoft.com/azure/azure-functions/functions-bindings-error-pages). A
+  crashed worker (a ``BaseException`` escaping the invocation) loses its retry count; the batch
+  is delivered again from the last checkpoint by the next emulator built on the same ``Lease``.
+
+Where it starts (the trigger's start position): when its lease has no state yet (a first start,
+or a recreated ``leases`` container), from the beginning of the container if the binding says
+``startFromBeginning: true``, otherwise **from now**: every document written before the lease
+existed is never delivered, unless it changes again. This is the Cosmos DB change feed
+processor's rule, which the trigger uses: StartFromBeginning "is only used when: (1) Lease
+store is not initialized and is ignored if a lease for partition exists and has continuation
+token", and "By default it's start from current (false)"
+(learn.microsoft.com/dotnet/api/microsoft.azure.documents.changefeedprocessor
+.changefeedprocessoroptions.startfrombeginning); for the trigger's own option: "Reading from the
+beginning is only effective the first time the trigger starts, as in subsequent runs, the
+checkpoints are already stored. Setting this option to true when there are leases already
+created has no effect" (learn.microsoft.com/javascript/api/@azure/functions
+/cosmosdbv4triggeroptions, startFromBeginning). Here "from now" is taken literally: the lease
+is initialised on the emulator's first read, and every document that exists then counts as
+seen.
 
 What a change is (latest-version mode, one lease): the latest version of a created or updated
-document. The lease remembers the etag it checkpointed for each document, and a read returns
-every document whose etag differs, in order of modification (``_ts``), at most
+document ("only the most recent change for a given item" is delivered, and deletes are not,
+learn.microsoft.com/azure/cosmos-db/nosql/change-feed-modes, latest version mode). The lease
+remembers the etag it checkpointed for each document, and a read returns every document whose
+etag differs, in order of modification (``_ts``), at most
 ``max_items_per_invocation`` at a time; a document changed twice before it is read is delivered
 once, in its latest version; the relay's own marks come back as changes, as in Azure.
 
@@ -28,8 +49,9 @@ balancing, no duplicate delivery during rebalancing), partition splits and merge
 one continuation), the order of changes within one second of ``_ts`` (cosmosdb-server's ``_ts``
 has one-second resolution; the real feed orders by LSN per partition), the all-versions-and-
 deletes mode (intermediate versions, deletes and TTL expiries are never delivered),
-``feedPollDelay``, ``startFromBeginning``/``startFromTime`` (it always starts from the lease,
-initially the beginning), and the host's random spread of retry delays.
+``feedPollDelay``, ``startFromTime``, the lease's continuation tokens (a "from now" start here
+marks the existing documents seen; the service starts at the current LSN), and the host's
+random spread of retry delays.
 """
 
 from __future__ import annotations
@@ -87,14 +109,18 @@ class RetrySchedule:
 @dataclass
 class Lease:
     """The leases container's state for the one range: the etag checkpointed per document, and
-    the ``_ts`` before which every change is checkpointed (a read skips older documents)."""
+    the ``_ts`` before which every change is checkpointed (a read skips older documents).
+    ``initialised`` False: no lease exists yet (a first start, a recreated container); the
+    trigger's start position applies on its first read, and never again."""
 
     checkpoint: dict[str, str] = field(default_factory=dict)
     since_ts: int = 0
+    initialised: bool = False
 
 
 @dataclass
 class ChangeFeedStats:
+    skipped_at_start: int = 0  # documents a "from now" start never delivers
     invocations: int = 0
     failed_invocations: int = 0
     delivered_documents: int = 0
@@ -120,6 +146,7 @@ class ChangeFeedEmulator:
         lease: Lease | None = None,
         clock: Clock = SYSTEM_CLOCK,
         max_items_per_invocation: int = 100,
+        start_from_beginning: bool | None = None,
     ) -> None:
         self.container = container
         self.worker = worker
@@ -133,6 +160,13 @@ class ChangeFeedEmulator:
                     f"function watches {watched!r}, the container is {container.id!r}"
                 )
         self.retry = RetrySchedule.of(self.function)
+        # The binding's ``startFromBeginning`` (the host's default: false), unless a caller
+        # reproduces another deployment's start on purpose.
+        self.start_from_beginning = (
+            bool(trigger.get("startFromBeginning", False))
+            if start_from_beginning is None
+            else start_from_beginning
+        )
         self.lease = lease or Lease()
         self.clock = clock
         self.max_items = max_items_per_invocation
@@ -143,6 +177,8 @@ class ChangeFeedEmulator:
         return (await self._changes_after_checkpoint())[: self.max_items]
 
     async def _changes_after_checkpoint(self) -> list[dict[str, Any]]:
+        if not self.lease.initialised:
+            await self._initialise_lease()
         documents = [
             document
             async for document in self.container.query_items(
@@ -153,6 +189,17 @@ class ChangeFeedEmulator:
         changed = [d for d in documents if self.lease.checkpoint.get(_key(d)) != d.get("_etag")]
         changed.sort(key=lambda d: int(d.get("_ts", 0)))
         return changed
+
+    async def _initialise_lease(self) -> None:
+        """The first read of a lease with no state: from the beginning, or from now (every
+        existing document counts as seen; only a later change of it is delivered)."""
+        self.lease.initialised = True
+        if self.start_from_beginning:
+            return
+        async for document in self.container.query_items("SELECT * FROM c"):
+            self.lease.checkpoint[_key(document)] = str(document.get("_etag"))
+            self.lease.since_ts = max(self.lease.since_ts, int(document.get("_ts", 0)))
+            self.stats.skipped_at_start += 1
 
     async def invoke(
         self, documents: list[dict[str, Any]], *, retry_count: int = 0

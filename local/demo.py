@@ -21,7 +21,16 @@ through the worker, with relay trouble at its own seeded rates:
   marking; the restarted trigger redelivers from the last checkpoint, the republish is dropped by
   the topic's duplicate detection and the marks complete;
 - a send failure (a timeout): the invocation fails, the batch is not checkpointed and is re-run
-  on the function's retry policy (5 s, 10 s ... on the manual clock).
+  on the function's retry policy (5 s, 10 s ... on the manual clock);
+- a relay stall (``--relay-stall``, in ``make chaos``): the topic disabled for that many sends in
+  a row after phase 1, a systemic failure the relay retries without bound until it ends.
+
+Last, the relay's edge: a few more orders are accepted while the relay's lease store is empty,
+and its trigger then starts "from now" (as a binding without ``startFromBeginning`` does): the
+change feed never delivers their events. The outbox watchdog (its timer trigger, through the
+worker, ``local.timer``) finds them pending past ``OUTBOX_WATCHDOG_MIN_AGE_SECONDS`` and
+publishes them; an invariant checks that it did. ``make chaos`` adds throttled transactional
+batches (207 with 429/449/503 on one operation) below the Cosmos SDK.
 
 Time is a ``ManualClock``: lock expiry, backoff and "a day later" happen by advancing it, never
 by sleeping. At the end a summary and invariant checks (the relay's among them: exactly one
@@ -50,19 +59,28 @@ from typing import Any
 
 from azure.cosmos import CosmosClient
 from azure.cosmos.aio import ContainerProxy
+from azure.servicebus.exceptions import MessagingEntityDisabledError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from local.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue
 from local.cosmos_server import ensure_container
-from local.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.faults import (
+    BATCHES,
+    POINT_READS,
+    WRITES,
+    FaultInjectingTransport,
+    FaultKind,
+    FaultRule,
+)
 from local.host import LocalFunctionsHost
 from local.topic import WorkerCrashed
 from local.world import CosmosAccount, World, cosmos_account, local_world
 from ops.cli import main as dead_letter_tool_main
 from ops.cosmos import CosmosOrderLookup
 from ops.local_broker import LocalDeadLetterQueue
+from shared.config import WatchdogSettings
 from shared.contract import MAX_BODY_BYTES, parse_order
 from shared.cosmos_store import create_client
 
@@ -93,6 +111,10 @@ class DemoOptions:
     # over what accumulated since its last poll; the demo runs the relay after each phase, so a
     # smaller bound stands for the many small batches of a relay polling alongside the consumer.
     relay_batch: int = 20
+    relay_stall: int = 0  # sends refused in a row by a disabled topic, in phase 1's relay
+    # Orders accepted while the relay's lease store is empty, its trigger then started "from
+    # now": their events are left to the outbox watchdog.
+    skipped_orders: int = 5
     outbox: bool = True
     cosmos_endpoint: str | None = None
     cosmos_key: str | None = None
@@ -279,6 +301,9 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
                         report.figures["injected Cosmos faults"] = sum(
                             r.fired for r in transport.rules
                         )
+                        report.figures["throttled transactional batches (207, injected)"] = sum(
+                            r.fired for r in transport.rules if r.kind is FaultKind.BATCH_OPERATION
+                        )
                     if not account.is_local_server:
                         await verifier.get_database_client(
                             settings.cosmos_database
@@ -392,6 +417,13 @@ async def _drive(
         task = progress.add_task("phase 1: stream", total=accepted)
         await host.run_until_idle(on_delivery=with_trouble)
         progress.update(task, description="phase 1: relay")
+        if options.relay_stall:
+            # A stall: the topic disabled (systemic) for a run of sends; the batch is retried on
+            # the policy's backoff (5 s doubling to 5 min), nothing skipped, until it is back.
+            world.topic.fail_next_sends(
+                lambda: MessagingEntityDisabledError(message="injected: topic disabled"),
+                times=options.relay_stall,
+            )
         await relay.until_idle(world)
 
         # Phase 2: a day later, outside the duplicate-detection window.
@@ -406,6 +438,18 @@ async def _drive(
         progress.update(task, description="phase 2: relay")
         await relay.until_idle(world)
 
+        watchdog: _WatchdogRun | None = None
+        if options.outbox and options.skipped_orders:
+            progress.update(task, description="phase 3: skipped by the change feed")
+            extra = skipped_orders(options)
+            the_plan.bodies.update(extra)
+            for order_id, body in extra.items():
+                queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
+            progress.update(task, total=queue.stats.accepted)
+            await host.run_until_idle(on_delivery=with_trouble)
+            watchdog = _WatchdogRun(set(extra))
+            await watchdog.run(world, container, relay)
+
     report = await _report(the_plan, queue, host, container, log, options)
     report.figures.update(relay.figures(world))
     delivered = world.topic.delivered()
@@ -413,10 +457,79 @@ async def _drive(
     report.checks[-1:-1] = relay_checks(
         await _documents(container), delivered, outbox_enabled=options.outbox
     )
+    if watchdog is not None:
+        report.figures.update(watchdog.figures())
+        report.checks.insert(len(report.checks) - 1, watchdog.check())
     report.deliveries_per_message = Counter(
         count for message_id, count in deliveries.items() if message_id
     )
     return report
+
+
+def skipped_orders(options: DemoOptions) -> dict[str, bytes]:
+    """Phase 3's orders, from an RNG of their own (the plan of phases 1 and 2 is unchanged)."""
+    rng = random.Random(options.seed * 31 + 1)
+    placed = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
+    return {
+        f"ord-{options.seed}-w{index:03d}": json.dumps(
+            order_document(rng, f"ord-{options.seed}-w{index:03d}", placed)
+        ).encode()
+        for index in range(options.skipped_orders)
+    }
+
+
+@dataclass
+class _WatchdogRun:
+    """Phase 3: the change feed restarted "from now" skips the new orders' events; the outbox
+    watchdog's timer (every 5 minutes, on the manual clock) publishes them."""
+
+    order_ids: set[str]
+    skipped: int = 0  # pending outbox documents the change feed never delivered
+    ticks: int = 0
+    failed_ticks: int = 0  # a refused send or a crash: the next occurrence retries
+    left_pending: int = 0
+
+    async def run(self, world: World, container: ContainerProxy, relay: _RelayRun) -> None:
+        world.recreate_leases(start_from_beginning=False)  # the lease store, started from now
+        await relay.until_idle(world)
+        self.skipped = len(await self._pending(container))
+        age = WatchdogSettings.from_env(world.env).min_age_s
+        world.clock.advance(timedelta(seconds=age + 1))
+        for _ in range(50):  # every 5 minutes until nothing is left (refused sends, crashes)
+            if not await self._pending(container):
+                break
+            self.ticks += 1
+            try:
+                succeeded = (await world.watchdog.tick()).succeeded
+            except WorkerCrashed:
+                succeeded = False  # died between the send and the mark: the next run marks
+            self.failed_ticks += 0 if succeeded else 1
+            world.clock.advance(timedelta(minutes=5))
+        await relay.until_idle(world)  # the watchdog's marks come back as changes: ignored
+        self.left_pending = len(await self._pending(container))
+
+    async def _pending(self, container: ContainerProxy) -> list[str]:
+        # Filtered in the query: a page of pending documents, not the whole container (a scan of
+        # every document per watchdog run would dominate a chaos run of 10,000 orders).
+        pending = container.query_items(
+            'SELECT c.orderId FROM c WHERE c.type = "outbox" AND c.status = "pending"'
+        )
+        return [d["orderId"] async for d in pending if d.get("orderId") in self.order_ids]
+
+    def figures(self) -> dict[str, int]:
+        return {
+            "events skipped by the change feed (lease from now)": self.skipped,
+            "watchdog runs (timer, through the worker)": self.ticks,
+            "watchdog runs failed (retried at the next)": self.failed_ticks,
+        }
+
+    def check(self) -> Check:
+        return Check(
+            "every event the change feed skipped published by the watchdog",
+            self.skipped == len(self.order_ids) and self.left_pending == 0,
+            f"{self.skipped} skipped, {self.left_pending} still pending after "
+            f"{self.ticks} watchdog run(s)",
+        )
 
 
 @dataclass
@@ -450,7 +563,7 @@ class _RelayRun:
             "relay invocations": self.invocations,
             "relay invocations failed (retried)": self.failed_invocations,
             "relay crashes between send and mark": self.crashes,
-            "topic sends refused (injected)": topic.failed_sends,
+            "topic sends refused (injected: timeouts and the stall)": topic.failed_sends,
             "events dropped by topic duplicate detection": topic.dropped_duplicates,
         }
 
@@ -512,21 +625,31 @@ def relay_checks(
 
 
 def _chaos_client_options(transport: FaultInjectingTransport | None) -> dict[str, Any]:
-    """A short read timeout makes the slow-response faults time out (committed, unheard)."""
-    return {"read_timeout": 0.25} if transport is not None else {}
+    """The client's own settings: the slow-response faults carry the read timeout they outlive
+    (``FaultRule.read_timeout_s``), so no other request runs on a short one."""
+    return {}
 
 
 def _chaos_transport(options: DemoOptions) -> FaultInjectingTransport:
-    """Faults below the real SDK, each on its share of the requests, from one seeded RNG."""
+    """Faults below the real SDK, each on its share of the requests, from one seeded RNG:
+    single requests answered 429/503/408, slow or reset, and transactional batches answered
+    207 with one operation throttled (429 with its retry-after, 449, 503: the SDK's throttling
+    retries never see these)."""
     transport = FaultInjectingTransport(connection_verify=False)
     rng = random.Random(options.seed * 7919)
-    share = options.transport_fault_rate / 5
+    share = options.transport_fault_rate / 8
     for rule in (
         FaultRule(FaultKind.STATUS, status=429, headers={"x-ms-retry-after-ms": "1"}, **WRITES),
         FaultRule(FaultKind.STATUS, status=503, **WRITES),
-        FaultRule(FaultKind.SLOW_RESPONSE, delay_s=1.0, **WRITES),  # committed, timed out
+        # Committed, then slower than a 0.25 s read timeout: unheard.
+        FaultRule(FaultKind.SLOW_RESPONSE, delay_s=1.0, read_timeout_s=0.25, **WRITES),
         FaultRule(FaultKind.CONNECTION_ERROR, **WRITES),
         FaultRule(FaultKind.STATUS, status=408, **POINT_READS),
+        FaultRule(
+            FaultKind.BATCH_OPERATION, status=429, sub_status=3200, retry_after_ms=2000, **BATCHES
+        ),
+        FaultRule(FaultKind.BATCH_OPERATION, status=449, failing_index=-1, **BATCHES),
+        FaultRule(FaultKind.BATCH_OPERATION, status=503, failing_index=-1, **BATCHES),
     ):
         rule.times, rule.probability, rule.rng = None, share, rng
         transport.add(rule)
@@ -696,6 +819,19 @@ def _add_run_arguments(
         default=defaults.relay_batch,
         help="documents per relay invocation (the trigger's maxItemsPerInvocation)",
     )
+    parser.add_argument(
+        "--relay-stall",
+        type=int,
+        default=defaults.relay_stall,
+        help="sends refused in a row by a disabled topic (a relay stall, retried)",
+    )
+    parser.add_argument(
+        "--skipped-orders",
+        type=int,
+        default=defaults.skipped_orders,
+        help="orders whose events the change feed skips (lease started from now): the "
+        "watchdog publishes them",
+    )
     for rate in rates:
         attribute = f"{rate.replace('-', '_')}_rate"
         parser.add_argument(f"--{rate}-rate", type=float, default=getattr(defaults, attribute))
@@ -738,6 +874,8 @@ CHAOS = DemoOptions(
     transport_fault_rate=0.05,
     relay_crash_rate=0.1,
     send_failure_rate=0.1,
+    relay_stall=30,
+    skipped_orders=20,
 )
 
 
@@ -761,6 +899,8 @@ def main(arguments: argparse.Namespace) -> int:
         relay_crash_rate=arguments.relay_crash_rate,
         send_failure_rate=arguments.send_failure_rate,
         relay_batch=arguments.relay_batch,
+        relay_stall=arguments.relay_stall,
+        skipped_orders=arguments.skipped_orders,
         outbox=not getattr(arguments, "no_outbox", False),
         cosmos_endpoint=getattr(arguments, "cosmos_endpoint", None),
         cosmos_key=getattr(arguments, "cosmos_key", None),

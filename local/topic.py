@@ -1,4 +1,4 @@
-"""The `order-events` topic, in memory: send-side duplicate detection and one subscription.
+"""The `order-events` topic, in memory: send-side duplicate detection and its subscriptions.
 
 Driven by infra/messaging.json (``topicName``, ``duplicateDetectionHistoryTimeWindow``,
 ``lockDuration``, ``maxDeliveryCount``), the file the Bicep deploys. The relay reaches it
@@ -7,18 +7,38 @@ stands in for the SDK's topic sender (``create_message_batch`` / ``send_messages
 boundary, so the relay builds real ``ServiceBusMessage`` objects and real size-bounded
 ``ServiceBusMessageBatch`` es here as in Azure.
 
-A batch is accepted or refused as a whole (as Service Bus does); inside an accepted batch, each
-message whose MessageId was accepted within the window is dropped, exactly as by the topic's
-duplicate detection. The subscription is a ``PeekLockQueue`` (a subscription is a queue), so
+A batch is accepted or refused as a whole: the SDK sends it as one AMQP transfer and one
+disposition answers it (aio/_transport/_pyamqp_transport_async.py:175-185); that the service
+never accepts part of a batch is how the SDK treats it, not a documented guarantee. Inside an
+accepted batch, each message whose MessageId was accepted within the window is dropped: the
+topic's duplicate detection accepts the send and ignores the copy ("Duplicate detection",
+learn.microsoft.com/azure/service-bus-messaging/duplicate-detection), and the window starts at
+the first accepted copy. Each subscription is a ``PeekLockQueue`` (a subscription is a queue), so
 tests and the demo can receive, settle and count what downstream would see.
+
+A topic stores messages only in its subscriptions: "A topic subscription resembles a virtual
+queue that receives copies of the messages that are sent to the topic"
+(learn.microsoft.com/azure/service-bus-messaging/service-bus-queues-topics-subscriptions), and a
+new subscription's default rule is the true filter, so each subscription gets every message
+(learn.microsoft.com/azure/service-bus-messaging/topic-filters). So, as in Service Bus:
+
+- a message accepted while the topic has **no subscription** is kept nowhere: the send
+  succeeds, the message is gone (``stats.dropped_no_subscription``);
+- a subscription created later receives only what is sent from then on.
+
+The world starts the topic with the subscriptions the Bicep deploys (``retained``, the default
+subscription of infra/app/servicebus.bicep). Unknown, so not modelled: what a send racing a
+subscription's creation delivers to it.
 
 Faults are injected at the sender's surface: a refused send (``fail_next_sends``, or at a
 seeded rate with ``add_random_faults``) raises the SDK's own exception and accepts nothing; a
 crash (``crash_next_sends``, or at a rate) raises ``WorkerCrashed`` just before the send, or
 just after the topic accepted it: the worker process dies between the send and the mark.
 
-Not reproduced: filters and rules, several subscriptions, sessions, partitions, message TTL,
-forwarding, AMQP errors other than those injected, real latency.
+Not reproduced: filters and rules other than the default true filter, sessions, partitions,
+message TTL (the retained subscription's expiry), the topic's size quota
+(``ServiceBusQuotaExceededError`` when full, injectable as a refused send), forwarding, AMQP
+errors other than those injected, real latency.
 """
 
 from __future__ import annotations
@@ -28,6 +48,7 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +67,9 @@ from shared.core import SYSTEM_CLOCK, Clock
 
 # Standard tier: 256 KB per message (and per batch).
 MAX_BATCH_BYTES = 256 * 1024
-SUBSCRIPTION_NAME = "downstream"
+# The default subscription the Bicep deploys (infra/app/servicebus.bicep, retainedSubscription):
+# it keeps every event for retainedEventsTimeToLive, whoever has subscribed yet.
+RETAINED_SUBSCRIPTION = "retained"
 
 
 def topic_name(path: Path | None = None) -> str:
@@ -62,6 +85,7 @@ class TopicStats:
     messages: int = 0  # messages in accepted sends
     accepted: int = 0
     dropped_duplicates: int = 0
+    dropped_no_subscription: int = 0  # accepted while the topic had no subscription: gone
     crashes_after_send: int = 0  # injected: accepted, then the worker died
 
 
@@ -103,12 +127,13 @@ class _TopicBatch(ServiceBusMessageBatch):
 
 @dataclass
 class OrderEventsTopic:
-    """The topic and its one subscription. Thread-safe like the queue model."""
+    """The topic and its subscriptions. Thread-safe like the queue model."""
 
     name: str
     duplicate_detection_window_s: float
-    subscription: PeekLockQueue
+    subscriptions: dict[str, PeekLockQueue]
     clock: Clock = SYSTEM_CLOCK
+    messaging_file: Path | None = None
     max_batch_bytes: int = MAX_BATCH_BYTES
     stats: TopicStats = field(default_factory=TopicStats)
     # Every message of every accepted send, duplicates included (what the topic was sent).
@@ -119,25 +144,46 @@ class OrderEventsTopic:
 
     @classmethod
     def from_messaging_file(
-        cls, clock: Clock | None = None, path: Path | None = None
+        cls,
+        clock: Clock | None = None,
+        path: Path | None = None,
+        *,
+        subscriptions: tuple[str, ...] = (RETAINED_SUBSCRIPTION,),
     ) -> OrderEventsTopic:
         file = path or default_messaging_file()
         raw = json.loads(file.read_text(encoding="utf-8"))
-        name = str(raw["topicName"])
         window = parse_iso8601_duration(raw["duplicateDetectionHistoryTimeWindow"])
-        clock = clock or SYSTEM_CLOCK
-        # The subscription delivers what the topic accepted: no detection of its own.
-        settings = QueueSettings.from_messaging_file(
-            file,
-            queue_name=f"{name}/subscriptions/{SUBSCRIPTION_NAME}",
-            duplicate_detection_window=window * 0,
-        )
-        return cls(
-            name=name,
+        topic = cls(
+            name=str(raw["topicName"]),
             duplicate_detection_window_s=window.total_seconds(),
-            subscription=PeekLockQueue(settings, clock=clock),
-            clock=clock,
+            subscriptions={},
+            clock=clock or SYSTEM_CLOCK,
+            messaging_file=file,
         )
+        for name in subscriptions:
+            topic.add_subscription(name)
+        return topic
+
+    @property
+    def subscription(self) -> PeekLockQueue:
+        """The retained (default) subscription."""
+        return self.subscriptions[RETAINED_SUBSCRIPTION]
+
+    def add_subscription(self, name: str) -> PeekLockQueue:
+        """A new, empty subscription: it receives what is sent from now on."""
+        # A subscription delivers what the topic accepted: no duplicate detection of its own.
+        settings = QueueSettings.from_messaging_file(
+            self.messaging_file or default_messaging_file(),
+            queue_name=f"{self.name}/subscriptions/{name}",
+            duplicate_detection_window=timedelta(0),
+        )
+        with self._lock:
+            queue = self.subscriptions.setdefault(name, PeekLockQueue(settings, clock=self.clock))
+        return queue
+
+    def remove_subscription(self, name: str) -> None:
+        with self._lock:
+            del self.subscriptions[name]
 
     # -- the SDK sender's surface (shared.event_publisher.MessageBatchSender) -----------
 
@@ -146,7 +192,12 @@ class OrderEventsTopic:
     ) -> ServiceBusMessageBatch:
         return _TopicBatch(min(max_size_in_bytes or self.max_batch_bytes, self.max_batch_bytes))
 
-    async def send_messages(self, message: Any, **kwargs: Any) -> None:
+    async def send_messages(
+        self,
+        message: Any,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the SDK sender's signature
+    ) -> None:
         messages = message.accepted_messages if isinstance(message, _TopicBatch) else [message]
         with self._lock:
             fault = next((f for f in self._faults if f.fires()), None)
@@ -170,8 +221,12 @@ class OrderEventsTopic:
                     self._accepted_ids[message_id] = now
                 self.stats.accepted += 1
                 accepted.append(_outgoing(sent))
+            subscriptions = list(self.subscriptions.values())
+            if not subscriptions:
+                self.stats.dropped_no_subscription += len(accepted)
         for outgoing in accepted:
-            self.subscription.send(outgoing)
+            for subscription in subscriptions:  # a copy in each, none without any
+                subscription.send(outgoing)
         if fault is not None:  # after the send: the topic has it, the worker dies now
             self.stats.crashes_after_send += 1
             raise fault.error()
@@ -224,12 +279,13 @@ class OrderEventsTopic:
 
     # -- what downstream sees -----------------------------------------------------------
 
-    def delivered(self) -> list[OutgoingMessage]:
-        """Receive and complete every message in the subscription (what downstream gets)."""
+    def delivered(self, subscription: str = RETAINED_SUBSCRIPTION) -> list[OutgoingMessage]:
+        """Receive and complete every message in a subscription (what downstream gets)."""
+        queue = self.subscriptions[subscription]
         received: list[OutgoingMessage] = []
-        while deliveries := self.subscription.receive(100):
+        while deliveries := queue.receive(100):
             for delivery in deliveries:
-                self.subscription.complete(delivery.lock_token)
+                queue.complete(delivery.lock_token)
                 received.append(delivery.message)
         return received
 

@@ -7,7 +7,9 @@ service, Microsoft's worker (``azure_functions_runtime``) started on the app dir
 (``local.host``) on the queue, and Cosmos DB (``local.change_feed``) on the app's container with
 its own Cosmos client, as the host's trigger has. The relay's side: the ``order-events`` topic
 model with its subscription and duplicate detection from ``infra/messaging.json``.
-``World.compose`` is the only place in ``local/`` that calls the app's composition root.
+The watchdog's side: the host's timer trigger (``local.timer``) for the app's timer-triggered
+function, ticked by the caller on the world's clock. ``World.compose`` is the only place in
+``local/`` that calls the app's composition root.
 
 It must never reach into the app past the composition root's parameters: the app runs as in
 Azure, only its clock, Cosmos client options, telemetry and the relay's topic sender (the topic
@@ -35,11 +37,13 @@ from local.settlement_server import (
     bind_message_actions,
     worker_arguments_restored,
 )
+from local.timer import TimerTriggerEmulator
 from local.topic import OrderEventsTopic, topic_name
 from local.worker import REPO_ROOT, FunctionsWorker
 from shared import runtime
 from shared.config import Settings
 from shared.cosmos_store import create_client, default_credential
+from shared.event_publisher import MessageBatchSender
 from shared.relay import RelayPolicy
 from shared.telemetry import ConsumerTelemetry, RelayTelemetry
 
@@ -106,6 +110,8 @@ class World:
     topic: OrderEventsTopic
     # None for an app without a Cosmos DB-triggered function (a test's throwaway app).
     cosmos_trigger: ChangeFeedEmulator | None
+    # None for an app without a timer-triggered function.
+    timer_trigger: TimerTriggerEmulator | None = None
 
     @property
     def settings(self) -> Settings:
@@ -118,6 +124,13 @@ class World:
             raise LookupError("the app has no Cosmos DB-triggered function")
         return self.cosmos_trigger
 
+    @property
+    def watchdog(self) -> TimerTriggerEmulator:
+        """The host's timer trigger of the outbox watchdog: ``await world.watchdog.tick()``."""
+        if self.timer_trigger is None:
+            raise LookupError("the app has no timer-triggered function")
+        return self.timer_trigger
+
     def restart_change_feed(self) -> ChangeFeedEmulator:
         """A new trigger on the same lease: what the host does after the worker crashed (the
         batch in flight comes back from the last checkpoint, its retry count lost)."""
@@ -129,6 +142,23 @@ class World:
             lease=feed.lease,
             clock=feed.clock,
             max_items_per_invocation=feed.max_items,
+            start_from_beginning=feed.start_from_beginning,
+        )
+        return self.cosmos_trigger
+
+    def recreate_leases(self, *, start_from_beginning: bool | None = None) -> ChangeFeedEmulator:
+        """The ``leases`` container deleted and created again (or a first deployment): a
+        trigger with no lease state, which starts where its binding says, or where
+        ``start_from_beginning`` says (another deployment's setting, on purpose)."""
+        feed = self.change_feed
+        self.cosmos_trigger = ChangeFeedEmulator(
+            feed.container,
+            self.worker,
+            function_name=feed.function.name,
+            lease=Lease(),
+            clock=feed.clock,
+            max_items_per_invocation=feed.max_items,
+            start_from_beginning=start_from_beginning,
         )
         return self.cosmos_trigger
 
@@ -141,21 +171,26 @@ class World:
         env: Mapping[str, str] | None = None,
         relay_telemetry: RelayTelemetry | None = None,
         relay_policy: RelayPolicy | None = None,
+        topic_sender: MessageBatchSender | None = None,
+        topic_model: bool = True,
         **client_options: Any,
     ) -> runtime.Runtime:
         """Compose the app (consumer and relay) on the world's clock with the world's topic as
         the relay's sender, optionally with a fault-injecting ``transport`` under the Cosmos SDK
         and other client options: the stand-in's one call of the composition root. Until this
         is called the app composes itself from the app settings on its first message, as in
-        Azure."""
+        Azure. ``topic_sender`` replaces the topic model (a real ``ServiceBusSender`` whose
+        link a test controls); ``topic_model=False`` passes none, so the app builds its own
+        from the settings, as in Azure."""
         if transport is not None:
             client_options["transport"] = transport
+        sender = topic_sender or (self.topic if topic_model else None)
         return runtime.configure(
             self.env if env is None else env,
             clock=self.clock,
             cosmos_options=client_options,
             telemetry=telemetry,
-            topic_sender=self.topic,
+            topic_sender=sender,
             relay_telemetry=relay_telemetry,
             relay_policy=relay_policy,
             **({} if jitter is None else {"jitter": jitter}),
@@ -221,8 +256,12 @@ async def local_world(
             if has_cosmos_trigger
             else None
         )
+        has_timer = any(f.trigger["type"] == "timerTrigger" for f in worker.functions.values())
+        timer = TimerTriggerEmulator(worker, clock=clock) if has_timer else None
         try:
-            yield World(settings_env, clock, queue, settlement, worker, host, topic, change_feed)
+            yield World(
+                settings_env, clock, queue, settlement, worker, host, topic, change_feed, timer
+            )
         finally:
             try:
                 await runtime.close()

@@ -22,6 +22,15 @@ the Cosmos DB settings above for its marks:
 
 The relay trigger's own connection is ``CosmosDBConnection``
 (``CosmosDBConnection__accountEndpoint`` in Azure); the host reads it, not this module.
+
+The outbox watchdog's (``WatchdogSettings``), read only when it runs; it publishes through the
+relay, with the relay's settings:
+
+| setting | default | meaning |
+|---|---|---|
+| ``OUTBOX_WATCHDOG_MIN_AGE_SECONDS`` | ``300`` | an outbox document still pending this long |
+| | | after its ``createdAt`` is stuck: republished (at least 60) |
+| ``OUTBOX_WATCHDOG_MAX_DOCUMENTS`` | ``500`` | stuck documents republished per page |
 """
 
 from __future__ import annotations
@@ -134,3 +143,37 @@ class RelaySettings:
                 NAMESPACE_SETTING, f"must be <name>.servicebus.windows.net, got {namespace[:80]!r}"
             )
         return cls(topic, namespace, None if namespace else connection_string)
+
+
+WATCHDOG_MIN_AGE_SETTING = "OUTBOX_WATCHDOG_MIN_AGE_SECONDS"
+WATCHDOG_MAX_DOCUMENTS_SETTING = "OUTBOX_WATCHDOG_MAX_DOCUMENTS"
+# Younger than this, a pending document is most likely on its way through the change feed (its
+# poll delay is 5 s, a retried batch waits up to 5 min between attempts): republishing it would
+# only double the sends.
+MIN_WATCHDOG_AGE_S = 60
+
+
+@dataclass(frozen=True, slots=True)
+class WatchdogSettings:
+    min_age_s: int = 300
+    max_documents: int = 500
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WatchdogSettings:
+        return cls(
+            min_age_s=_integer(env, WATCHDOG_MIN_AGE_SETTING, 300, minimum=MIN_WATCHDOG_AGE_S),
+            max_documents=_integer(env, WATCHDOG_MAX_DOCUMENTS_SETTING, 500, minimum=1),
+        )
+
+
+def _integer(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(name, f"must be an integer, got {raw[:20]!r}") from None
+    if value < minimum:
+        raise ConfigurationError(name, f"must be at least {minimum}, got {value}")
+    return value

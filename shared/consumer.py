@@ -102,7 +102,9 @@ class OrderConsumer:
                 return decision, attempts
             if decision.outcome not in RETRIED_IN_DELIVERY:
                 return decision, attempts
-            delay = policy.next_delay(attempts, remaining, self._jitter())
+            delay = policy.next_delay(
+                attempts, remaining, self._jitter(), retry_after_s=decision.retry_after_s
+            )
             if delay is None:
                 return decision, attempts
             self._telemetry.retrying(incoming, decision, attempts, delay)

@@ -31,13 +31,18 @@ from shared.contract import (
 )
 from shared.errors import (
     OrderAlreadyExists,
+    OrphanedDocument,
     SystemicStoreError,
     TransientStoreError,
 )
 
 OUTBOX_EVENT_TYPE = "OrderAccepted"
-# Fixed namespace so the outbox event id is the same on every delivery and every replica.
-_EVENT_ID_NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
+# The dead-letter reason of an order whose outbox event exists without the order (a reason of
+# the consumer's bounded set; ``shared.contract.DeadletterReason`` holds the contract's own).
+ORPHANED_DOCUMENT = "OrphanedDocument"
+# Fixed namespace so the outbox event id is the same on every delivery and every replica. Part of
+# the downstream contract (docs/events.md, "The eventId"): never change it.
+EVENT_ID_NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
 
 
 class Clock(Protocol):
@@ -110,6 +115,9 @@ class Decision:
     deadletter_reason: str | None = None
     description: str | None = None
     error: BaseException | None = None
+    # The wait the service asked for before a retry (a throttled batch operation's
+    # ``retryAfterMilliseconds``), carried as data: ``RetryPolicy`` honours it.
+    retry_after_s: float | None = None
 
     @property
     def settlement(self) -> Settlement:
@@ -152,17 +160,27 @@ class RetryPolicy:
     budget_without_lock_s: float = 50.0  # when the message does not carry its lock expiry
     unexpected_hold_s: float = 30.0
 
-    def next_delay(self, attempt: int, remaining_s: float, jitter: float) -> float | None:
+    def next_delay(
+        self,
+        attempt: int,
+        remaining_s: float,
+        jitter: float,
+        retry_after_s: float | None = None,
+    ) -> float | None:
         """Delay before retry ``attempt`` (1-based), or None to abandon now.
 
-        ``remaining_s`` is the time left until the lock expires; ``jitter`` is in [0, 1]."""
+        ``remaining_s`` is the time left until the lock expires; ``jitter`` is in [0, 1];
+        ``retry_after_s`` the wait the service asked for, if any (Cosmos DB's retry-after of a
+        throttled operation): the delay is never shorter, since retrying earlier is throttled
+        again, and never runs past the lock margin."""
         available = remaining_s - self.lock_margin_s
         if available <= 0:
             return None
         # The exponent is capped: 2.0 ** 1100 overflows, and the cap is reached by then anyway.
         exponent = min(max(attempt - 1, 0), _MAX_EXPONENT)
         ceiling = min(self.max_delay_s, self.first_delay_s * 2.0**exponent)
-        return min(available, max(0.05, ceiling * jitter))
+        delay = max(0.05, ceiling * jitter, retry_after_s or 0.0)
+        return min(available, delay)
 
     def hold_before_abandon(self, remaining_s: float) -> float:
         """How long an unexpected error holds the lock before abandoning (0: abandon now)."""
@@ -222,7 +240,7 @@ def build_documents(
     }
     if not outbox_enabled:
         return [order]
-    event_id = str(uuid.uuid5(_EVENT_ID_NAMESPACE, f"{order_id}/{OUTBOX_EVENT_TYPE}"))
+    event_id = order_event_id(order_id)
     outbox = {
         "id": outbox_document_id(order_id),
         "orderId": order_id,
@@ -246,6 +264,12 @@ def build_documents(
     if traceparent:
         outbox["traceparent"] = traceparent
     return [order, outbox]
+
+
+def order_event_id(order_id: str, event_type: str = OUTBOX_EVENT_TYPE) -> str:
+    """The event's id (its MessageId): UUIDv5 of ``EVENT_ID_NAMESPACE`` and the UTF-8 name
+    ``<orderId>/<eventType>``, lower-case, as downstream teams recompute it (docs/events.md)."""
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{order_id}/{event_type}"))
 
 
 def outbox_document_id(order_id: str) -> str:
@@ -285,6 +309,8 @@ async def decide(
             await store.create(documents)
         except OrderAlreadyExists:
             return await _compare_with_stored(valid, store)
+        except OrphanedDocument as orphan:
+            return _orphaned(valid, orphan)
         return Decision(Outcome.PROCESSED, order_id=valid.order_id, request_hash=valid.request_hash)
     except TransientStoreError as error:
         return _failed(Outcome.TRANSIENT, valid, error)
@@ -327,6 +353,26 @@ async def _compare_with_stored(valid: ValidOrder, store: OrderStore) -> Decision
     )
 
 
+def _orphaned(valid: ValidOrder, orphan: OrphanedDocument) -> Decision:
+    """The order's outbox event exists without the order: every redelivery would conflict on
+    it the same way, and no other order is affected, so the message is dead-lettered at once
+    with a reason of its own rather than held as systemic (which burned ``maxDeliveryCount``
+    deliveries into an anonymous ``MaxDeliveryCountExceeded``). The stored state is what
+    differs from the request: the outcome is a mismatch, like a ``HashMismatch``."""
+    return Decision(
+        Outcome.MISMATCH,
+        order_id=valid.order_id,
+        request_hash=valid.request_hash,
+        deadletter_reason=ORPHANED_DOCUMENT,
+        description=bound(
+            f"order {valid.order_id} cannot be stored: its document {orphan.document_id!r} "
+            "exists without the order (the order was deleted or expired); remove the document "
+            "(or restore the order), then resubmit this message"
+        ),
+        error=orphan,
+    )
+
+
 def _failed(outcome: Outcome, valid: ValidOrder, error: BaseException) -> Decision:
     return Decision(
         outcome,
@@ -334,4 +380,5 @@ def _failed(outcome: Outcome, valid: ValidOrder, error: BaseException) -> Decisi
         request_hash=valid.request_hash,
         description=bound(f"{type(error).__name__}: {error}"),
         error=error,
+        retry_after_s=error.retry_after_s if isinstance(error, TransientStoreError) else None,
     )

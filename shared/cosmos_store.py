@@ -2,7 +2,19 @@
 
 A new order is one request: ``create_item`` (outbox off) or one ``execute_item_batch`` (outbox
 on, order first so a conflict surfaces at index 0). Errors are translated into ``shared.errors``
-by what a redelivery can fix; the request charge of every call goes to the telemetry adapter.
+by what a redelivery can fix, with one table (``classify_status``) for a single request's status
+and for the failing operation of a transactional batch; the request charge of every call goes
+to the telemetry adapter.
+
+A batch that fails is not an HTTP error: Cosmos DB answers 207 Multi-Status, the failing
+operation with its own status (and sub-status, and for a throttled one its retry-after), every
+other one 424 Failed Dependency (learn.microsoft.com/azure/cosmos-db/nosql/transactional-batch;
+learn.microsoft.com/rest/api/cosmos-db/http-status-codes-for-cosmosdb, 424). azure-cosmos reads
+that body as a success (``aio/_asynchronous_request.py:186-192``: only >= 400 raises) and raises
+``CosmosBatchOperationError`` from it (``aio/_cosmos_client_connection_async.py:2095-2104``): an
+azure-core ``HttpResponseError``, not a ``CosmosHttpResponseError``, so the SDK's throttling
+retries never see a throttled batch. ``batch_failure`` reads the failing operation;
+``classify_status`` decides, as for a single request.
 
 Client settings (see README "Timeouts and retries"): every operation carries an absolute timeout
 so that create + conflict read + settlement fit inside one message lock even before the host
@@ -16,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import aiohttp
@@ -54,6 +67,14 @@ RequestChargeSink = Callable[[str, float], None]
 
 _TRANSIENT_STATUS = {408, 410, 429, 449, 500, 502, 503, 504}
 _SYSTEMIC_STATUS = {401, 403}
+# (status, sub-status) pairs that mean "the moment" although their status alone means "the
+# system" (azure.cosmos.http_constants.SubStatusCodes):
+# - 403.3 WriteForbidden: sent to writes during a manual failover, a redirect to the new write
+#   region (learn.microsoft.com/rest/api/cosmos-db/http-status-codes-for-cosmosdb, 403);
+# - 404.1002 ReadSessionNotAvailable: the replica has not caught up with the session token yet;
+#   the SDK's own session retry handles it (azure/cosmos/_retry_utility.py:203).
+_TRANSIENT_SUB_STATUS = {(403, 3), (404, 1002)}
+_FAILED_DEPENDENCY = 424  # the other operations of a failed batch
 # Modules whose ValueError means "the credential is unusable" (a key that does not decode, a
 # token request refused), not "the request is wrong": azure-cosmos signing, azure-core's
 # authentication policies, azure-identity.
@@ -126,6 +147,8 @@ class CosmosOrderStore:
                 _raise_classified(error, writing=True)
             if conflict == 0:
                 raise OrderAlreadyExists(partition_key) from error
+            # A conflict on another document than the order: the order was deleted or expired,
+            # its outbox event is left; no create of this order can ever succeed.
             raise OrphanedDocument(partition_key, str(documents[conflict]["id"])) from error
         except cosmos_errors.CosmosResourceExistsError as error:
             self._charge_of_error(operation, error)
@@ -190,6 +213,94 @@ def conflicting_document(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class BatchFailure:
+    """The operation of a transactional batch that failed (the others answered 424)."""
+
+    index: int | None
+    status: int
+    sub_status: int | None
+    retry_after_s: float | None
+
+
+def batch_failure(error: cosmos_errors.CosmosBatchOperationError) -> BatchFailure:
+    """The failing operation of a 207 answer: its ``statusCode``, ``subStatusCode`` and
+    ``retryAfterMilliseconds`` (the service's per-operation fields, as the Java SDK reads them:
+    ``BatchResponseParser.createBatchOperationResultFromJson`` and
+    ``BatchRequestResponseConstants`` in azure-sdk-for-java). The SDK itself keeps only the
+    status and index (``error_index``, ``status_code``); a sub-status or retry-after missing
+    from the operation is taken from the response headers (``x-ms-substatus``,
+    ``x-ms-retry-after-ms``), which the SDK passes as ``error.headers``."""
+    responses = list(error.operation_responses or [])
+    index = error.error_index if isinstance(error.error_index, int) else None
+    failing: Mapping[str, Any] = {}
+    if index is not None and 0 <= index < len(responses):
+        failing = responses[index]
+    status = _int(failing.get("statusCode"))
+    if status is None or status < 400 or status == _FAILED_DEPENDENCY:
+        # No index, or one that does not point at the failure: the first non-424 failure.
+        index, failing = None, {}
+        for position, response in enumerate(responses):
+            code = _int(response.get("statusCode")) or 0
+            if code >= 400 and code != _FAILED_DEPENDENCY:
+                index, failing = position, response
+                break
+        status = _int(failing.get("statusCode")) or int(error.status_code or 0)
+    headers: Mapping[str, Any] = error.headers or {}
+    sub_status = _int(failing.get("subStatusCode"))
+    if sub_status is None:
+        sub_status = _int(headers.get("x-ms-substatus"))
+    retry_after_ms = _float(failing.get("retryAfterMilliseconds"))
+    if retry_after_ms is None:
+        retry_after_ms = _float(headers.get("x-ms-retry-after-ms"))
+    return BatchFailure(
+        index,
+        status,
+        sub_status,
+        None if retry_after_ms is None else max(0.0, retry_after_ms / 1000.0),
+    )
+
+
+def classify_status(
+    status: int,
+    sub_status: int | None,
+    *,
+    writing: bool,
+    detail: str,
+    retry_after_s: float | None = None,
+) -> StoreError | None:
+    """What a redelivery can fix about a Cosmos DB status: one table for a single request and
+    for the failing operation of a batch. None: we cannot tell (a bug, or unknown)."""
+    shown = f"{status}.{sub_status}" if sub_status else str(status)
+    if (status, sub_status) in _TRANSIENT_SUB_STATUS:
+        return TransientStoreError(
+            f"Cosmos DB answered {shown}: {detail}", retry_after_s=retry_after_s
+        )
+    if status in _SYSTEMIC_STATUS or (status == 404 and writing):
+        # 404 on a write: the database or container does not exist. (A 404 on the point read
+        # means "no such order" and never reaches this function.)
+        return SystemicStoreError(f"Cosmos DB answered {shown}: {detail}")
+    if status in _TRANSIENT_STATUS:
+        return TransientStoreError(
+            f"Cosmos DB answered {shown}: {detail}", retry_after_s=retry_after_s
+        )
+    return None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and value != "" else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None and value != "" else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _raise_classified(error: Exception, *, writing: bool) -> NoReturn:
     translated = _classify(error, writing=writing)
     if translated is None:
@@ -200,15 +311,25 @@ def _raise_classified(error: Exception, *, writing: bool) -> NoReturn:
 
 def _classify(error: Exception, *, writing: bool) -> StoreError | None:
     """Map an SDK or transport error to what a redelivery can fix; None if we cannot tell."""
+    if isinstance(error, cosmos_errors.CosmosBatchOperationError):
+        failure = batch_failure(error)
+        return classify_status(
+            failure.status,
+            failure.sub_status,
+            writing=writing,
+            detail=f"batch operation {failure.index} failed (the others 424)",
+            retry_after_s=failure.retry_after_s,
+        )
     if isinstance(error, cosmos_errors.CosmosHttpResponseError):
-        status = error.status_code or 0
-        if status in _SYSTEMIC_STATUS or (status == 404 and writing):
-            # 404 on a write: the database or container does not exist. (A 404 on the point
-            # read means "no such order" and never reaches this function.)
-            return SystemicStoreError(f"Cosmos DB answered {status}: {_first_line(error)}")
-        if status in _TRANSIENT_STATUS:
-            return TransientStoreError(f"Cosmos DB answered {status}: {_first_line(error)}")
-        return None
+        headers: Mapping[str, Any] = getattr(error, "headers", None) or {}
+        retry_after_ms = _float(headers.get("x-ms-retry-after-ms"))
+        return classify_status(
+            error.status_code or 0,
+            error.sub_status,
+            writing=writing,
+            detail=_first_line(error),
+            retry_after_s=None if retry_after_ms is None else retry_after_ms / 1000.0,
+        )
     if isinstance(error, ClientAuthenticationError | binascii.Error) or (
         isinstance(error, ValueError) and _raised_by_authentication(error)
     ):

@@ -4,7 +4,9 @@
   dead-letter;
 - the moment is wrong: ``TransientStoreError``, abandon, a redelivery will likely succeed;
 - the system is wrong: ``SystemicStoreError`` / ``ConfigurationError``, abandon and alert, never
-  dead-letter (a healthy order must not be parked because our RBAC or config is broken).
+  dead-letter (a healthy order must not be parked because our RBAC or config is broken);
+- the stored state of this one order is wrong: ``OrphanedDocument``, dead-letter with its own
+  reason at once (no redelivery can fix it, and it concerns no other order).
 """
 
 from __future__ import annotations
@@ -31,17 +33,28 @@ class OrderAlreadyExists(StoreError):
 
 
 class TransientStoreError(StoreError):
-    """Throttling, timeouts, 5xx, connection trouble: redelivery can fix it."""
+    """Throttling, timeouts, 5xx, connection trouble: redelivery can fix it.
+
+    ``retry_after_s``: how long the service asked the client to wait (a throttled operation's
+    ``retryAfterMilliseconds`` or ``x-ms-retry-after-ms``), None when it said nothing. Data for
+    the core's backoff, which stays pure: it never reads headers."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class SystemicStoreError(StoreError):
     """Authentication, authorisation or a missing database/container: an operator must fix it."""
 
 
-class OrphanedDocument(SystemicStoreError):
+class OrphanedDocument(StoreError):
     """A document of the order (its outbox event) exists but the order does not: the order was
     deleted by hand or expired while its event remained. Every create of the order conflicts on
-    that document, so no redelivery can succeed: an operator must remove or restore it."""
+    that document, so no redelivery can succeed, and unlike a systemic failure it concerns this
+    one order, not the system: the core dead-letters the message at once with its own reason
+    (``OrphanedDocument``), naming the document, for an operator to remove or restore it and
+    resubmit (docs/operations.md, runbook by dead-letter reason)."""
 
     def __init__(self, order_id: str, document_id: str) -> None:
         super().__init__(

@@ -9,10 +9,31 @@ One ``ServiceBusClient`` and one topic sender per worker process (``shared.runti
 based (``DefaultAzureCredential``; ``AZURE_CLIENT_ID`` selects the user-assigned identity), on the
 namespace the queue trigger uses (``ServiceBusConnection__fullyQualifiedNamespace``); a
 connection string (``ServiceBusConnection``) only for emulators.
+
+The sender is shared by every relay invocation of the process (the trigger runs one per lease,
+concurrently, and the watchdog too), and azure-servicebus does not make it safe for that: "We
+do not guarantee that the ServiceBusClient, ServiceBusSender, and ServiceBusReceiver are
+thread-safe or coroutine-safe ... use an asyncio.Lock()" (the package README,
+azure_servicebus-7.15.0.dist-info/METADATA:123,156). Concretely, ``ServiceBusSender._open``
+closes ``self._handler`` whenever the sender is not yet ``_running``
+(aio/_servicebus_sender_async.py:215-230), so two cold sends close each other's link. One
+``asyncio.Lock`` therefore serialises each publish (batch creation and sends): one link, one
+operation at a time, as the SDK asks. Sends are milliseconds; a publish holds the lock at most
+twice ``SEND_TIMEOUT_S``.
+
+Every SDK call is bounded: ``send_messages(timeout=None)`` means no timeout
+(aio/_servicebus_sender_async.py:404-405) and ``create_message_batch`` has no timeout at all (it
+opens the link through ``_open_with_retry``, unbounded, :508-509), so a hung link would run the
+invocation into ``functionTimeout``, and on Python a timed-out invocation restarts the worker
+and every in-flight consumer delivery with it. Each call gets ``SEND_TIMEOUT_S``: as the SDK's
+own total timeout (it covers its retries) and as an ``asyncio.timeout`` around it. Once a
+create or a send fails, the invocation's remaining events are reported with the same error, not
+tried: the link is bad, and every further attempt would wait its own timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -28,6 +49,7 @@ from azure.servicebus.exceptions import (
     ServiceBusAuthorizationError,
     ServiceBusCommunicationError,
     ServiceBusConnectionError,
+    ServiceBusError,
     ServiceBusQuotaExceededError,
     ServiceBusServerBusyError,
 )
@@ -39,6 +61,15 @@ from shared.relay import (
     PublishUnavailable,
 )
 
+# Seconds each create_message_batch / send_messages may take, the SDK's own retries included:
+# well inside the relay's functionTimeout (5 min) and the 60 s a batch retry waits at most
+# between the runtime's first retries; long enough for the SDK's 4 attempts of a short outage
+# (backoff 0.8 x 2^n s: 1.6 + 3.2 + 6.4 s, see docs/events.md "Retries").
+SEND_TIMEOUT_S = 30.0
+# The outer asyncio bound leaves the SDK's own timeout the first word (its OperationTimeoutError
+# names what timed out).
+_GRACE_S = 1.0
+
 
 class MessageBatchSender(Protocol):
     """What the adapter needs of ``azure.servicebus.aio.ServiceBusSender`` (the network
@@ -48,7 +79,12 @@ class MessageBatchSender(Protocol):
         self, max_size_in_bytes: int | None = None
     ) -> ServiceBusMessageBatch: ...
 
-    async def send_messages(self, message: Any, **kwargs: Any) -> None: ...
+    async def send_messages(
+        self,
+        message: Any,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the SDK's signature
+    ) -> None: ...
 
 
 def to_service_bus_message(event: OutboundEvent) -> ServiceBusMessage:
@@ -66,10 +102,18 @@ def to_service_bus_message(event: OutboundEvent) -> ServiceBusMessage:
 
 
 class ServiceBusEventPublisher:
-    def __init__(self, sender: MessageBatchSender) -> None:
+    def __init__(self, sender: MessageBatchSender, *, timeout_s: float = SEND_TIMEOUT_S) -> None:
         self._sender = sender
+        self._timeout_s = timeout_s
+        # One publish at a time on the shared sender (see the module docstring). Created with
+        # the publisher, which the composition root builds once per event loop.
+        self._lock = asyncio.Lock()
 
     async def publish(self, events: Sequence[OutboundEvent]) -> list[BaseException | None]:
+        async with self._lock:
+            return await self._publish(events)
+
+    async def _publish(self, events: Sequence[OutboundEvent]) -> list[BaseException | None]:
         results: list[BaseException | None] = [None] * len(events)
         batch: ServiceBusMessageBatch | None = None
         members: list[int] = []
@@ -81,36 +125,52 @@ class ServiceBusEventPublisher:
                     members.append(index)
                     continue
                 except MessageSizeExceededError:  # full: send it, start another
-                    await self._send(batch, members, results)
+                    failure = await self._send(batch)
+                    if failure is not None:
+                        return _fail(results, [*members, *range(index, len(events))], failure)
                     batch, members = None, []
             try:
-                batch = await self._sender.create_message_batch()
+                async with asyncio.timeout(self._timeout_s + _GRACE_S):
+                    batch = await self._sender.create_message_batch()
             except Exception as error:  # noqa: BLE001 - reported per event
-                translated = translate(error)
-                for rest in range(index, len(events)):
-                    results[rest] = translated
-                return results
+                return _fail(results, range(index, len(events)), translate(error))
             try:
                 batch.add_message(message)
                 members.append(index)
             except MessageSizeExceededError as error:  # alone, it exceeds the entity's limit
                 results[index] = EventRejected(f"message of {len(event.body)} bytes: {error}")
         if batch is not None and members:
-            await self._send(batch, members, results)
+            failure = await self._send(batch)
+            if failure is not None:
+                _fail(results, members, failure)
         return results
 
-    async def _send(
-        self,
-        batch: ServiceBusMessageBatch,
-        members: list[int],
-        results: list[BaseException | None],
-    ) -> None:
+    async def _send(self, batch: ServiceBusMessageBatch) -> BaseException | None:
+        """Send one batch; the translated error, or None when the topic accepted it."""
         try:
-            await self._sender.send_messages(batch)
+            async with asyncio.timeout(self._timeout_s + _GRACE_S):
+                await self._sender.send_messages(batch, timeout=self._timeout_s)
         except Exception as error:  # noqa: BLE001 - reported per event
-            translated = translate(error)
-            for index in members:
-                results[index] = translated
+            return translate(error)
+        return None
+
+
+def _fail(
+    results: list[BaseException | None], indexes: Sequence[int], failure: BaseException
+) -> list[BaseException | None]:
+    for index in indexes:
+        results[index] = failure
+    return results
+
+
+def _retryable(error: Exception) -> bool:
+    """A ``ServiceBusError`` the SDK itself marks retryable: every AMQP condition outside its
+    no-retry list (``amqp:internal-error`` among them) is created with ``_retryable = True``
+    (_transport/_pyamqp_transport.py:1164-1167; the list: _pyamqp/error.py:99-120 and
+    _transport/_pyamqp_transport.py:119-130), and it retries them itself before raising
+    (aio/_base_handler_async.py:205-207, 233-284). Still failing after those retries, it is an
+    outage, not this event's fault: retried, never parked."""
+    return isinstance(error, ServiceBusError) and bool(getattr(error, "_retryable", False))
 
 
 def translate(error: Exception) -> BaseException:
@@ -136,7 +196,7 @@ def translate(error: Exception) -> BaseException:
         | ServiceBusServerBusyError
         | TimeoutError
         | ConnectionError,
-    ):
+    ) or _retryable(error):
         translated = PublishUnavailable(f"{type(error).__name__}: {error}")
     else:
         return error

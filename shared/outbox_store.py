@@ -1,10 +1,19 @@
-"""The Cosmos DB adapter of the relay's ``OutboxStore`` port (azure-cosmos aio).
+"""The Cosmos DB adapter of the relay's ``OutboxStore`` port and the watchdog's ``OutboxScanner``
+port (azure-cosmos aio).
 
 Owns the two conditional patches of an outbox document: dispatched (``status``, ``dispatchedAt``,
 ``ttl``) and parked (``status``, ``parkedAt``, ``parkedReason``, ``parkedDescription``). Each is
-conditional on the etag the change feed delivered (If-Match), so a replayed batch never
-overwrites a newer state: a 412 means "already changed", not an error. Never creates or deletes
-documents; never touches orders.
+conditional on the etag the change feed (or the watchdog's query) delivered (If-Match), so a
+replayed batch never overwrites a newer state: a 412 means "already changed", not an error.
+
+And the watchdog's query for stuck documents (``stuck``): ``type``, ``status`` and ``eventType``
+equalities, all three range-indexed (``/type/?``, ``/status/?``, ``/eventType/?``:
+infra/app/cosmos.bicep, which indexes nothing else), so the index narrows the query to the
+pending outbox documents; ``createdAt`` is not indexed, so only those are loaded to compare it.
+Its cost therefore follows the pending documents (normally the few in flight), never the
+orders or the dispatched events in the container (README "Outbox watchdog" estimates it).
+``createdAt`` is ``shared.core.document_timestamp``: fixed width, UTC, ``Z``, so its string order
+is its time order. Never creates or deletes documents; never touches orders.
 """
 
 from __future__ import annotations
@@ -17,9 +26,23 @@ from azure.core import MatchConditions
 from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy
 
+from shared.contract import ORDER_ACCEPTED_EVENT_TYPE
 from shared.core import document_timestamp
 from shared.cosmos_store import OPERATION_TIMEOUT_S  # the consumer's bound per operation
-from shared.relay import STATUS_DISPATCHED, STATUS_PARKED, OutboundEvent
+from shared.relay import (
+    OUTBOX_TYPE,
+    STATUS_DISPATCHED,
+    STATUS_PARKED,
+    STATUS_PENDING,
+    OutboundEvent,
+)
+from shared.watchdog import StuckOutbox, created_at
+
+# WatchdogPolicy.is_stuck, as a query (tests/relay/test_watchdog.py holds the two together).
+_STUCK_FILTER = (
+    "FROM c WHERE c.type = @type AND c.status = @status AND c.eventType = @eventType"
+    " AND c.createdAt <= @cutoff"
+)
 
 
 class CosmosOutboxStore:
@@ -59,6 +82,47 @@ class CosmosOutboxStore:
                 {"op": "set", "path": "/parkedDescription", "value": description},
             ],
         )
+
+    async def stuck(self, created_at_or_before: datetime, limit: int) -> StuckOutbox:
+        parameters: list[dict[str, Any]] = [
+            {"name": "@type", "value": OUTBOX_TYPE},
+            {"name": "@status", "value": STATUS_PENDING},
+            {"name": "@eventType", "value": ORDER_ACCEPTED_EVENT_TYPE},
+            {"name": "@cutoff", "value": document_timestamp(created_at_or_before)},
+        ]
+        documents: list[dict[str, Any]] = []
+        pages = self._container.query_items(
+            f"SELECT * {_STUCK_FILTER}",
+            parameters=parameters,
+            max_item_count=limit,
+            timeout=OPERATION_TIMEOUT_S,
+        ).by_page()
+        async for page in pages:
+            documents.extend([document async for document in page])
+            if len(documents) >= limit:
+                break
+        documents = documents[:limit]
+        if len(documents) < limit:  # that is all of them
+            dates = [d for d in (created_at(document) for document in documents) if d]
+            return StuckOutbox(documents, len(documents), min(dates, default=None))
+        # More than a page: count them, and find the oldest, from the index alone.
+        count = await self._value(f"SELECT VALUE COUNT(1) {_STUCK_FILTER}", parameters)
+        oldest = await self._value(f"SELECT VALUE MIN(c.createdAt) {_STUCK_FILTER}", parameters)
+        return StuckOutbox(
+            documents,
+            max(len(documents), int(count or 0)),
+            created_at({"createdAt": oldest}),
+        )
+
+    async def _value(self, query: str, parameters: list[dict[str, Any]]) -> Any:
+        # A cross-partition aggregate: the SDK merges the partitions' partial results.
+        values = [
+            value
+            async for value in self._container.query_items(
+                query, parameters=parameters, timeout=OPERATION_TIMEOUT_S
+            )
+        ]
+        return values[0] if values else None
 
     async def _patch(
         self,

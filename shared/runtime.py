@@ -1,14 +1,15 @@
-"""Composition root: the one place that builds the app's two functions (the consumer and the
-outbox relay) and their adapters from app settings.
+"""Composition root: the one place that builds the app's functions (the consumer, the outbox
+relay and the relay's watchdog, which shares the relay's publisher, store and telemetry) and
+their adapters from app settings.
 
-One shape for both: ``Runtime`` takes everything a caller may choose as parameters (the app
+One shape for all: ``Runtime`` takes everything a caller may choose as parameters (the app
 settings mapping, the ``Clock``, extra Cosmos client options, the telemetry adapters, the jitter
 source, the relay's topic sender and policy); production uses the defaults, through
-``handle_order_message`` and ``handle_outbox_changes``, and tests and stand-ins call
-``configure`` once with theirs. There is no other way in: no module globals to patch. One
-``configure`` for both functions because they share the worker process, its event loop, its
-clock and its one Cosmos client: two composition roots would build two clients and let a test
-compose one function on a manual clock and the other on the system clock.
+``handle_order_message``, ``handle_outbox_changes`` and ``handle_watchdog_tick``, and tests and
+stand-ins call ``configure`` once with theirs. There is no other way in: no module globals to
+patch. One ``configure`` for all the functions because they share the worker process, its
+event loop, its clock and its one Cosmos client: two composition roots would build two clients
+and let a test compose one function on a manual clock and the other on the system clock.
 
 It builds lazily, so importing ``function_app`` (worker indexing, cold start) opens no
 connection and reads no setting; and once per event loop, because the aio clients belong to the
@@ -35,21 +36,28 @@ from typing import TYPE_CHECKING, Any
 
 from azure.cosmos.aio import CosmosClient
 
-from shared.config import RelaySettings, Settings
+from shared.config import (
+    SERVICE_BUS_CONNECTION_STRING_SETTING,
+    TOPIC_SETTING,
+    RelaySettings,
+    Settings,
+    WatchdogSettings,
+)
 from shared.consumer import OrderConsumer
 from shared.core import SYSTEM_CLOCK, Clock, Decision, IncomingMessage, Outcome, RetryPolicy
 from shared.cosmos_store import CosmosOrderStore, create_client, default_credential
 from shared.errors import ConfigurationError
 from shared.event_publisher import MessageBatchSender, ServiceBusEventPublisher
 from shared.outbox_store import CosmosOutboxStore
-from shared.relay import OutboxRelay, RelayPolicy, RelayReport
-from shared.settlement import MessageActions, Settler, to_incoming
+from shared.relay import OutboxRelay, RelayPolicy, RelayReport, is_pending_outbox
+from shared.settlement import HungSettlements, MessageActions, Settler, to_incoming
 from shared.telemetry import (
     CONNECTION_STRING_SETTING,
     ConsumerTelemetry,
     RelayTelemetry,
     configure_exporters,
 )
+from shared.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -61,6 +69,7 @@ Closer = Callable[[], Awaitable[None]]
 
 # The span and metric destination when ORDERS_QUEUE_NAME itself is the missing setting.
 _UNKNOWN_QUEUE = "(unset)"
+_UNKNOWN_TOPIC = "(unset)"
 
 
 @dataclass
@@ -75,6 +84,8 @@ class _Wiring:
     consumer: OrderConsumer
     relay: OutboxRelay | None = None
     relay_closers: tuple[Closer, ...] = ()
+    outbox_store: CosmosOutboxStore | None = None
+    watchdog: OutboxWatchdog | None = None
 
     async def close(self) -> None:
         if self.loop is not asyncio.get_running_loop() and self.loop.is_closed():
@@ -129,7 +140,7 @@ class Runtime:
         self._relay_telemetry = relay_telemetry
         self._relay_policy = relay_policy
         self._retry_policy = RetryPolicy()
-        self._settler = Settler()
+        self._settler = Settler(watcher=self._settlements_hung)
         self._exporters_configured = False
         self._wiring: _Wiring | None = None
 
@@ -155,14 +166,34 @@ class Runtime:
         try:
             relay = await self.relay()
         except ConfigurationError as error:
-            relay_logger.critical(
-                "invalid configuration (%s), the outbox relay cannot publish: %s",
-                error.setting,
-                error,
-                extra={"setting": error.setting},
-            )
+            self._relay_misconfigured(error, documents)
             raise
         return await relay.relay([dict(d) for d in documents], attempt=retry_count + 1)
+
+    def _relay_misconfigured(
+        self, error: ConfigurationError, documents: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Recorded as the consumer records it: a critical log naming the setting (the relay's
+        configuration alert reads it), and every pending event of the batch as a failed send
+        (span, ``orders.relay.failed`` with ``error.type`` ConfigurationError, error log), so
+        the failed-sends alert and Q12 see a relay that cannot even start."""
+        relay_logger.critical(
+            "invalid configuration (%s), the outbox relay cannot publish: %s",
+            error.setting,
+            error,
+            extra={"setting": error.setting},
+        )
+        telemetry = self._relay_telemetry or RelayTelemetry(
+            self._env.get(TOPIC_SETTING, "").strip() or _UNKNOWN_TOPIC
+        )
+        self._relay_telemetry = telemetry
+        for document in documents:
+            if is_pending_outbox(document):
+                telemetry.failed_before_send(
+                    str(document.get("eventId") or document.get("id")),
+                    str(document.get("orderId")),
+                    error,
+                )
 
     async def relay(self) -> OutboxRelay:
         """This event loop's relay, built on first use; raises ``ConfigurationError``."""
@@ -180,15 +211,50 @@ class Runtime:
         ).get_container_client(settings.cosmos_container)
         if self._relay_telemetry is None:
             self._relay_telemetry = RelayTelemetry(relay_settings.topic_name)
+        wiring.outbox_store = CosmosOutboxStore(container)
         wiring.relay = OutboxRelay(
             ServiceBusEventPublisher(sender),
-            CosmosOutboxStore(container),
+            wiring.outbox_store,
             self._relay_telemetry,
             clock=self._clock,
             policy=self._relay_policy,
         )
         wiring.relay_closers = closers
         return wiring.relay
+
+    async def watch_outbox(self) -> WatchdogReport:
+        """The watchdog function's body: report and republish the stuck outbox documents.
+        Raises ``RelayIncomplete`` when one could not be published (the next run retries), or
+        ``ConfigurationError`` (logged at critical level, naming the setting)."""
+        try:
+            watchdog = await self.watchdog()
+        except ConfigurationError as error:
+            relay_logger.critical(
+                "invalid configuration (%s), the outbox watchdog cannot run: %s",
+                error.setting,
+                error,
+                extra={"setting": error.setting},
+            )
+            raise
+        return await watchdog.run()
+
+    async def watchdog(self) -> OutboxWatchdog:
+        """This event loop's watchdog, on the relay (the same publisher, store and telemetry),
+        built on first use; raises ``ConfigurationError``."""
+        wiring = await self._wired()
+        if wiring.watchdog is not None:
+            return wiring.watchdog
+        settings = WatchdogSettings.from_env(self._env)
+        relay = await self.relay()
+        assert wiring.outbox_store is not None and self._relay_telemetry is not None
+        wiring.watchdog = OutboxWatchdog(
+            wiring.outbox_store,
+            relay,
+            self._relay_telemetry,
+            clock=self._clock,
+            policy=WatchdogPolicy(settings.min_age_s, settings.max_documents),
+        )
+        return wiring.watchdog
 
     async def _wired(self) -> _Wiring:
         loop = asyncio.get_running_loop()
@@ -223,6 +289,9 @@ class Runtime:
         if previous is not None:
             await _closed_quietly(previous.close, "the previous event loop's clients")
         return wiring
+
+    def _settlements_hung(self, report: HungSettlements) -> None:
+        self.telemetry().settlements_hung(report)
 
     def telemetry(self) -> ConsumerTelemetry:
         """The injected telemetry, or one on the global providers named after the queue (from
@@ -354,6 +423,15 @@ async def handle_outbox_changes(documents: Sequence[Mapping[str, Any]], context:
     await current().relay_changes(documents, retry_count=retry_count)
 
 
+async def handle_watchdog_tick(timer: Any) -> None:
+    """The timer trigger's body (``function_app.py``): one watchdog run. ``timer`` is the
+    ``func.TimerRequest`` (``past_due`` when the host missed a schedule, e.g. after a restart:
+    the run is the same)."""
+    if _retired:
+        await _close_retired()
+    await current().watch_outbox()
+
+
 async def close() -> None:
     """Close the process's runtime and any it replaced (worker or stand-in shutdown)."""
     global _runtime
@@ -387,6 +465,16 @@ def _topic_sender(settings: RelaySettings) -> tuple[MessageBatchSender, tuple[Cl
         sender = client.get_topic_sender(settings.topic_name)
         return sender, (sender.close, client.close, credential.close)
     assert settings.connection_string is not None  # RelaySettings guarantees one of them
-    client = ServiceBusClient.from_connection_string(settings.connection_string)
+    try:
+        client = ServiceBusClient.from_connection_string(settings.connection_string)
+    except ValueError as error:
+        # The SDK's parser refuses it (azure/servicebus/_base_handler.py:61, _parse_conn_str):
+        # a configuration error naming the setting, never the SDK's bare ValueError. Its
+        # messages are fixed texts; the string itself holds a key and is never shown.
+        raise ConfigurationError(
+            SERVICE_BUS_CONNECTION_STRING_SETTING,
+            f"is not a Service Bus connection string ({len(settings.connection_string)} "
+            f"characters): {error}",
+        ) from error
     sender = client.get_topic_sender(settings.topic_name)
     return sender, (sender.close, client.close)

@@ -34,6 +34,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from shared.core import Decision, IncomingMessage, Outcome, Settlement
+from shared.settlement import HungSettlements
 
 INSTRUMENTATION_SCOPE = "orders.consumer"
 LOGGER_NAME = "orders.consumer"
@@ -76,6 +77,7 @@ METRIC_DURATION = "orders.processing.duration"
 METRIC_REQUEST_CHARGE = "orders.cosmos.request_charge"
 METRIC_DELIVERY_COUNT = "orders.delivery_count"
 METRIC_RETRIES = "orders.retries"
+METRIC_SETTLEMENT_HUNG = "orders.settlement.hung"
 # The settlement attribute when the settlement call itself failed (lock lost, host gone).
 NOT_SETTLED = "none"
 
@@ -237,6 +239,12 @@ class ConsumerTelemetry:
             unit="{delivery}",
             description="Service Bus delivery count of each handled delivery, by outcome",
             explicit_bucket_boundaries_advisory=_DELIVERY_COUNT_BUCKETS,
+        )
+        # Up and down: +1 per hang, -1 per late return; the exporter sends its running total.
+        self._settlements_hung = meter.create_up_down_counter(
+            METRIC_SETTLEMENT_HUNG,
+            unit="{call}",
+            description="Settlement calls past their timeout that still hold a thread",
         )
 
     @contextmanager
@@ -403,6 +411,37 @@ class ConsumerTelemetry:
             },
         )
 
+    def settlements_hung(self, report: HungSettlements) -> None:
+        """The settler's watcher (``shared.settlement``): a settlement call outlived its timeout
+        and keeps its thread, or such a call has returned at last. May run on a pool thread."""
+        fields = {
+            "hung_settlements": report.hung,
+            "settlement_pool_replaced": report.replaced_pool,
+            "settlement_pool_exhausted": report.exhausted,
+        }
+        if report.returned_after_s is not None:
+            self._settlements_hung.add(-1)
+            logger.warning(
+                "a hung settlement call returned after %.1f s; %d still hung",
+                report.returned_after_s,
+                report.hung,
+                extra=fields,
+            )
+            return
+        self._settlements_hung.add(1)
+        logger.log(
+            logging.CRITICAL if report.exhausted else logging.ERROR,
+            "a settlement call hangs (no answer from the Functions host): %d settlement "
+            "thread(s) held%s",
+            report.hung,
+            "; settlements moved to a fresh thread pool"
+            if report.replaced_pool
+            else "; no fresh pool left: restart the worker"
+            if report.exhausted
+            else "",
+            extra=fields,
+        )
+
 
 def _set_error_type(span: Span, error_type: str) -> None:
     span.set_attribute(ATTR_ERROR_TYPE, error_type)
@@ -458,11 +497,17 @@ METRIC_RELAY_PUBLISHED = "orders.relay.published"
 METRIC_RELAY_FAILED = "orders.relay.failed"
 METRIC_RELAY_PARKED = "orders.relay.parked"
 METRIC_RELAY_LAG = "orders.relay.lag"
+# The outbox watchdog's (shared/watchdog.py): one observation per run, so that a run that finds
+# nothing still reports (valueCount = runs: the alert reads a silent watchdog as stuck too).
+METRIC_RELAY_STUCK = "orders.relay.stuck"
+METRIC_RELAY_STUCK_AGE = "orders.relay.stuck_age"
 RELAY_PUBLISHED = "published"
 RELAY_FAILED = "failed"
 RELAY_PARKED = "parked"
 # Relay lag: seconds from the order's acceptance to its event's publish.
 _LAG_BUCKETS_S = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
+_STUCK_BUCKETS = (0, 1, 10, 100, 1000, 10000)
+_STUCK_AGE_BUCKETS_S = (0, 300, 600, 900, 1800, 3600, 21600, 86400)
 
 relay_logger = logging.getLogger(RELAY_LOGGER_NAME)
 
@@ -502,6 +547,21 @@ class RelayTelemetry:
             unit="s",
             description="Time from the order's acceptance (outbox createdAt) to its publish",
             explicit_bucket_boundaries_advisory=_LAG_BUCKETS_S,
+        )
+        # Histograms, not gauges: a gauge's last value is exported again every interval (its
+        # temporality is cumulative), so a watchdog that stopped would look healthy; a
+        # histogram exports only what was recorded in the interval.
+        self._stuck = meter.create_histogram(
+            METRIC_RELAY_STUCK,
+            unit="{document}",
+            description="Outbox documents pending longer than the watchdog's age, per run",
+            explicit_bucket_boundaries_advisory=_STUCK_BUCKETS,
+        )
+        self._stuck_age = meter.create_histogram(
+            METRIC_RELAY_STUCK_AGE,
+            unit="s",
+            description="Age (now - createdAt) of the oldest stuck outbox document, per run",
+            explicit_bucket_boundaries_advisory=_STUCK_AGE_BUCKETS_S,
         )
 
     def start_publish(
@@ -558,6 +618,11 @@ class RelayTelemetry:
         # Bounded: a class name, never the message; the SDK's own when the adapter translated it.
         cause = error.__cause__
         shown = cause if isinstance(cause, Exception) else error
+        self._failed_send(span, event_id, order_id, shown, parked=parked)
+
+    def _failed_send(
+        self, span: Span, event_id: str, order_id: str, shown: BaseException, *, parked: bool
+    ) -> None:
         error_type = type(shown).__name__
         span.set_attribute(ATTR_RELAY_OUTCOME, RELAY_PARKED if parked else RELAY_FAILED)
         _set_error_type(span, error_type)  # error.type and its kept copy orders.error_type
@@ -578,6 +643,12 @@ class RelayTelemetry:
             },
         )
 
+    def failed_before_send(self, event_id: str, order_id: str, error: BaseException) -> None:
+        """An event that could not even be sent (the relay cannot be built: an invalid
+        setting): recorded as a failed send, span, counter and error log alike."""
+        span = self.start_publish(event_id, order_id)
+        self._failed_send(span, event_id, order_id, error, parked=False)
+
     def parked(self, event_id: str, order_id: str, reason: str, description: str) -> None:
         self._parked.add(1, {ATTR_TOPIC: self.topic_name})
         relay_logger.critical(
@@ -595,6 +666,27 @@ class RelayTelemetry:
                 "description": description,
             },
         )
+
+    def watchdog_checked(self, stuck: int, oldest_age_s: float, min_age_s: float) -> None:
+        """One watchdog run: how many outbox documents are stuck, and the oldest one's age (0
+        when none). Recorded on every run, the quiet ones included."""
+        attributes = {ATTR_TOPIC: self.topic_name}
+        self._stuck.record(stuck, attributes)
+        self._stuck_age.record(max(0.0, oldest_age_s), attributes)
+        if stuck:
+            relay_logger.warning(
+                "outbox watchdog: %d OrderAccepted event(s) still pending more than %d s after "
+                "their order was accepted (oldest %.0f s): the change feed did not publish them; "
+                "publishing them now",
+                stuck,
+                min_age_s,
+                oldest_age_s,
+                extra={
+                    "topic": self.topic_name,
+                    "stuck_outbox_documents": stuck,
+                    "oldest_stuck_age_s": oldest_age_s,
+                },
+            )
 
     def mark_failed(self, event_id: str, order_id: str, error: BaseException) -> None:
         """Marking (or parking) an outbox document failed: the batch's redelivery resolves it."""

@@ -1,5 +1,6 @@
-"""The app as the Functions worker indexes it: one Service Bus queue trigger, explicit
-settlement, no network or settings touched at import."""
+"""The app as the Functions worker indexes it: a Service Bus queue trigger with explicit
+settlement, the relay's Cosmos DB trigger and the watchdog's timer; no network or settings
+touched at import."""
 
 from __future__ import annotations
 
@@ -32,6 +33,26 @@ async def test_binding_json_is_a_peek_lock_queue_trigger_with_explicit_settlemen
         "autoCompleteMessages": False,
         "properties": {"SupportsDeferredBinding": True},  # the SDK-type binding
     }
+
+
+async def test_the_app_has_its_three_functions_and_the_watchdog_is_a_monitored_timer() -> None:
+    """The consumer, the relay and the outbox watchdog (223dafd had no watchdog: an outbox
+    document the change feed never delivered stayed pending for ever, unseen)."""
+    worker = await FunctionsWorker.start()
+    try:
+        functions = {name: f.trigger for name, f in worker.functions.items()}
+    finally:
+        worker.close()
+
+    assert {name: trigger["type"] for name, trigger in functions.items()} == {
+        "consume_order": "serviceBusTrigger",
+        "relay_outbox": "cosmosDBTrigger",
+        "outbox_watchdog": "timerTrigger",
+    }
+    timer = functions["outbox_watchdog"]
+    assert timer["schedule"] == "0 */5 * * * *"  # NCronTab, six fields: every five minutes
+    assert timer["useMonitor"] is True  # its schedule survives restarts (host storage)
+    assert timer["runOnStartup"] is False  # never on every scale-out
 
 
 def timespan_s(value: str) -> int:

@@ -447,5 +447,18 @@ resource processingP95Alert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' 
   }
 }
 
+// The relay's edges (a stuck outbox event, a silent watchdog, sends failing for 15 minutes, a
+// relay that cannot start): relay-alerts.bicep, on this action group.
+module relayAlerts 'relay-alerts.bicep' = {
+  name: 'relay-alerts'
+  params: {
+    namePrefix: namePrefix
+    location: location
+    tags: tags
+    applicationInsightsName: applicationInsightsName
+    actionGroupId: actionGroup.id
+  }
+}
+
 output actionGroupId string = actionGroup.id
 output alertsNotify string = notifyNobody ? 'nobody (ALERT_EMAIL=none)' : alertEmail

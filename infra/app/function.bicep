@@ -36,6 +36,10 @@ param extraAppSettings object = {}
 ])
 param instanceMemoryMB int = 2048
 
+@description('The outbox watchdog republishes an OrderAccepted event still pending this many seconds after its order was accepted (OUTBOX_WATCHDOG_MIN_AGE_SECONDS; at least 60). It runs every 5 minutes.')
+@minValue(60)
+param outboxWatchdogMinAgeSeconds int = 300
+
 @description('Scale-out cap of the app (Flex Consumption allows up to 1000).')
 @minValue(1)
 @maxValue(1000)
@@ -159,6 +163,9 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     CosmosDBConnection__clientId: identityClientId
     COSMOS_DATABASE: cosmosDatabaseName
     COSMOS_CONTAINER: cosmosContainerName
+    // The outbox watchdog (a timer trigger: its schedule monitor and lock live in
+    // AzureWebJobsStorage above).
+    OUTBOX_WATCHDOG_MIN_AGE_SECONDS: string(outboxWatchdogMinAgeSeconds)
     COSMOS_VERIFY_TLS: 'true'
     OUTBOX_ENABLED: 'true'
     AZURE_CLIENT_ID: identityClientId

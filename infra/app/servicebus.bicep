@@ -67,6 +67,28 @@ param zoneRedundant bool = true
 ])
 param maxSizeInMegabytes int = 5120
 
+// A topic keeps messages only in its subscriptions: sent while it has none, an event is accepted
+// and kept nowhere (learn.microsoft.com/azure/service-bus-messaging/service-bus-queues-topics-subscriptions).
+// The default subscription `retained` keeps every OrderAccepted for this long, so that the events
+// of a fresh deployment, or those sent before a downstream team subscribed, can still be read.
+// P1D = the Standard tier's duplicate-detection window (infra/messaging.json): an older event can be republished from the outbox instead
+// (its copy is no longer dropped by duplicate detection; docs/events.md "Joining late"). At ~0.7 KB
+// per event, a day of events fits 1 GB of topic up to ~17 events/s sustained (maxSizeInMegabytes
+// above: 5 GB by default, ~85 events/s): shorten it, or give the topic more space, above that (a full topic refuses the relay's sends: QuotaExceeded,
+// retried, alerted, nothing lost). 'none' deploys no default subscription: only on purpose.
+@description('How long the default subscription `retained` keeps each OrderAccepted event (ISO 8601), or "none" for no default subscription (events sent while no subscription exists are then lost). See docs/events.md.')
+@allowed([
+  'PT1H'
+  'PT6H'
+  'PT12H'
+  'P1D'
+  'P2D'
+  'P3D'
+  'P7D'
+  'none'
+])
+param retainedEventsTimeToLive string = 'P1D'
+
 var messaging = loadJsonContent('../messaging.json')
 var premium = sku == 'Premium'
 // Learn (duplicate detection): keep the window as small as possible on high-throughput entities.
@@ -129,6 +151,22 @@ resource topic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' = {
     enableBatchedOperations: true
     supportOrdering: true
     maxSizeInMegabytes: entityMaxSizeInMegabytes
+  }
+}
+
+// Name shared with the local topic model (local/topic.py RETAINED_SUBSCRIPTION).
+resource retainedSubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = if (retainedEventsTimeToLive != 'none') {
+  parent: topic
+  name: 'retained'
+  properties: {
+    defaultMessageTimeToLive: retainedEventsTimeToLive
+    // Expired events just go: they are in the outbox for a week after their dispatch.
+    deadLetteringOnMessageExpiration: false
+    deadLetteringOnFilterEvaluationExceptions: false
+    lockDuration: messaging.lockDuration
+    maxDeliveryCount: messaging.maxDeliveryCount
+    requiresSession: false
+    enableBatchedOperations: true
   }
 }
 

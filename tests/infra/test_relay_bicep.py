@@ -4,10 +4,25 @@ the relay's app settings, wired from the right module outputs."""
 
 from __future__ import annotations
 
-from tests.infra.infra_support import accessor, body, doc, int_literal, messaging
+import json
+from datetime import timedelta
+
+from local.topic import RETAINED_SUBSCRIPTION
+from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
+from shared.relay import DISPATCHED_TTL_S
+from tests.infra.infra_support import (
+    REPO,
+    accessor,
+    body,
+    doc,
+    int_literal,
+    iso_duration,
+    messaging,
+)
 
 CONTAINER = "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"
 SERVICE_BUS_DATA_SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
+STORAGE_BLOB_DATA_OWNER = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
 
 
 def test_orders_container_has_ttl_on_without_default_expiry() -> None:
@@ -68,3 +83,97 @@ def test_relay_app_settings_are_identity_based_and_wired() -> None:
     params = body(doc("main")["modules"]["functionApp"])["params"]
     assert accessor(params["cosmosEndpoint"]) == ("cosmos", "outputs", "endpoint")
     assert accessor(params["topicName"]) == ("serviceBus", "outputs", "topicName")
+
+
+def test_the_topic_has_a_default_subscription_that_keeps_every_event_for_a_bounded_time() -> None:
+    """A topic keeps messages only in its subscriptions: deployed without one (223dafd), every
+    event of a fresh deployment was accepted, marked dispatched and kept nowhere."""
+    servicebus = doc("servicebus")
+    retained = servicebus["resources"]["retainedSubscription"]
+    assert retained["type"] == "Microsoft.ServiceBus/namespaces/topics/subscriptions"
+    subscription = body(retained)
+    assert subscription["parent"] == "topic"
+    assert subscription["name"] == RETAINED_SUBSCRIPTION  # the local topic model's default
+    properties = subscription["properties"]
+    assert properties["defaultMessageTimeToLive"] == "retainedEventsTimeToLive"
+    assert properties["deadLetteringOnMessageExpiration"] is False  # expired events just go
+    # No filter of its own: the default rule, the true filter, keeps every event.
+    assert not [r for r in servicebus["resources"].values() if r["type"].endswith("/rules")]
+
+    ttl = servicebus["parameters"]["retainedEventsTimeToLive"]
+    allowed = next(d["argument"] for d in ttl["decorators"] if d["type"] == "allowed")
+    # Bounded: at most a week (the dispatched outbox document's ttl); the default is the
+    # duplicate-detection window (an older event can be republished from the outbox).
+    assert max(iso_duration(value) for value in allowed if value != "none") == timedelta(days=7)
+    assert ttl["default"] == messaging()["duplicateDetectionHistoryTimeWindow"] == "P1D"
+    assert timedelta(seconds=DISPATCHED_TTL_S) >= iso_duration(ttl["default"])
+    # Off only on purpose: the explicit value "none", which the condition tests.
+    assert "none" in allowed and "" not in allowed
+    condition = json.dumps(retained["config"]["condition"])
+    assert "retainedEventsTimeToLive" in condition and "none" in condition
+    main = doc("main")
+    assert main["parameters"]["retainedEventsTimeToLive"]["default"] == "P1D"
+    params = body(main["modules"]["serviceBus"])["params"]
+    assert params["retainedEventsTimeToLive"] == "retainedEventsTimeToLive"
+
+
+def test_the_watchdog_s_timer_has_its_host_storage_in_azure_and_locally() -> None:
+    """A timer trigger keeps its schedule monitor and its one-instance lock in the host's
+    storage (learn.microsoft.com/azure/azure-functions/functions-bindings-timer): the app
+    settings give AzureWebJobsStorage by identity, the identity may use its blobs, and the
+    local settings point it at Azurite."""
+    values = body(doc("function")["resources"]["appSettings"])["properties"]["function"][
+        "parameters"
+    ]["arg_1"]
+    assert values["AzureWebJobsStorage__accountName"] == "storageAccountName"
+    assert values["AzureWebJobsStorage__credential"] == "managedidentity"
+    assert values["AzureWebJobsStorage__clientId"] == "identityClientId"
+    assert not any(name == "AzureWebJobsStorage" for name in values)  # no key in Azure
+    rbac = doc("rbac")
+    owner = body(rbac["resources"]["appStorageBlobOwner"])
+    assert owner["scope"] == "storage"
+    role = owner["properties"]["roleDefinitionId"]["function"]["parameters"]["resource_name_1"]
+    assert rbac["variables"][role]["value"] == STORAGE_BLOB_DATA_OWNER
+    template = json.loads((REPO / "local.settings.json.template").read_text(encoding="utf-8"))
+    assert template["Values"]["AzureWebJobsStorage"] == "UseDevelopmentStorage=true"
+    # The watchdog's age, the same default in Azure, locally and in the code.
+    assert template["Values"][WATCHDOG_MIN_AGE_SETTING] == str(WatchdogSettings().min_age_s)
+    function = doc("function")
+    assert function["parameters"]["outboxWatchdogMinAgeSeconds"]["default"] == 300
+    setting = values[WATCHDOG_MIN_AGE_SETTING]
+    assert "outboxWatchdogMinAgeSeconds" in json.dumps(setting)
+
+
+def test_the_relay_s_edge_alerts_are_deployed_on_the_consumer_s_action_group() -> None:
+    """Four alerts that no publish would raise (223dafd had none: a relay that never ran was
+    silent): a stuck outbox event, a silent watchdog, failed sends for 15 minutes, a relay
+    that cannot start. In their own file, deployed by alerts.bicep on its action group."""
+    relay_alerts = doc("relay-alerts")["resources"]
+    rules = {
+        name: body(resource)["properties"]
+        for name, resource in relay_alerts.items()
+        if resource["type"] == "Microsoft.Insights/scheduledQueryRules"
+    }
+    assert set(rules) == {
+        "relayStuckAlert",
+        "relayWatchdogSilentAlert",
+        "relayFailedSendsAlert",
+        "relayConfigurationAlert",
+    }
+    for properties in rules.values():
+        assert properties["actions"]["actionGroups"] == ["actionGroupId"]
+        assert properties["enabled"] is True
+    stuck = rules["relayStuckAlert"]["criteria"]["allOf"][0]
+    assert stuck["metricMeasureColumn"] == "OldestStuckS"
+    assert stuck["threshold"] == "relayStuckThresholdSeconds"
+    # Above the watchdog's own age plus its schedule: it fires only if the watchdog failed too.
+    threshold = doc("relay-alerts")["parameters"]["relayStuckThresholdSeconds"]
+    assert threshold["default"] >= WatchdogSettings().min_age_s + 300
+    silent = rules["relayWatchdogSilentAlert"]
+    assert silent["windowSize"] == "PT15M"  # three runs are due in it
+    assert silent["criteria"]["allOf"][0]["operator"] == "LessThan"
+    failed = rules["relayFailedSendsAlert"]["criteria"]["allOf"][0]
+    assert (failed["metricMeasureColumn"], failed["threshold"]) == ("FailingPeriods", 3)
+    module = body(doc("alerts")["modules"]["relayAlerts"])
+    assert doc("alerts")["modules"]["relayAlerts"]["detail"]["path"] == "relay-alerts.bicep"
+    assert accessor(module["params"]["actionGroupId"]) == ("actionGroup", "id")

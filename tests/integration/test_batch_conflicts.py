@@ -1,24 +1,26 @@
 """A batch conflict is read by the operation that failed: a conflict on the order document is
 the duplicate check; a conflict on its outbox event (the order deleted or expired, the event
-left behind) is ``OrphanedDocument``, systemic: no redelivery can create the order while the
-event exists, and reading it as "the order exists" cycled the message to the broker's
-dead-letter queue as transient. The batch answers come from the transport below the real
-azure-cosmos SDK, shaped as Cosmos DB sends them (207, one status per operation), because
+left behind) is ``OrphanedDocument``: no redelivery can create the order while the event
+exists, and no other order is concerned, so the message is dead-lettered at once with that
+reason, naming the document (held as systemic, it burned ten deliveries in about ten minutes
+and waited in the dead-letter queue as an anonymous ``MaxDeliveryCountExceeded``). The batch
+answers come from the transport below the real azure-cosmos SDK, shaped as Cosmos DB sends
+them (``local.faults``, ``FaultKind.BATCH_OPERATION``: 207, one result per operation), because
 cosmosdb-server's batches are not atomic; the whole path runs on the real emulator at the end.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.cosmos.aio import ContainerProxy
 
 from local.broker import ManualClock, PeekLockQueue
-from local.faults import FaultInjectingTransport, SyntheticResponse
+from local.faults import BATCHES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from shared import runtime
 from shared.config import Settings
@@ -31,23 +33,14 @@ from tests.orders import message, order_body
 from tests.state import documents, settlements
 
 
-class BatchAnswers(FaultInjectingTransport):
-    """Answers every transactional batch with the given per-operation statuses (HTTP 207)."""
-
-    def __init__(self, statuses: list[int], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.statuses = statuses
-        self.batches = 0
-
-    async def send(self, request: HttpRequest, **kwargs: Any) -> AsyncHttpResponse:
-        if request.headers.get("x-ms-cosmos-is-batch-request", "").lower() != "true":
-            return await super().send(request, **kwargs)
-        self.batches += 1
-        response = SyntheticResponse(request, 207, None, {})
-        response._body = json.dumps(
-            [{"statusCode": status, "requestCharge": 1.0} for status in self.statuses]
-        ).encode()
-        return response
+def conflict_on(index: int) -> FaultInjectingTransport:
+    """A transport answering every transactional batch 207: operation ``index`` 409, the
+    others 424."""
+    transport = FaultInjectingTransport(connection_verify=False)
+    transport.add(
+        FaultRule(FaultKind.BATCH_OPERATION, status=409, failing_index=index, times=None, **BATCHES)
+    )
+    return transport
 
 
 def order_documents() -> list[dict[str, Any]]:
@@ -59,18 +52,18 @@ def order_documents() -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    ("statuses", "expected"),
-    [([409, 424], OrderAlreadyExists), ([424, 409], OrphanedDocument)],
+    ("index", "expected"),
+    [(0, OrderAlreadyExists), (1, OrphanedDocument)],
     ids=["conflict on the order", "conflict on the outbox event"],
 )
 async def test_the_failing_operation_decides_what_a_conflict_means(
-    statuses: list[int],
+    index: int,
     expected: type[Exception],
     app_env: dict[str, str],
     container: ContainerProxy,
 ) -> None:
     settings = Settings.from_env(app_env)
-    transport = BatchAnswers(statuses, connection_verify=False)
+    transport = conflict_on(index)
     async with create_client(settings, transport=transport) as client:
         proxy = client.get_database_client(settings.cosmos_database).get_container_client(
             settings.cosmos_container
@@ -78,33 +71,40 @@ async def test_the_failing_operation_decides_what_a_conflict_means(
         with pytest.raises(expected) as raised:
             await CosmosOrderStore(proxy).create(order_documents())
 
-    assert transport.batches == 1
+    assert transport.rules[0].fired == 1
     if expected is OrphanedDocument:
         assert outbox_document_id("ord-1001") in str(raised.value)
 
 
-async def test_an_orphaned_outbox_event_is_systemic_and_never_dead_lettered(
+async def test_an_orphaned_outbox_event_is_dead_lettered_at_once_with_its_own_reason(
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
     app_env: dict[str, str],
     clock: ManualClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    transport = BatchAnswers([424, 409], connection_verify=False)
+    """Fails on 223dafd: the delivery was abandoned as systemic (then nine more)."""
+    transport = conflict_on(1)
     runtime.configure(app_env, cosmos_options={"transport": transport}, **manual_time(clock))
     queue.send(message(order_body()))
+    started = clock.now()
 
-    await host.invoke(queue.receive(1)[0])
+    with caplog.at_level(logging.INFO, logger="orders.consumer"):
+        await host.invoke(queue.receive(1)[0])
 
-    assert settlements(queue) == [("abandon", True)]
-    assert queue.dead_letters == []
+    assert settlements(queue) == [("dead_letter", True)]
+    assert clock.now() == started  # no retry, no hold: no redelivery can fix it
+    [dead] = queue.dead_letters
+    assert dead.reason == "OrphanedDocument"
+    assert outbox_document_id("ord-1001") in str(dead.description)
+    assert "remove the document" in str(dead.description)
     [final] = [r for r in caplog.records if hasattr(r, "outcome")]
-    assert final.outcome == "systemic"
-    assert "OrphanedDocument" in str(final.description)  # type: ignore[attr-defined]
+    assert final.outcome == "mismatch"
+    assert final.deadletter_reason == "OrphanedDocument"  # type: ignore[attr-defined]
 
 
 @pytest.mark.emulator
-async def test_an_orphaned_outbox_event_on_the_real_emulator_is_systemic(
+async def test_an_orphaned_outbox_event_on_the_real_emulator_is_dead_lettered(
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
     container: ContainerProxy,
@@ -118,7 +118,7 @@ async def test_an_orphaned_outbox_event_on_the_real_emulator_is_systemic(
 
     await host.invoke(queue.receive(1)[0])
 
-    assert settlements(queue) == [("abandon", True)]
-    assert queue.dead_letters == []
+    assert settlements(queue) == [("dead_letter", True)]
+    assert [dead.reason for dead in queue.dead_letters] == ["OrphanedDocument"]
     assert [d["id"] for d in await documents(container)] == [outbox["id"]]
-    assert any("OrphanedDocument" in str(getattr(r, "description", "")) for r in caplog.records)
+    assert any(getattr(r, "deadletter_reason", None) == "OrphanedDocument" for r in caplog.records)

@@ -49,6 +49,8 @@ def test_relay_is_a_change_feed_trigger_with_an_unbounded_exponential_retry() ->
         "containerName": "%COSMOS_CONTAINER%",
         "leaseContainerName": "leases",
         "createLeaseContainerIfNotExists": False,
+        # With no leases yet, from the beginning: never "from now" (test_start_position.py).
+        "startFromBeginning": True,
     }
     assert indexed["retry"] == {
         "setting_name": "retry_policy",

@@ -4,13 +4,16 @@ outbox document exactly as the consumer writes it."""
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shared.contract import InvalidMessage, parse_order
-from shared.core import IncomingMessage, build_documents
+from shared.core import EVENT_ID_NAMESPACE, IncomingMessage, build_documents, order_event_id
 from shared.relay import build_event, is_pending_outbox
 from tests.orders import order_body
 
@@ -72,3 +75,32 @@ def test_an_outbox_document_that_is_no_valid_v1_event_is_refused(change: dict[st
     _, outbox = consumer_documents()
     with pytest.raises(InvalidMessage):
         build_event({**outbox, **change})
+
+
+EVENTS_MD = Path(__file__).resolve().parents[2] / "docs" / "events.md"
+
+
+def test_the_contract_s_example_and_event_id_derivation_are_what_the_service_emits() -> None:
+    """docs/events.md gives downstream teams an example body and the exact eventId derivation
+    (namespace, name format, a worked example): all three recomputed here with the service's
+    own code. Fails on 223dafd, whose example eventId no code could produce."""
+    text = EVENTS_MD.read_text(encoding="utf-8")
+    example = json.loads(re.search(r"```json\n(.*?)\n```", text, re.S).group(1))  # type: ignore[union-attr]
+    order_id = example["payload"]["orderId"]
+    raw = json.dumps(order_body(order_id)).encode()
+    _, outbox = build_documents(
+        parse_order(raw, order_id),
+        IncomingMessage(order_id, raw),
+        outbox_enabled=True,
+        accepted_at=ACCEPTED,
+    )
+
+    assert json.loads(build_event(outbox).body) == example
+    namespace = re.search(r"the namespace `([0-9a-f-]{36})`", text).group(1)  # type: ignore[union-attr]
+    assert uuid.UUID(namespace) == EVENT_ID_NAMESPACE
+    name, worked = re.search(  # type: ignore[union-attr]
+        r"gives the name `([^`]+)` and the eventId\n?\s*`([0-9a-f-]{36})`", text
+    ).groups()
+    assert name == f"{order_id}/OrderAccepted"
+    assert worked == str(uuid.uuid5(uuid.UUID(namespace), name)) == order_event_id(order_id)
+    assert worked == example["eventId"] == outbox["eventId"]

@@ -10,7 +10,7 @@ from azure.servicebus import ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusServerBusyError
 
 from local.broker import ManualClock
-from local.topic import OrderEventsTopic
+from local.topic import RETAINED_SUBSCRIPTION, OrderEventsTopic
 from tests.infra.infra_support import iso_duration, messaging
 
 
@@ -48,3 +48,37 @@ async def test_a_refused_send_accepts_none_of_its_batch(clock: ManualClock) -> N
 
     assert [m.message_id for m in topic.delivered()] == ["a", "b"]
     assert topic.stats.failed_sends == 1
+
+
+async def test_a_topic_without_subscriptions_accepts_a_send_and_keeps_nothing(
+    clock: ManualClock,
+) -> None:
+    """As Service Bus does (a topic stores messages only in its subscriptions): the send
+    succeeds and the message is gone; what it was sent before a subscription existed never
+    reaches it. Fails on 223dafd: the model had one subscription that always existed, so the
+    relay's "marked dispatched, delivered nowhere" could not happen here."""
+    topic = OrderEventsTopic.from_messaging_file(clock, subscriptions=())
+
+    await send(topic, "before")  # no error: the sender cannot tell
+    billing = topic.add_subscription("billing")
+    await send(topic, "after")
+
+    assert topic.stats.accepted == 2
+    assert topic.stats.dropped_no_subscription == 1
+    assert [m.message_id for m in topic.delivered("billing")] == ["after"]
+    assert billing.is_idle()
+
+
+async def test_every_subscription_receives_a_copy_and_the_retained_one_exists_from_the_start(
+    clock: ManualClock,
+) -> None:
+    topic = OrderEventsTopic.from_messaging_file(clock)  # the subscriptions the Bicep deploys
+    assert list(topic.subscriptions) == [RETAINED_SUBSCRIPTION]
+
+    await send(topic, "a")
+    topic.add_subscription("billing")  # a downstream team joins
+    await send(topic, "b")
+
+    assert [m.message_id for m in topic.delivered()] == ["a", "b"]  # retained kept both
+    assert [m.message_id for m in topic.delivered("billing")] == ["b"]
+    assert topic.stats.dropped_no_subscription == 0

@@ -13,13 +13,20 @@ made an invalid event (parked at once), the topic refuses the first send (the ba
 fail, the invocation is retried on the function's backoff) and the retry publishes the rest. The
 summary reports what Cosmos DB then holds (dispatched and parked outbox documents, and the lag
 ``dispatchedAt - createdAt``), the truth the relay's metrics are held to.
+
+Then the relay's edges: an order whose event the change feed skips (its lease recreated and
+started "from now"), published by the outbox watchdog's timer through the worker, then a quiet
+watchdog run; a relay that cannot start (an invalid namespace setting: a critical log naming
+it, and the batch's event recorded as a failed send), then fixed; and one settlement call that
+hangs past the settler's timeout (still hung when the telemetry is flushed).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
+import threading
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +40,10 @@ from local.broker import ManualClock, PeekLockQueue
 from local.faults import WRITES, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from local.world import World
+from shared import runtime
+from shared.config import WatchdogSettings
+from shared.core import Decision, Outcome
+from shared.settlement import Settler
 from shared.telemetry import CONNECTION_STRING_SETTING, configure_exporters
 from tests.conftest import InstallFaulty
 from tests.orders import message, order_body
@@ -99,6 +110,41 @@ async def test_drive_one_delivery_of_each_outcome(
     world.topic.fail_next_sends(lambda: OperationTimeoutError(message="injected: send timed out"))
     feed = await world.change_feed.drain()
     assert feed.failed_invocations == 1 and not feed.stalled
+    first_drain_dispatched = len(
+        [d for d in await documents(container) if d.get("status") == "dispatched"]
+    )
+
+    # The watchdog: ord-6's event is skipped by a change feed restarted "from now" ...
+    queue.send(message(order_body("ord-6"), message_id="ord-6"))
+    await host.run_until_idle()
+    skipping = world.recreate_leases(start_from_beginning=False)
+    await skipping.drain()
+    assert skipping.stats.skipped_at_start > 0
+    clock.advance(timedelta(seconds=WatchdogSettings().min_age_s + 30))
+    # ... and published by the watchdog's timer, through the worker; then a quiet run.
+    assert (await world.watchdog.tick()).succeeded
+    assert (await world.watchdog.tick()).succeeded
+    watchdog_oldest_age_s = WatchdogSettings().min_age_s + 30.0
+
+    # A relay that cannot start: an invalid setting, named; its batch's event a failed send.
+    queue.send(message(order_body("ord-7"), message_id="ord-7"))
+    await host.run_until_idle()
+    broken = {**world.env, "ServiceBusConnection__fullyQualifiedNamespace": "not-a-namespace"}
+    install_faulty(env=broken)
+    misconfigured = await world.change_feed.drain(max_attempts_per_batch=1)
+    assert misconfigured.stalled
+    install_faulty()  # fixed: the batch is published on the trigger's next run
+    assert not (await world.restart_change_feed().drain()).stalled
+
+    # One settlement call that hangs past the timeout, still hung at the flush below.
+    release = threading.Event()
+    settler = Settler(
+        max_workers=1, timeout_s=0.05, watcher=runtime.current().telemetry().settlements_hung
+    )
+    hanging = HangingActions(release)
+    with pytest.raises(TimeoutError):
+        await settler.settle(hanging, object(), Decision(Outcome.PROCESSED))
+
     relayed = [d for d in await documents(container) if d["type"] == "outbox"]
 
     providers: list[Any] = [
@@ -108,6 +154,8 @@ async def test_drive_one_delivery_of_each_outcome(
     ]
     for provider in providers:  # the SDK's providers, set by the distro
         assert provider.force_flush(30_000) is not False
+    release.set()
+    settler.close()
     dispatched = [d for d in relayed if d["status"] == "dispatched"]
     summary = {
         "deliveries": queue.stats.deliveries,
@@ -120,8 +168,35 @@ async def test_drive_one_delivery_of_each_outcome(
         ),
         "topic_accepted": world.topic.stats.accepted,
         "topic_refused_sends": world.topic.stats.failed_sends,
+        "first_drain_dispatched": first_drain_dispatched,
+        "watchdog_runs": world.watchdog.stats.invocations,
+        "watchdog_stuck": 1,  # ord-6's event, in the first run
+        "watchdog_oldest_age_s": watchdog_oldest_age_s,
+        "relay_configuration_failures": misconfigured.failed_invocations,
+        "settlements_hung": settler.hung,
     }
     write_summary(Path(os.environ[CAPTURE_SUMMARY_SETTING]), summary)
+
+
+class HangingActions:
+    """Settlement actions whose complete() blocks until ``release`` is set."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def complete(self, message: Any) -> None:
+        self.release.wait(timeout=60)
+
+    def abandon(self, message: Any) -> None:
+        raise AssertionError("not expected")
+
+    def deadletter(
+        self,
+        message: Any,
+        deadletter_reason: str | None = None,
+        deadletter_error_description: str | None = None,
+    ) -> None:
+        raise AssertionError("not expected")
 
 
 def _instant(text: str) -> datetime:

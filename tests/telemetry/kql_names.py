@@ -25,6 +25,8 @@ TABLES = frozenset(
 QUERIES_FILE = INFRA / "monitoring" / "queries.kql"
 WORKBOOK_FILE = INFRA / "monitoring" / "workbook.json"
 ALERTS_FILE = INFRA / "app" / "alerts.bicep"
+RELAY_ALERTS_FILE = INFRA / "app" / "relay-alerts.bicep"
+ALERT_FILES = (ALERTS_FILE, RELAY_ALERTS_FILE)
 
 _TOKEN = re.compile(
     r"""
@@ -54,6 +56,9 @@ class Segment:
     dimensions: set[str] = field(default_factory=set)
     names: set[str] = field(default_factory=set)
     aggregates: set[tuple[str, str]] = field(default_factory=set)  # (function, first argument)
+    # Only the first ``summarize`` of a segment aggregates the table's rows; a later one
+    # aggregates what the first produced (its columns), so its calls are not the table's.
+    summarizes: int = 0
 
 
 def segments(source: str, query: str) -> list[Segment]:
@@ -69,6 +74,13 @@ def segments(source: str, query: str) -> list[Segment]:
             start = match.start()
             found.append(current)
             continue
+        if (
+            current is not None
+            and kind == "identifier"
+            and match.group("identifier") == "summarize"
+        ):
+            current.summarizes += 1
+            continue
         if current is None or kind in (None, "comment", "string", "identifier"):
             continue
         if match.group("dimension"):
@@ -78,7 +90,7 @@ def segments(source: str, query: str) -> list[Segment]:
             current.names.add(match.group("name_value"))
         elif match.group("name_in"):
             current.names.update(_STRING_ITEM.findall(match.group("name_values")))
-        elif match.group("aggregate"):
+        elif match.group("aggregate") and current.summarizes <= 1:
             current.aggregates.add((match.group("function"), match.group("argument")))
     if current is not None:
         current.text = query[start:]
@@ -104,26 +116,28 @@ def _render_bicep(template: str, values: dict[str, Any]) -> str:
 
 
 def alert_queries() -> dict[str, str]:
-    """The log alert rules' queries, with parameters at their defaults and the queue name the
-    deployment passes (messaging.json)."""
-    document = parse_bicep(ALERTS_FILE)
-    values: dict[str, Any] = {
-        name: param["default"]
-        for name, param in document["parameters"].items()
-        if isinstance(param.get("default"), int | str)
-    }
-    values["queueName"] = messaging()["queueName"]
-    variables = {name: var["value"] for name, var in document["variables"].items()}
+    """The log alert rules' queries (alerts.bicep and relay-alerts.bicep), with parameters at
+    their defaults and the queue name the deployment passes (messaging.json)."""
     queries = {}
-    for name, resource in document["resources"].items():
-        if resource["type"] != "Microsoft.Insights/scheduledQueryRules":
-            continue
-        config = resource["config"]
-        body = config["config"] if "condition" in config else config
-        for criterion in body["properties"]["criteria"]["allOf"]:
-            query = criterion["query"]
-            template = variables.get(query, query)
-            queries[f"alerts.bicep {name}"] = _render_bicep(template, values)
+    for path in ALERT_FILES:
+        document = parse_bicep(path)
+        values: dict[str, Any] = {
+            name: param["default"]
+            for name, param in document["parameters"].items()
+            if isinstance(param.get("default"), int | str)
+        }
+        values["queueName"] = messaging()["queueName"]
+        variables = {name: var["value"] for name, var in document["variables"].items()}
+        for name, resource in document["resources"].items():
+            if resource["type"] != "Microsoft.Insights/scheduledQueryRules":
+                continue
+            config = resource["config"]
+            body = config["config"] if "condition" in config else config
+            for criterion in body["properties"]["criteria"]["allOf"]:
+                query = criterion["query"]
+                template = variables.get(query, query)
+                # Sources keep the "alerts.bicep" prefix: the file's family.
+                queries[f"alerts.bicep {name}"] = _render_bicep(template, values)
     return queries
 
 

@@ -167,6 +167,9 @@ def _truths(capture: Capture) -> dict[tuple[str, str], float]:
         ("orders.relay.failed", "valueSum"): relay["failed"] + relay["parked"],
         ("orders.relay.parked", "valueSum"): summary["relay_parked"],
         ("orders.relay.lag", "valueCount"): relay["published"],
+        # The watchdog: one observation per run of each; the stuck count of every run.
+        ("orders.relay.stuck", "valueSum"): summary["watchdog_stuck"],
+        ("orders.relay.stuck_age", "valueCount"): summary["watchdog_runs"],
         # Seconds from createdAt to the publish: what the dispatched documents say.
         ("orders.relay.lag", "valueSum"): summary["relay_lag_s"],
         # One observation per Cosmos DB call of the consumer (the SDK's spans: dependencies).
@@ -246,16 +249,77 @@ def test_the_scenario_drove_every_relay_outcome(capture: Capture) -> None:
         if row["properties"].get("orders.relay.outcome") == "failed"
     ]
     # error.type does not arrive on a span's row; its kept copy does (the runbook's dependencies).
-    assert {row.get("orders.error_type") for row in failed} == {"OperationTimeoutError"}
-    assert outcomes["failed"] == capture.summary["topic_refused_sends"] * outcomes["published"]
+    # The refused send failed every event of the first batch; the relay that could not start,
+    # its batch's one event.
+    assert Counter(row.get("orders.error_type") for row in failed) == {
+        "OperationTimeoutError": capture.summary["first_drain_dispatched"],
+        "ConfigurationError": capture.summary["relay_configuration_failures"],
+    }
     assert capture.summary["relay_parked"] == 1  # the invalid event: parked before any send
-    levels = Counter(  # severityLevel 3 = Error, 4 = Critical
+    levels = Counter(  # severityLevel 2 = Warning, 3 = Error, 4 = Critical
         row["severityLevel"]
         for row in capture.of("traces")
         if row.get("properties", {}).get("logger_name") == "orders.relay"
     )
     assert levels[3] == outcomes["failed"]  # one error log per failed send
-    assert levels[4] == capture.summary["relay_parked"]  # one critical log per parked event
+    # One critical log per parked event and per failed start of the relay (naming the setting).
+    assert levels[4] == (
+        capture.summary["relay_parked"] + capture.summary["relay_configuration_failures"]
+    )
+
+
+def test_the_watchdog_reports_every_run_as_the_stuck_and_silent_alerts_read_it(
+    capture: Capture,
+) -> None:
+    """The alerts' arithmetic, on what the exporter sent: one stuck_age observation per run
+    (sum(valueCount) = runs: 0 means silent), max(valueMax) the oldest stuck age seen."""
+    ages = capture.metric_rows("orders.relay.stuck_age")
+    assert sum(count for _, _, count in ages) == capture.summary["watchdog_runs"] == 2
+    maxima = [
+        point["max"]
+        for data in capture.of("customMetrics")
+        for point in data["metrics"]
+        if point["name"] == "orders.relay.stuck_age"
+    ]
+    assert max(maxima) == capture.summary["watchdog_oldest_age_s"]
+    assert max(maxima) > 900 - 600  # past the watchdog's age (the stuck alert's threshold: 900)
+    stuck = capture.metric_rows("orders.relay.stuck")
+    assert sum(value for _, value, _ in stuck) == capture.summary["watchdog_stuck"] == 1
+    warnings = [
+        row for row in capture.of("traces") if "stuck_outbox_documents" in row.get("properties", {})
+    ]
+    assert [row["properties"]["stuck_outbox_documents"] for row in warnings] == ["1"]
+    # The watchdog published through the relay: its event is among the published ones.
+    published = [
+        row
+        for row in capture.of("dependencies")
+        if row.get("properties", {}).get("orders.relay.outcome") == "published"
+    ]
+    assert len(published) == capture.summary["relay_dispatched"]
+
+
+def test_a_relay_that_cannot_start_is_logged_as_the_configuration_alert_reads_it(
+    capture: Capture,
+) -> None:
+    critical = [
+        row["properties"]
+        for row in capture.of("traces")
+        if row.get("severityLevel") == 4
+        and row["properties"].get("logger_name") == "orders.relay"
+        and row["properties"].get("setting")
+    ]
+    assert [row["setting"] for row in critical] == [
+        "ServiceBusConnection__fullyQualifiedNamespace"
+    ] * capture.summary["relay_configuration_failures"]
+
+
+def test_a_hung_settlement_is_counted_and_logged_as_q15_reads_it(capture: Capture) -> None:
+    # A running total, exported every interval: Q15 reads max(valueSum) per bin.
+    values = [value for _, value, _ in capture.metric_rows("orders.settlement.hung")]
+    assert max(values) == capture.summary["settlements_hung"] == 1  # 0 again once it returned
+    logs = [row for row in capture.of("traces") if "hung_settlements" in row.get("properties", {})]
+    hung = [row for row in logs if row["severityLevel"] == 3]  # Error: the hang
+    assert [row["properties"]["hung_settlements"] for row in hung] == ["1"]
 
 
 def test_the_local_workbook_picture_renders_from_the_capture(

@@ -1,0 +1,286 @@
+"""The outbox watchdog (``outbox_watchdog``, a timer trigger) through Microsoft's worker: what the
+change feed never delivers is published anyway, with the same MessageId and the same
+etag-conditional mark, while the change-feed relay may run at the same moment; every run
+reports the stuck count and the oldest age, the quiet runs too.
+
+Each test fails on 223dafd, which had no watchdog: a document the change feed skipped stayed
+pending for ever and nothing reported it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from azure.cosmos.aio import ContainerProxy
+
+from local.broker import ManualClock
+from local.change_feed import ChangeFeedEmulator
+from local.topic import OrderEventsTopic
+from local.world import World
+from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
+from shared.core import document_timestamp
+from shared.errors import ConfigurationError
+from shared.outbox_store import CosmosOutboxStore
+from shared.watchdog import WATCHDOG_SCHEDULE, WatchdogPolicy
+from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
+
+MIN_AGE = timedelta(seconds=300)  # OUTBOX_WATCHDOG_MIN_AGE_SECONDS' default
+
+
+async def skipped_by_the_change_feed(
+    world: World, container: ContainerProxy, clock: ManualClock, count: int
+) -> list[str]:
+    """Orders accepted before the leases existed, the trigger then started "from now" (as a
+    binding without startFromBeginning does): the change feed never delivers their events."""
+    ids = new_order_ids(count)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    feed = world.recreate_leases(start_from_beginning=False)
+    await feed.drain()
+    assert feed.stats.skipped_at_start == 2 * count
+    return ids
+
+
+def test_the_watchdog_is_a_timer_trigger_every_five_minutes(world: World) -> None:
+    timer = world.watchdog
+    assert timer.function.name == "outbox_watchdog"
+    assert timer.schedule == WATCHDOG_SCHEDULE == "0 */5 * * * *"
+    assert timer.function.trigger["useMonitor"] is True
+    assert timer.function.trigger["runOnStartup"] is False
+
+
+async def test_the_watchdog_publishes_what_the_change_feed_skipped(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ids = await skipped_by_the_change_feed(world, container, clock, 3)
+    assert topic.stats.sends == 0
+    clock.advance(MIN_AGE + timedelta(seconds=30))
+
+    with caplog.at_level(logging.WARNING, logger="orders.relay"):
+        result = await world.watchdog.tick()  # one occurrence, through the worker
+
+    assert result.succeeded, result.error
+    outbox = await outbox_by_order(container)
+    assert {outbox[i]["status"] for i in ids} == {"dispatched"}
+    assert sorted(m.message_id or "" for m in topic.delivered()) == sorted(
+        outbox[i]["eventId"] for i in ids
+    )
+    # Reported before it republished: three stuck, the oldest 330 s after its acceptance.
+    [stuck] = captured_relay.points("orders.relay.stuck")
+    [age] = captured_relay.points("orders.relay.stuck_age")
+    assert (getattr(stuck, "sum", None), getattr(stuck, "count", None)) == (3, 1)
+    assert getattr(age, "max", None) == 330.0
+    [warning] = [r for r in caplog.records if hasattr(r, "stuck_outbox_documents")]
+    assert warning.stuck_outbox_documents == 3
+    # Published through the relay: the same span, counter and lag as the change feed's.
+    assert captured_relay.total("orders.relay.published") == 3
+    assert {s.attributes["orders.relay.outcome"] for s in captured_relay.send_spans()} == {  # type: ignore[index]
+        "published"
+    }
+
+
+async def test_a_quiet_run_still_reports_and_leaves_young_documents_to_the_change_feed(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+) -> None:
+    [order_id] = await skipped_by_the_change_feed(world, container, clock, 1)
+    clock.advance(MIN_AGE - timedelta(seconds=1))  # pending, but not for long enough
+
+    await world.watchdog.tick()
+    await world.watchdog.tick()
+
+    assert (await outbox_by_order(container))[order_id]["status"] == "pending"
+    assert topic.stats.sends == 0
+    [stuck] = captured_relay.points("orders.relay.stuck")
+    [age] = captured_relay.points("orders.relay.stuck_age")
+    # Two runs, two observations of nothing: a silent watchdog is told from a quiet one.
+    assert (getattr(stuck, "sum", None), getattr(stuck, "count", None)) == (0, 2)
+    assert (getattr(age, "max", None), getattr(age, "count", None)) == (0.0, 2)
+
+
+async def test_the_change_feed_republishing_after_the_watchdog_doubles_nothing(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Both at the same moment, deterministically: the change feed reads the pending batch,
+    the watchdog publishes and marks it, then the change feed's invocation runs on what it
+    read. Both send; the topic drops the second copy (same MessageId); the second mark meets
+    the first one's etag (412) and changes nothing."""
+    ids = new_order_ids(2)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    clock.advance(MIN_AGE + timedelta(seconds=1))
+    batch = await change_feed.read_changes()  # pending, as the change feed read them
+
+    assert (await world.watchdog.tick()).succeeded
+    marked = await outbox_by_order(container)
+    with caplog.at_level(logging.INFO, logger="orders.relay"):
+        late = await change_feed.invoke(batch)
+
+    assert late.succeeded, late.error
+    assert topic.stats.messages == 4 and topic.stats.dropped_duplicates == 2  # both sent
+    assert [d["_etag"] for d in (await outbox_by_order(container)).values()] == [
+        d["_etag"] for d in marked.values()
+    ]  # one mark won: the watchdog's
+    assert sum("already marked" in r.getMessage() for r in caplog.records) == 2
+    delivered = [m.message_id or "" for m in topic.delivered()]
+    assert sorted(delivered) == sorted(marked[i]["eventId"] for i in ids)  # one each
+
+
+async def test_the_watchdog_and_the_change_feed_running_concurrently_deliver_one_event_each(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+) -> None:
+    ids = new_order_ids(6)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    clock.advance(MIN_AGE + timedelta(seconds=1))
+
+    ticks, stats = await asyncio.gather(world.watchdog.tick(), change_feed.drain())
+
+    assert ticks.succeeded and stats.failed_invocations == 0
+    assert topic.stats.accepted == len(ids)  # whatever both sent, each event accepted once
+    outbox = await outbox_by_order(container)
+    assert {d["status"] for d in outbox.values()} == {"dispatched"}
+    assert sorted(m.message_id or "" for m in topic.delivered()) == sorted(
+        d["eventId"] for d in outbox.values()
+    )
+
+
+async def test_a_failed_republish_fails_the_run_and_leaves_the_event_pending(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+) -> None:
+    from azure.servicebus.exceptions import ServiceBusConnectionError
+
+    [order_id] = await skipped_by_the_change_feed(world, container, clock, 1)
+    clock.advance(MIN_AGE + timedelta(seconds=1))
+    topic.fail_next_sends(lambda: ServiceBusConnectionError(message="namespace down"))
+
+    failed = await world.watchdog.tick()
+    assert not failed.succeeded and str(failed.error).startswith("RelayIncomplete")
+    assert (await outbox_by_order(container))[order_id]["status"] == "pending"
+    assert captured_relay.total("orders.relay.failed") == 1  # the failed-sends alert sees it
+
+    assert (await world.watchdog.tick()).succeeded  # the next occurrence (no retry of its own)
+    assert (await outbox_by_order(container))[order_id]["status"] == "dispatched"
+
+
+async def test_a_bad_watchdog_setting_fails_the_run_naming_it(
+    world: World,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    world.compose(env={**world.env, WATCHDOG_MIN_AGE_SETTING: "5"})
+
+    with caplog.at_level(logging.CRITICAL, logger="orders.relay"):
+        result = await world.watchdog.tick()
+
+    assert not result.succeeded
+    assert str(result.error).startswith(f"ConfigurationError: {WATCHDOG_MIN_AGE_SETTING}")
+    [critical] = [r for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert critical.setting == WATCHDOG_MIN_AGE_SETTING  # type: ignore[attr-defined]
+
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def outbox_document(name: str, age_s: float, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": f"{name}:OrderAccepted",
+        "orderId": name,
+        "type": "outbox",
+        "eventType": "OrderAccepted",
+        "status": "pending",
+        "createdAt": document_timestamp(NOW - timedelta(seconds=age_s)),
+        **fields,
+    }
+
+
+CANDIDATES = [
+    outbox_document("old-pending", 3600),
+    outbox_document("just-stuck", 300),  # exactly the minimum age: stuck
+    outbox_document("young-pending", 299.999),
+    outbox_document("old-dispatched", 3600, status="dispatched"),
+    outbox_document("old-parked", 3600, status="parked"),
+    outbox_document("other-event", 3600, eventType="OrderCancelled"),
+    {
+        "id": "an-order",
+        "orderId": "an-order",
+        "type": "order",
+        "status": "accepted",
+        "acceptedAt": document_timestamp(NOW - timedelta(hours=2)),
+    },
+    outbox_document("oldest-pending", 86400),
+]
+
+
+@pytest.mark.parametrize("limit", [500, 2], ids=["one page", "more than a page"])
+async def test_the_store_s_query_finds_exactly_what_the_rule_calls_stuck(
+    container: ContainerProxy, limit: int
+) -> None:
+    for document in CANDIDATES:
+        await container.create_item(document)
+    policy = WatchdogPolicy(min_age_s=300, max_documents=limit)
+    expected = {d["id"] for d in CANDIDATES if policy.is_stuck(d, NOW)}
+    assert expected == {
+        "old-pending:OrderAccepted",
+        "just-stuck:OrderAccepted",
+        "oldest-pending:OrderAccepted",
+    }
+
+    stuck = await CosmosOutboxStore(container).stuck(policy.cutoff(NOW), limit)
+
+    assert {d["id"] for d in stuck.documents} <= expected
+    assert len(stuck.documents) == min(limit, len(expected))
+    assert stuck.count == len(expected)  # the aggregate when there is more than a page
+    assert stuck.oldest_created_at == NOW - timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, (300, 500)),
+        ({WATCHDOG_MIN_AGE_SETTING: "900", "OUTBOX_WATCHDOG_MAX_DOCUMENTS": "50"}, (900, 50)),
+        ({WATCHDOG_MIN_AGE_SETTING: "59"}, WATCHDOG_MIN_AGE_SETTING),  # below the floor
+        ({WATCHDOG_MIN_AGE_SETTING: "5m"}, WATCHDOG_MIN_AGE_SETTING),
+        ({"OUTBOX_WATCHDOG_MAX_DOCUMENTS": "0"}, "OUTBOX_WATCHDOG_MAX_DOCUMENTS"),
+    ],
+)
+def test_the_watchdog_settings_are_validated_naming_the_setting(
+    env: dict[str, str], expected: tuple[int, int] | str
+) -> None:
+    if isinstance(expected, str):
+        with pytest.raises(ConfigurationError) as raised:
+            WatchdogSettings.from_env(env)
+        assert raised.value.setting == expected
+        return
+    settings = WatchdogSettings.from_env(env)
+    assert (settings.min_age_s, settings.max_documents) == expected
