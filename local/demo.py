@@ -321,7 +321,7 @@ def run_dead_letter_tool(
 ) -> tuple[int, str]:
     """``python -m ops <arguments>`` over the demo's own queue and container: the dead-letter
     queue through the tool's Service Bus adapter on the local broker (``ops.local_broker``), the
-    topic's subscription for ``audit --subscription downstream``, and the demo's container for
+    topic's subscription for ``audit --subscription retained``, and the demo's container for
     ``show``'s diff, ``resubmit``'s checks, ``parked`` and ``audit``. The exit status and what it
     printed. Nothing is confirmed: a ``purge`` without ``--yes`` removes nothing."""
     from local.servicebus_link import LocalNamespace, servicebus_client

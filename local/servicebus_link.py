@@ -82,7 +82,7 @@ _IDLE_WAIT_S = 0.005  # what an empty do_work waits, so a receive's wait does no
 @dataclass
 class LocalNamespace:
     """The entities of the stand-in's namespace, by path: a queue (``orders``) or a topic
-    subscription (``order-events/Subscriptions/downstream``), each a ``PeekLockQueue``."""
+    subscription (``order-events/Subscriptions/retained``), each a ``PeekLockQueue``."""
 
     entities: dict[str, PeekLockQueue] = field(default_factory=dict)
     #: Wraps every operation the handlers perform (fault injection in tests: a tool killed

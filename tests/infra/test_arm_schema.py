@@ -130,9 +130,15 @@ def test_a_misspelt_property_is_caught_against_the_sdk_models(
 def test_a_misspelt_property_is_caught_against_the_rest_extract(
     tmp_path: Path, schemas: Schemas
 ) -> None:
-    text = _edited("app/servicebus.bicep", "lockDuration: messaging", "lockDurations: messaging")
+    text = _edited(
+        "app/servicebus.bicep",
+        "deadLetteringOnMessageExpiration: true",  # the queue's (the subscription's is false)
+        "deadLetteringOnMessageExpirations: true",
+    )
     violations = _check_text(tmp_path, "servicebus.bicep", text, schemas)
-    assert [(v.resource, v.path) for v in violations] == [("queue", "properties.lockDurations")]
+    assert [(v.resource, v.path) for v in violations] == [
+        ("queue", "properties.deadLetteringOnMessageExpirations")
+    ]
 
 
 def test_a_read_only_property_is_caught(tmp_path: Path, schemas: Schemas) -> None:

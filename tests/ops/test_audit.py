@@ -18,7 +18,7 @@ from azure.cosmos.aio import ContainerProxy
 
 from local.broker import ManualClock, OutgoingMessage
 from local.servicebus_link import LocalNamespace, servicebus_client
-from local.topic import topic_name
+from local.topic import RETAINED_SUBSCRIPTION, topic_name
 from local.world import World
 from ops.audit import (
     SeenEvent,
@@ -214,7 +214,7 @@ async def test_a_healthy_run_passes_every_invariant_and_says_what_it_read(
     relaying.queue.send(message(b"not json", message_id="poison-1"))
     await relaying.host.run_until_idle()
 
-    code, report = audit("--subscription", "downstream")
+    code, report = audit("--subscription", RETAINED_SUBSCRIPTION)
 
     assert code == 0, report
     assert {v for v, _ in verdicts(report).values()} == {"PASS"}
@@ -245,7 +245,7 @@ async def test_each_broken_invariant_fails_with_the_id_that_breaks_it(
     [delivery] = relaying.queue.receive(1)
     relaying.queue.dead_letter(delivery.lock_token)
 
-    code, report = audit("--subscription", "downstream")
+    code, report = audit("--subscription", RETAINED_SUBSCRIPTION)
 
     assert code == 1
     assert verdicts(report) == {
