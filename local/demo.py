@@ -118,6 +118,8 @@ DOWNSTREAM_SUBSCRIPTION = "downstream"
 # Phase 4's refusal lasts until the operator's fix (``heal``); this only bounds it.
 REFUSED_SENDS_BOUND = 1_000
 
+REFUSED_SENDS = "topic sends refused (injected: timeouts and the stall)"
+
 Tool = Callable[[Sequence[str]], ToolRun]
 
 
@@ -468,6 +470,8 @@ async def _drive(
     if watchdog is not None:
         report.figures.update(watchdog.figures())
     if parked is not None:
+        # The topic's refused sends, split: phase 4's own figure, the rest the relay trouble's.
+        report.figures[REFUSED_SENDS] -= parked.refused_sends
         report.figures.update(parked.figures())
         report.tool_runs.update(parked.tool_runs())
     report.deliveries_per_message = Counter(
@@ -666,7 +670,7 @@ class _RelayRun:
             "relay invocations": self.invocations,
             "relay invocations failed (retried)": self.failed_invocations,
             "relay crashes between send and mark": self.crashes,
-            "topic sends refused (injected: timeouts and the stall)": topic.failed_sends,
+            REFUSED_SENDS: topic.failed_sends,
             "events dropped by topic duplicate detection": topic.dropped_duplicates,
         }
 
