@@ -557,7 +557,7 @@ def _refusal() -> BaseException:
     """What the topic answers in phase 4: an AMQP condition the SDK neither retries nor maps to
     a specific error, ``amqp:not-allowed`` (a plain ``ServiceBusError``:
     azure/servicebus/_transport/_pyamqp_transport.py:154 and :1156; not retryable, being in
-    ``RetryPolicy.no_retry``: _pyamqp/error.py:104 and _pyamqp_transport.py:1162-1163). The
+    ``RetryPolicy.no_retry``: _pyamqp/error.py:105 and _pyamqp_transport.py:1164-1165). The
     relay's publisher leaves it unclassified (``shared.event_publisher.translate``), so the
     relay retries the batch ``park_after_attempts`` times, then parks it (shared.relay)."""
     return ServiceBusError(message="injected: amqp:not-allowed")
