@@ -18,7 +18,12 @@ import random
 import sys
 from datetime import UTC, datetime, timedelta
 
-from local import demo
+# gRPC core's own info lines (the settlement channel's GOAWAY when the demo's host stops) are
+# noise on the demo's console; gRPC reads this when it is first imported: errors only, unless
+# the user sets it.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+from local import demo  # after the line above
 
 LEASES_CONTAINER = "leases"  # function_app.py's lease_container_name, infra's leasesContainerName
 

@@ -32,19 +32,27 @@ worker, ``local.timer``) finds them pending past ``OUTBOX_WATCHDOG_MIN_AGE_SECON
 publishes them; an invariant checks that it did. ``make chaos`` adds throttled transactional
 batches (207 with 429/449/503 on one operation) below the Cosmos SDK.
 
+Then the operator's part: a few more orders are accepted while the topic refuses every send with
+an error nobody classified (``_refusal``); the relay retries each batch ``park_after_attempts``
+times and parks its events (``RetriesExhausted``). The cause fixed, ``python -m ops parked list``
+lists them and ``python -m ops parked republish --reason RetriesExhausted`` sets them back to
+pending; the change feed delivers the new version and the relay publishes it.
+
 Time is a ``ManualClock``: lock expiry, backoff and "a day later" happen by advancing it, never
-by sleeping. At the end a summary and invariant checks (the relay's among them: exactly one
-OrderAccepted per accepted order at the subscription, none for a rejected order, no outbox
-document left pending); exit status 1 if any invariant fails. Last, the dead-letter tool
-(``python -m ops``, ``--dead-letters``: ``list`` by default) runs over the demo's own dead-letter
-queue through its local-broker adapter, with the demo's container as its order store.
+by sleeping. At the end a summary and the table of invariants (``local.demo_invariants``: the
+live audit's, ``ops.audit.audit``, over the demo's own documents, dead letters and the events a
+downstream subscription received; the demo's expectations, with ``ops.audit``'s functions; the
+stand-in's own figures); exit status 1 if any fails. Last, the tool over the demo's own data
+(``local.demo_tool``): ``--dead-letters`` (``list`` by default), then ``python -m ops audit
+--since ...`` as an operator runs it, whose ``--json`` twin, run when the table is, must agree
+with the table.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import io
+import functools
 import json
 import logging
 import os
@@ -52,20 +60,34 @@ import random
 import shlex
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from azure.cosmos import CosmosClient
 from azure.cosmos.aio import ContainerProxy
-from azure.servicebus.exceptions import MessagingEntityDisabledError
+from azure.servicebus.exceptions import MessagingEntityDisabledError, ServiceBusError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from local.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue
 from local.cosmos_server import ensure_container
+from local.demo_invariants import (
+    AUDIT,
+    DEMO,
+    STAND_IN,
+    Expected,
+    Row,
+    demo_data,
+    expectations,
+    flow_invariants,
+    operator_audit_agrees,
+    outbox_off,
+    stand_in_checks,
+)
+from local.demo_tool import ToolRun, run_tool
 from local.faults import (
     BATCHES,
     POINT_READS,
@@ -74,15 +96,13 @@ from local.faults import (
     FaultKind,
     FaultRule,
 )
-from local.host import LocalFunctionsHost
-from local.topic import WorkerCrashed
-from local.world import CosmosAccount, World, cosmos_account, local_world
-from ops.cli import main as dead_letter_tool_main
-from ops.cosmos import CosmosOrderLookup
-from ops.local_broker import LocalDeadLetterQueue
+from local.topic import RETAINED_SUBSCRIPTION, WorkerCrashed
+from local.world import World, cosmos_account, local_world
+from ops.audit import NO_ORDER_LOST, Invariant
 from shared.config import WatchdogSettings
 from shared.contract import MAX_BODY_BYTES, parse_order
 from shared.cosmos_store import create_client
+from shared.relay import OUTBOX_TYPE, PARKED_RETRIES_EXHAUSTED, STATUS_PARKED
 
 POISON_KINDS = {
     "no-message-id": "MissingMessageId",
@@ -92,6 +112,15 @@ POISON_KINDS = {
     "id-mismatch": "MessageIdMismatch",
     "too-large": "PayloadTooLarge",
 }
+# A subscription the demo adds for downstream (it receives and completes what it is sent), so
+# the Bicep's ``retained`` subscription keeps every event for the audit's peek.
+DOWNSTREAM_SUBSCRIPTION = "downstream"
+# Phase 4's refusal lasts until the operator's fix (``heal``); this only bounds it.
+REFUSED_SENDS_BOUND = 1_000
+
+REFUSED_SENDS = "topic sends refused (injected: timeouts and the stall)"
+
+Tool = Callable[[Sequence[str]], ToolRun]
 
 
 @dataclass
@@ -115,20 +144,17 @@ class DemoOptions:
     # Orders accepted while the relay's lease store is empty, its trigger then started "from
     # now": their events are left to the outbox watchdog.
     skipped_orders: int = 5
+    # Orders whose events the topic refuses until the operator's fix: parked, then listed and
+    # republished with ``python -m ops parked``.
+    parked_events: int = 1
     outbox: bool = True
     cosmos_endpoint: str | None = None
     cosmos_key: str | None = None
     verify_tls: bool = True
     quiet: bool = False
-    # ``python -m ops`` arguments run over the demo's dead-letter queue at the end; "" skips it.
+    # ``python -m ops`` arguments run over the demo's data at the end, before the audit; ""
+    # skips it.
     dead_letters: str = "list"
-
-
-@dataclass
-class Check:
-    name: str
-    passed: bool
-    detail: str
 
 
 @dataclass
@@ -137,9 +163,15 @@ class DemoReport:
     dead_lettered_by_reason: Counter[str] = field(default_factory=Counter)
     deliveries_per_message: Counter[int] = field(default_factory=Counter)  # deliveries -> ids
     outcomes: Counter[str] = field(default_factory=Counter)
-    checks: list[Check] = field(default_factory=list)
-    dead_letter_tool: str = ""  # what ``python -m ops <dead_letters>`` printed
-    dead_letter_tool_exit: int | None = None
+    rows: list[Row] = field(default_factory=list)  # the table of invariants, in its order
+    # ``python -m ops`` over the demo's data, in the order it ran: "parked list", "parked
+    # republish", "requested" (``--dead-letters``), "audit".
+    tool_runs: dict[str, ToolRun] = field(default_factory=dict)
+    operator_audit: ToolRun | None = None  # ``audit ... --json``, run when the table is read
+
+    @property
+    def checks(self) -> list[Invariant]:
+        return [row.invariant for row in self.rows]
 
     @property
     def passed(self) -> bool:
@@ -289,14 +321,10 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
                         jitter=random.Random(options.seed).random,
                         **_chaos_client_options(transport),
                     )
-                    report = await _drive(options, world, container, handler, console)
-                    if options.dead_letters.strip():
-                        (
-                            report.dead_letter_tool_exit,
-                            report.dead_letter_tool,
-                        ) = run_dead_letter_tool(
-                            shlex.split(options.dead_letters), world, account, container_name
-                        )
+                    tool = functools.partial(
+                        run_tool, world=world, account=account, container_name=container_name
+                    )
+                    report = await _drive(options, world, container, handler, console, tool)
                     if transport is not None:
                         report.figures["injected Cosmos faults"] = sum(
                             r.fired for r in transport.rules
@@ -316,52 +344,22 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
         relay_logger.removeHandler(quiet_relay)
 
 
-def run_dead_letter_tool(
-    arguments: Sequence[str], world: World, account: CosmosAccount, container_name: str
-) -> tuple[int, str]:
-    """``python -m ops <arguments>`` over the demo's own queue and container: the dead-letter
-    queue through the tool's Service Bus adapter on the local broker (``ops.local_broker``), the
-    topic's subscription for ``audit --subscription retained``, and the demo's container for
-    ``show``'s diff, ``resubmit``'s checks, ``parked`` and ``audit``. The exit status and what it
-    printed. Nothing is confirmed: a ``purge`` without ``--yes`` removes nothing."""
-    from local.servicebus_link import LocalNamespace, servicebus_client
-    from local.topic import topic_name
-    from ops.cosmos import CosmosAuditReader, CosmosOutboxDocuments
-    from ops.servicebus import ServiceBusEvents
-
-    settings = world.settings
-    printed = io.StringIO()
-    entities = [world.queue, world.topic.subscription]
-    namespace = LocalNamespace({entity.settings.queue_name: entity for entity in entities})
-    dead_letters = LocalDeadLetterQueue(world.queue, namespace)
-    with CosmosClient(
-        account.endpoint,
-        credential=account.key or default_credential_sync(),
-        connection_verify=settings.cosmos_verify_tls,
-    ) as client:
-        container = client.get_database_client(settings.cosmos_database).get_container_client(
-            container_name
-        )
-        status = dead_letter_tool_main(
-            list(arguments),
-            queue=dead_letters,
-            orders=CosmosOrderLookup(container),
-            outbox=CosmosOutboxDocuments(container),
-            audit=CosmosAuditReader(container),
-            events=ServiceBusEvents(servicebus_client(namespace), topic_name()),
-            clock=world.clock,
-            confirm=lambda _prompt: False,
-            out=printed,
-        )
-    dead_letters.close()
-    return status, printed.getvalue()
-
-
-def default_credential_sync() -> Any:
-    """Entra ID for a real account given without a key (the tool's sync client)."""
-    from azure.identity import DefaultAzureCredential
-
-    return DefaultAzureCredential()
+def audit_arguments(started: datetime) -> list[str]:
+    """``python -m ops audit`` over the demo's run, as an operator types it: since a minute
+    before the run began by this machine's clock (the window is on Cosmos DB's ``_ts``, the
+    server's clock: the minute absorbs a skew; the container is the demo's own, so nothing else
+    falls in it), the ``retained`` subscription (downstream consumed its own copy), and no
+    pending grace (the demo's relay is idle when it audits; a live one needs the default)."""
+    since = (started - timedelta(minutes=1)).replace(microsecond=0).isoformat()
+    return [
+        "audit",
+        "--since",
+        since,
+        "--subscription",
+        RETAINED_SUBSCRIPTION,
+        "--pending-grace",
+        "0s",
+    ]
 
 
 async def _drive(
@@ -370,9 +368,13 @@ async def _drive(
     container: ContainerProxy,
     log: _OutcomeLog,
     console: Console,
+    tool: Tool,
 ) -> DemoReport:
+    started = datetime.now(UTC)  # the wall clock: the audit's window is on Cosmos DB's _ts
     the_plan = plan(options)
     queue, settlement, host, clock = world.queue, world.settlement, world.host, world.clock
+    # Before any send: a subscription receives only what is sent after its creation.
+    world.topic.add_subscription(DOWNSTREAM_SUBSCRIPTION)
     # Phase 1: the stream, immediate producer retries, poison.
     for order_id, body in the_plan.bodies.items():
         queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
@@ -441,7 +443,7 @@ async def _drive(
         watchdog: _WatchdogRun | None = None
         if options.outbox and options.skipped_orders:
             progress.update(task, description="phase 3: skipped by the change feed")
-            extra = skipped_orders(options)
+            extra = extra_orders(options, "w", options.skipped_orders)
             the_plan.bodies.update(extra)
             for order_id, body in extra.items():
                 queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
@@ -450,31 +452,47 @@ async def _drive(
             watchdog = _WatchdogRun(set(extra))
             await watchdog.run(world, container, relay)
 
-    report = await _report(the_plan, queue, host, container, log, options)
+        parked: _ParkedRun | None = None
+        if options.outbox and options.parked_events:
+            progress.update(task, description="phase 4: refused, parked, republished")
+            extra = extra_orders(options, "p", options.parked_events)
+            the_plan.bodies.update(extra)
+            for order_id, body in extra.items():
+                queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
+            progress.update(task, total=queue.stats.accepted)
+            await host.run_until_idle(on_delivery=with_trouble)
+            parked = _ParkedRun(set(extra))
+            await parked.run(world, container, relay, tool)
+
+    phases = [phase.check() for phase in (watchdog, parked) if phase is not None]
+    report = await _report(the_plan, world, container, log, options, phases, tool, started)
     report.figures.update(relay.figures(world))
-    delivered = world.topic.delivered()
-    report.figures["OrderAccepted delivered to the subscription"] = len(delivered)
-    report.checks[-1:-1] = relay_checks(
-        await _documents(container), delivered, outbox_enabled=options.outbox
-    )
     if watchdog is not None:
         report.figures.update(watchdog.figures())
-        report.checks.insert(len(report.checks) - 1, watchdog.check())
+    if parked is not None:
+        # The topic's refused sends, split: phase 4's own figure, the rest the relay trouble's.
+        report.figures[REFUSED_SENDS] -= parked.refused_sends
+        report.figures.update(parked.figures())
+        report.tool_runs.update(parked.tool_runs())
     report.deliveries_per_message = Counter(
         count for message_id, count in deliveries.items() if message_id
     )
+    if options.dead_letters.strip():
+        report.tool_runs["requested"] = tool(shlex.split(options.dead_letters))
+    report.tool_runs["audit"] = tool(audit_arguments(started))  # as an operator runs it, last
     return report
 
 
-def skipped_orders(options: DemoOptions) -> dict[str, bytes]:
-    """Phase 3's orders, from an RNG of their own (the plan of phases 1 and 2 is unchanged)."""
-    rng = random.Random(options.seed * 31 + 1)
+def extra_orders(options: DemoOptions, tag: str, count: int) -> dict[str, bytes]:
+    """A later phase's orders (``ord-<seed>-<tag><n>``), from an RNG of their own (the plan of
+    phases 1 and 2 is unchanged)."""
+    rng = random.Random(f"{options.seed}-{tag}")
     placed = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
     return {
-        f"ord-{options.seed}-w{index:03d}": json.dumps(
-            order_document(rng, f"ord-{options.seed}-w{index:03d}", placed)
+        f"ord-{options.seed}-{tag}{index:03d}": json.dumps(
+            order_document(rng, f"ord-{options.seed}-{tag}{index:03d}", placed)
         ).encode()
-        for index in range(options.skipped_orders)
+        for index in range(count)
     }
 
 
@@ -523,12 +541,101 @@ class _WatchdogRun:
             "watchdog runs failed (retried at the next)": self.failed_ticks,
         }
 
-    def check(self) -> Check:
-        return Check(
+    def check(self) -> Invariant:
+        """The phase's claim: the change feed skipped every one of its events (else it showed
+        nothing), and the watchdog's runs left none of them pending."""
+        return Invariant(
             "every event the change feed skipped published by the watchdog",
             self.skipped == len(self.order_ids) and self.left_pending == 0,
+            [],
             f"{self.skipped} skipped, {self.left_pending} still pending after "
             f"{self.ticks} watchdog run(s)",
+        )
+
+
+def _refusal() -> BaseException:
+    """What the topic answers in phase 4: an AMQP condition the SDK neither retries nor maps to
+    a specific error, ``amqp:not-allowed`` (a plain ``ServiceBusError``:
+    azure/servicebus/_transport/_pyamqp_transport.py:154 and :1156; not retryable, being in
+    ``RetryPolicy.no_retry``: _pyamqp/error.py:105 and _pyamqp_transport.py:1164-1165). The
+    relay's publisher leaves it unclassified (``shared.event_publisher.translate``), so the
+    relay retries the batch ``park_after_attempts`` times, then parks it (shared.relay)."""
+    return ServiceBusError(message="injected: amqp:not-allowed")
+
+
+@dataclass
+class _ParkedRun:
+    """Phase 4: the topic refuses every send until the cause is fixed; the relay parks the
+    phase's events (``RetriesExhausted``). The operator lists them and republishes them with
+    ``python -m ops parked``; the change feed delivers the new version and the relay publishes
+    it (the flow's invariants then check it was, once)."""
+
+    order_ids: set[str]
+    parked: dict[str, str] = field(default_factory=dict)  # order id -> parkedReason
+    refused_sends: int = 0
+    listing: ToolRun | None = None
+    republishing: ToolRun | None = None
+
+    async def run(
+        self, world: World, container: ContainerProxy, relay: _RelayRun, tool: Tool
+    ) -> None:
+        topic = world.topic
+        topic.heal()  # phases 1-3's random relay trouble ends: this phase's is one refusal
+        refused_before = topic.stats.failed_sends
+        topic.fail_next_sends(_refusal, times=REFUSED_SENDS_BOUND)
+        await relay.until_idle(world)  # retried on the policy's backoff, then parked
+        self.refused_sends = topic.stats.failed_sends - refused_before
+        topic.heal()  # the cause fixed
+        found = container.query_items(
+            "SELECT c.orderId, c.parkedReason FROM c WHERE c.type = @type AND c.status = @parked",
+            parameters=[
+                {"name": "@type", "value": OUTBOX_TYPE},
+                {"name": "@parked", "value": STATUS_PARKED},
+            ],
+        )
+        self.parked = {d["orderId"]: str(d.get("parkedReason")) async for d in found}
+        self.listing = tool(["parked", "list"])
+        self.republishing = tool(["parked", "republish", "--reason", PARKED_RETRIES_EXHAUSTED])
+        await relay.until_idle(world)  # the republished version, published
+
+    def tool_runs(self) -> dict[str, ToolRun]:
+        runs = {"parked list": self.listing, "parked republish": self.republishing}
+        return {name: run for name, run in runs.items() if run is not None}
+
+    def figures(self) -> dict[str, int]:
+        return {
+            "topic sends refused (phase 4, until the fix)": self.refused_sends,
+            "events parked by the relay (RetriesExhausted)": sum(
+                reason == PARKED_RETRIES_EXHAUSTED for reason in self.parked.values()
+            ),
+        }
+
+    def check(self) -> Invariant:
+        """The phase's claim: exactly its events were parked, for their exhausted retries, and
+        the tool listed each and republished each (exit 0: every one done)."""
+        wanted = sorted(self.order_ids)
+        listing, republishing = self.listing, self.republishing
+        problems = {
+            "not parked RetriesExhausted": [
+                i for i in wanted if self.parked.get(i) != PARKED_RETRIES_EXHAUSTED
+            ],
+            "parked, not of this phase": sorted(set(self.parked) - self.order_ids),
+            "not listed": [i for i in wanted if listing is None or i not in listing.output],
+            "not republished": [
+                i
+                for i in wanted
+                if republishing is None
+                or republishing.exit_status != 0
+                or i not in republishing.output
+            ],
+        }
+        offending = sorted({i for ids in problems.values() for i in ids})
+        return Invariant(
+            "every event the topic refused parked, listed and republished with python -m ops",
+            not offending,
+            offending,
+            "; ".join(f"{len(ids)} {what} {ids[:3]}" for what, ids in problems.items() if ids)
+            or f"{len(self.parked)} parked, listed and republished",
         )
 
 
@@ -563,65 +670,13 @@ class _RelayRun:
             "relay invocations": self.invocations,
             "relay invocations failed (retried)": self.failed_invocations,
             "relay crashes between send and mark": self.crashes,
-            "topic sends refused (injected: timeouts and the stall)": topic.failed_sends,
+            REFUSED_SENDS: topic.failed_sends,
             "events dropped by topic duplicate detection": topic.dropped_duplicates,
         }
 
 
 async def _documents(container: ContainerProxy) -> list[dict[str, Any]]:
     return [item async for item in container.query_items("SELECT * FROM c")]
-
-
-def relay_checks(
-    documents: Sequence[Mapping[str, Any]],
-    delivered: Sequence[OutgoingMessage],
-    *,
-    outbox_enabled: bool = True,
-) -> list[Check]:
-    """The relay's invariants, from what a user would look at: the documents in Cosmos DB and
-    the messages the subscription delivered (after the topic's duplicate detection)."""
-    orders = {d["orderId"]: d for d in documents if d.get("type") == "order"}
-    outbox = [d for d in documents if d.get("type") == "outbox"]
-    events: Counter[str] = Counter()
-    wrong_payload: list[str] = []
-    for message in delivered:
-        payload = json.loads(message.body).get("payload", {})
-        order_id = str(payload.get("orderId"))
-        events[order_id] += 1
-        order = orders.get(order_id)
-        if order is not None and (
-            payload.get("totalMinor") != order.get("totalMinor")
-            or payload.get("customerId") != order.get("customerId")
-        ):
-            wrong_payload.append(order_id)
-    if not outbox_enabled:
-        return [
-            Check("no OrderAccepted published (outbox off)", not delivered, f"{len(delivered)}")
-        ]
-    missing = sorted(set(orders) - set(events))
-    doubled = sorted(order_id for order_id, count in events.items() if count > 1)
-    rejected = sorted(set(events) - set(orders))
-    unfinished = Counter(str(d.get("status")) for d in outbox if d.get("status") != "dispatched")
-    return [
-        Check(
-            "exactly one OrderAccepted per accepted order at the subscription",
-            not missing and not doubled,
-            f"{len(events)} orders with events, {len(missing)} missing {missing[:3]}, "
-            f"{len(doubled)} doubled {doubled[:3]}",
-        ),
-        Check(
-            "no OrderAccepted for a rejected order or request",
-            not rejected and not wrong_payload,
-            f"{len(rejected)} for unknown orders {rejected[:3]}, {len(wrong_payload)} not the "
-            f"accepted request {wrong_payload[:3]}",
-        ),
-        Check(
-            "no outbox document left pending",
-            not unfinished,
-            ", ".join(f"{count} {status}" for status, count in unfinished.items())
-            or f"{len(outbox)} dispatched",
-        ),
-    ]
 
 
 def _chaos_client_options(transport: FaultInjectingTransport | None) -> dict[str, Any]:
@@ -663,17 +718,23 @@ def _settled_for_good(queue: PeekLockQueue) -> int:
 
 async def _report(
     the_plan: _Plan,
-    queue: PeekLockQueue,
-    host: LocalFunctionsHost,
+    world: World,
     container: ContainerProxy,
     log: _OutcomeLog,
     options: DemoOptions,
+    phases: Sequence[Invariant],
+    tool: Tool,
+    started: datetime,
 ) -> DemoReport:
-    documents = [item async for item in container.query_items("SELECT * FROM c")]
-    orders = [doc for doc in documents if doc["type"] == "order"]
-    outbox = [doc for doc in documents if doc["type"] == "outbox"]
+    queue, host = world.queue, world.host
+    data = demo_data(
+        await _documents(container),
+        queue.dead_letters,
+        world.topic.delivered(DOWNSTREAM_SUBSCRIPTION),  # what downstream receives
+    )
     stats = queue.stats
     report = DemoReport(outcomes=log.outcomes)
+    stored = Counter(str(d.get("orderId")) for d in data.orders)
     report.figures = {
         "sent": stats.sent,  # every send, including those duplicate detection dropped
         "dropped by duplicate detection": stats.dropped_duplicates,
@@ -684,80 +745,40 @@ async def _report(
         "abandoned": stats.abandoned,
         "settlements lost (crash / lock expiry)": log.settlement_failures,
         "in-delivery retries": log.retries,
-        "order documents": len(orders),
-        "outbox documents": len(outbox),
+        "order documents": len(data.orders),
+        "outbox documents": len(data.outbox),
+        "duplicate order documents": sum(stored.values()) - len(stored),
+        "OrderAccepted delivered to the subscription": len(data.events or []),
     }
-    dead_letters = queue.dead_letters
-    report.dead_lettered_by_reason = Counter(dead.reason for dead in dead_letters)
-
-    expected_hash = {
-        order_id: parse_order(body, order_id).request_hash
-        for order_id, body in the_plan.bodies.items()
-    }
-    stored = Counter(doc["orderId"] for doc in orders)
-    doubled = [order_id for order_id, count in stored.items() if count > 1]
-    missing = sorted(set(expected_hash) - set(stored))
-    strangers = sorted(set(stored) - set(expected_hash))
-    wrong_body = [
-        d["orderId"] for d in orders if d["requestHash"] != expected_hash.get(d["orderId"])
-    ]
-    dead_by_id: dict[str | None, list[str]] = {}
-    for dead in dead_letters:
-        dead_by_id.setdefault(dead.message.message_id, []).append(dead.reason)
-    mismatches_ok = all(
-        dead_by_id.get(order_id, []).count("HashMismatch") == 1 for order_id in the_plan.mismatches
+    report.dead_lettered_by_reason = Counter(letter.reason for letter in data.dead_letters)
+    expected = Expected(
+        request_hashes={
+            order_id: parse_order(body, order_id).request_hash
+            for order_id, body in the_plan.bodies.items()
+        },
+        mismatches=set(the_plan.mismatches),
+        poison=[(message.message_id, POISON_KINDS[kind]) for kind, message in the_plan.poison],
     )
-    poison_ok = all(
-        POISON_KINDS[kind] in dead_by_id.get(message.message_id, [])
-        for kind, message in the_plan.poison
+    flow = flow_invariants(data, now=world.clock.now(), outbox_enabled=options.outbox)
+    demo = expectations(data, expected)
+    report.figures["lost valid orders"] = len(
+        next(i for i in demo if i.name == NO_ORDER_LOST).offending
     )
-    unexpected_dead = [
-        (message_id, reason)
-        for message_id, reasons in dead_by_id.items()
-        for reason in reasons
-        if message_id in expected_hash and reason != "HashMismatch"
-    ]
-    outbox_ids = sorted(doc["orderId"] for doc in outbox)
-    report.figures["lost valid orders"] = len(missing)
-    report.figures["duplicate order documents"] = sum(stored.values()) - len(stored)
-    report.checks = [
-        Check(
-            "one order document per valid order id",
-            not doubled and not strangers,
-            f"{len(stored)} orders, {len(doubled)} doubled, {len(strangers)} unexpected",
-        ),
-        Check("no valid order lost", not missing, f"{len(missing)} missing {missing[:3]}"),
-        Check(
-            "every stored order is the original request",
-            not wrong_body,
-            f"{len(wrong_body)} differ {wrong_body[:3]}",
-        ),
-        Check(
-            "every mismatch dead-lettered HashMismatch",
-            mismatches_ok,
-            f"{len(the_plan.mismatches)} sent, {report.dead_lettered_by_reason['HashMismatch']} "
-            "dead-lettered",
-        ),
-        Check(
-            "every poison message dead-lettered with its reason",
-            poison_ok,
-            f"{len(the_plan.poison)} sent",
-        ),
-        Check(
-            "no valid order dead-lettered",
-            not unexpected_dead,
-            f"{len(unexpected_dead)} {unexpected_dead[:3]}",
-        ),
-        Check(
-            "one outbox event per order" if options.outbox else "no outbox events (outbox off)",
-            outbox_ids == sorted(stored) if options.outbox else not outbox,
-            f"{len(outbox)} events",
-        ),
-        Check("queue drained", queue.is_idle(), f"{queue.active_count()} still active"),
-        Check(
-            "no invocation failed",
-            host.stats.failed_invocations == 0,
-            "; ".join(host.stats.errors[:3]) or "none",
+    # The operator's audit over the same data, now: it must say what the table says.
+    report.operator_audit = tool([*audit_arguments(started), "--json"])
+    agreement = operator_audit_agrees(flow, data, report.operator_audit)
+    host_stats = host.stats
+    report.rows = [
+        *(Row(invariant, AUDIT) for invariant in flow),
+        *([] if options.outbox else [Row(outbox_off(data), DEMO)]),
+        *(Row(invariant, DEMO) for invariant in [*demo, *phases, agreement]),
+        *(
+            Row(invariant, STAND_IN)
+            for invariant in stand_in_checks(
+                active_messages=queue.active_count(),
+                failed_invocations=host_stats.failed_invocations,
+                errors=host_stats.errors,
+            )
         ),
     ]
     return report
@@ -779,21 +800,34 @@ def print_report(report: DemoReport, console: Console) -> None:
         for deliveries, messages in sorted(report.deliveries_per_message.items()):
             spread.add_row(str(deliveries), str(messages))
         console.print(spread)
-    checks = Table(title="Invariants")
-    checks.add_column("check")
+    checks = Table(
+        title="Invariants",
+        caption="checked by: audit = ops.audit, what python -m ops audit checks on a live "
+        "deployment; demo = what only the demo knows (it sent every message), with ops.audit's "
+        "functions; stand-in = the stand-in's own figures",
+    )
+    checks.add_column("invariant")
     checks.add_column("result")
+    checks.add_column("checked by")
     checks.add_column("detail")
-    for check in report.checks:
+    for row in report.rows:
+        check = row.invariant
         verdict = "[green]PASS[/green]" if check.passed else "[red]FAIL[/red]"
-        checks.add_row(check.name, verdict, check.detail)
+        checks.add_row(check.name, verdict, row.checked_by, check.detail)
     console.print(checks)
-    if report.dead_letter_tool_exit is not None:
-        console.rule("python -m ops, over this demo's dead-letter queue (local broker)")
-        console.out(report.dead_letter_tool.rstrip(), highlight=False)
+    if report.tool_runs:
+        console.rule("python -m ops, over this demo's own queue, topic and container")
+    for run in report.tool_runs.values():
         console.print(
-            '[dim]Another command: --dead-letters "show <MessageId>" (a HashMismatch shows '
-            'its diff), "resubmit --reason InvalidPayload --dry-run", "list --json"; '
-            '--dead-letters "" skips it.[/dim]'
+            f"[bold]$ {escape(run.command)}[/bold]  [dim](exit {run.exit_status})[/dim]",
+            highlight=False,
+        )
+        console.out(run.output.rstrip(), highlight=False)
+    if report.tool_runs:
+        console.print(
+            '[dim]Another command before the audit: --dead-letters "show <MessageId>" (a '
+            'HashMismatch shows its diff), "resubmit --reason InvalidPayload --dry-run", '
+            '"parked show <orderId>", "list --json"; --dead-letters "" skips it.[/dim]'
         )
 
 
@@ -832,6 +866,13 @@ def _add_run_arguments(
         help="orders whose events the change feed skips (lease started from now): the "
         "watchdog publishes them",
     )
+    parser.add_argument(
+        "--parked-events",
+        type=int,
+        default=defaults.parked_events,
+        help="orders whose events the topic refuses until fixed: parked by the relay, then "
+        "listed and republished with python -m ops parked",
+    )
     for rate in rates:
         attribute = f"{rate.replace('-', '_')}_rate"
         parser.add_argument(f"--{rate}-rate", type=float, default=getattr(defaults, attribute))
@@ -846,7 +887,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dead-letters",
         default=defaults.dead_letters,
         metavar="ARGS",
-        help="python -m ops arguments run over the demo's dead-letter queue at the end "
+        help="python -m ops arguments run over the demo's data at the end, before the audit "
         '(default "list"; e.g. "show <MessageId>", "resubmit --reason X --dry-run"; "" skips)',
     )
     parser.add_argument(
@@ -901,6 +942,7 @@ def main(arguments: argparse.Namespace) -> int:
         relay_batch=arguments.relay_batch,
         relay_stall=arguments.relay_stall,
         skipped_orders=arguments.skipped_orders,
+        parked_events=arguments.parked_events,
         outbox=not getattr(arguments, "no_outbox", False),
         cosmos_endpoint=getattr(arguments, "cosmos_endpoint", None),
         cosmos_key=getattr(arguments, "cosmos_key", None),

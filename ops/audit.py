@@ -15,8 +15,10 @@ The five a live audit checks (``audit``):
    watchdog need a moment);
 5. every dead letter with its reason: a non-empty reason this system or Service Bus gives.
 
-The demo knows more than a live deployment (what it sent, what it meant to be rejected): the
-functions that take expectations (``no_order_lost``, ``orders_are_the_requests``,
+``make demo`` runs ``audit`` itself over its own documents, dead letters and subscription
+messages (local/demo_invariants.py), and then ``python -m ops audit`` over the same data, which
+must agree. The demo knows more than a live deployment (what it sent, what it meant to be
+rejected): the functions that take expectations (``no_order_lost``, ``orders_are_the_requests``,
 ``dead_lettered_as``, ``no_dead_letter_for``) express its extra checks with the same data.
 
 What the audit reads, and its cost, is the reader's (``ops.cosmos.CosmosAuditReader``): these
@@ -58,6 +60,16 @@ CONSUMER_REASONS = frozenset(
 )
 KNOWN_REASONS = SERVICE_BUS_REASONS | CONSUMER_REASONS
 SHOWN_IDS = 5  # offending ids in a one-line detail (all of them are in ``offending``)
+
+# The invariants' names: what the table prints, and how the demo matches its rows to the tool's.
+ONE_ORDER_PER_ID = "one order document per valid order id"
+ONE_EVENT_PER_ORDER = "exactly one OrderAccepted per accepted order"
+NO_EVENT_FOR_REJECTED = "no OrderAccepted for a rejected order or request"
+NOTHING_PENDING = "no outbox event left pending or parked"
+EVERY_REASON = "every dead letter with its reason"
+NO_ORDER_LOST = "no valid order lost"
+ORDERS_ARE_THE_REQUESTS = "every stored order is the original request"
+NO_VALID_ORDER_DEAD_LETTERED = "no valid order dead-lettered"
 
 
 @dataclass(frozen=True)
@@ -130,7 +142,7 @@ def _invariant(name: str, problems: Mapping[str, Sequence[str]], summary: str) -
 def one_order_per_id(orders: Sequence[Document]) -> Invariant:
     counts = Counter(str(d.get("orderId")) for d in orders)
     return _invariant(
-        "one order document per valid order id",
+        ONE_ORDER_PER_ID,
         {
             "stored twice": _ids(i for i, n in counts.items() if n > 1),
             "whose id, orderId and MessageId differ": _ids(
@@ -152,7 +164,7 @@ def one_order_per_id(orders: Sequence[Document]) -> Invariant:
 def no_order_lost(orders: Sequence[Document], expected: Iterable[str]) -> Invariant:
     """Every order id meant to be accepted is stored (the demo knows which)."""
     missing = _ids(set(expected) - {str(d.get("orderId")) for d in orders})
-    return _invariant("no valid order lost", {"missing": missing}, "none missing")
+    return _invariant(NO_ORDER_LOST, {"missing": missing}, "none missing")
 
 
 def orders_are_the_requests(
@@ -160,7 +172,7 @@ def orders_are_the_requests(
 ) -> Invariant:
     """Each stored order is the request meant (its fingerprint), and no other id is stored."""
     return _invariant(
-        "every stored order is the original request",
+        ORDERS_ARE_THE_REQUESTS,
         {
             "differ": _ids(
                 str(d.get("orderId"))
@@ -204,7 +216,7 @@ def one_event_per_accepted_order(
         problems["without a delivered event"] = _ids(order_ids - set(delivered))
         problems["delivered twice or more"] = _ids(i for i, n in delivered.items() if n > 1)
         summary += f", {sum(delivered.values())} delivered"
-    return _invariant("exactly one OrderAccepted per accepted order", problems, summary)
+    return _invariant(ONE_EVENT_PER_ORDER, problems, summary)
 
 
 # ---- 3. none for a rejected request -------------------------------------------------------------
@@ -239,7 +251,7 @@ def no_event_for_rejected(
                 or e.customer_id != known[str(e.order_id)].get("customerId")
             )
         )
-    return _invariant("no OrderAccepted for a rejected order or request", problems, "none")
+    return _invariant(NO_EVENT_FOR_REJECTED, problems, "none")
 
 
 # ---- 4. nothing pending ---------------------------------------------------------------------
@@ -259,7 +271,7 @@ def nothing_pending(
         return grace <= timedelta(0) or now - created > grace
 
     return _invariant(
-        "no outbox event left pending or parked",
+        NOTHING_PENDING,
         {
             "parked": _ids(
                 str(d.get("orderId")) for d in outbox if d.get("status") == STATUS_PARKED
@@ -282,7 +294,7 @@ def every_dead_letter_has_a_reason(
 ) -> Invariant:
     reasons = set(known)
     return _invariant(
-        "every dead letter with its reason",
+        EVERY_REASON,
         {
             "without a known reason": _ids(
                 f"{x.message_id}#{x.sequence_number}"
@@ -301,21 +313,23 @@ def every_dead_letter_has_a_reason(
 
 
 def dead_lettered_as(
-    dead_letters: Sequence[DeadLetter], expected: Mapping[str, str], name: str
+    dead_letters: Sequence[DeadLetter], expected: Iterable[tuple[str | None, str]], name: str
 ) -> Invariant:
-    """Each MessageId in ``expected`` is in the dead-letter queue with that reason (the demo's
-    poison messages and mismatches)."""
-    reasons: dict[str, list[str]] = {}
-    for letter in dead_letters:
-        reasons.setdefault(str(letter.message_id), []).append(letter.reason)
+    """The dead letters of each MessageId in ``expected`` (pairs of MessageId, reason) are
+    exactly the expected ones: each reason as many times as expected, and no other (the demo's
+    poison messages, several of them without a MessageId, and its mismatches, each once)."""
+    wanted = Counter(expected)
+    ids = {message_id for message_id, _ in wanted}
+    found = Counter((x.message_id, x.reason) for x in dead_letters if x.message_id in ids)
     return _invariant(
         name,
         {
-            "not dead-lettered with their reason": _ids(
-                i for i, reason in expected.items() if reason not in reasons.get(i, [])
+            "not dead-lettered exactly with their reasons": _ids(
+                "(no MessageId)" if message_id is None else message_id
+                for message_id, _ in (wanted - found) + (found - wanted)
             )
         },
-        f"{len(expected)} expected",
+        f"{sum(wanted.values())} expected, {sum(found.values())} found",
     )
 
 
@@ -325,7 +339,7 @@ def no_dead_letter_for(
     """None of these (valid) orders is dead-lettered, except with an ``allowed`` reason."""
     valid, permitted = set(order_ids), set(allowed)
     return _invariant(
-        "no valid order dead-lettered",
+        NO_VALID_ORDER_DEAD_LETTERED,
         {
             "dead-lettered": _ids(
                 f"{x.message_id} ({x.reason})"

@@ -1,8 +1,10 @@
 """`make demo` at a small size: the invariants hold and every kind of trouble really happened;
-the relay's invariants fail when the relay is broken."""
+each row of its table fails when what it guards is broken (the flow's, ``ops.audit``'s as the
+operator's audit runs them; the demo's expectations; its phases'; the stand-in's own)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -14,16 +16,43 @@ from azure.cosmos.aio import ContainerProxy
 from rich.console import Console
 
 from local.broker import OutgoingMessage
-from local.demo import POISON_KINDS, DemoOptions, plan, relay_checks, run_demo
+from local.demo import POISON_KINDS, DemoOptions, _ParkedRun, plan, run_demo
+from local.demo_invariants import (
+    AUDIT,
+    DEMO,
+    STAND_IN,
+    Expected,
+    demo_data,
+    expectations,
+    flow_invariants,
+    operator_audit_agrees,
+    outbox_off,
+    stand_in_checks,
+)
+from local.demo_tool import ToolRun
 from local.faults import FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from local.world import World
+from ops.audit import (
+    EVERY_REASON,
+    NO_EVENT_FOR_REJECTED,
+    NO_ORDER_LOST,
+    NO_VALID_ORDER_DEAD_LETTERED,
+    NOTHING_PENDING,
+    ONE_EVENT_PER_ORDER,
+    ONE_ORDER_PER_ID,
+    ORDERS_ARE_THE_REQUESTS,
+    AuditData,
+    Invariant,
+)
+from ops.port import DeadLetter
 from shared.contract import parse_order
-from shared.core import IncomingMessage, build_documents
+from shared.core import IncomingMessage, build_documents, outbox_document_id
 from tests.orders import message, order_body
 from tests.state import documents
 
 REPO = Path(__file__).resolve().parents[2]
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
@@ -50,9 +79,26 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
 
     failed = [check for check in report.checks if not check.passed]
     assert report.passed, failed
+    # One definition: the flow's rows are the operator's audit's, by name and in its order; the
+    # demo's own and the stand-in's are marked as such.
+    by = {row.invariant.name: row.checked_by for row in report.rows}
+    assert [name for name, kind in by.items() if kind == AUDIT] == [
+        ONE_ORDER_PER_ID,
+        ONE_EVENT_PER_ORDER,
+        NO_EVENT_FOR_REJECTED,
+        NOTHING_PENDING,
+        EVERY_REASON,
+    ]
+    assert [name for name, kind in by.items() if kind == STAND_IN] == [
+        "queue drained",
+        "no invocation failed",
+    ]
+    assert by["python -m ops audit agrees with this table"] == DEMO
+    assert len(by) == len(report.rows) == 15  # 5 audit, 8 demo, 2 stand-in
     figures = report.figures
-    # Phase 3's orders too: accepted while the relay's lease store was empty.
-    orders = options.orders + options.skipped_orders
+    # Phase 3's and phase 4's orders too: accepted while the relay's lease store was empty, and
+    # while the topic refused every send.
+    orders = options.orders + options.skipped_orders + options.parked_events
     assert figures["order documents"] == orders
     assert figures["outbox documents"] == orders
     assert figures["dropped by duplicate detection"] == len(the_plan.early_retries)
@@ -71,6 +117,9 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
         figures["relay invocations failed (retried)"]
         >= refused - figures["watchdog runs failed (retried at the next)"]
     )
+    # Phase 4: each send refused until the relay's bound, then parked (RetriesExhausted).
+    assert figures["topic sends refused (phase 4, until the fix)"] == 10
+    assert figures["events parked by the relay (RetriesExhausted)"] == options.parked_events
     # The change feed skipped phase 3's events (its lease started from now); the watchdog's
     # timer, through the worker, published every one (an invariant, above).
     assert figures["events skipped by the change feed (lease from now)"] == options.skipped_orders
@@ -89,30 +138,165 @@ def test_demo_command_exits_zero_and_prints_the_verdicts() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASS" in result.stdout
     assert "FAIL" not in result.stdout
+    assert "$ python -m ops audit --since" in result.stdout  # it ends with the audit
+    # It reads clean: no library warning or log line among the tables.
+    assert "Warning" not in result.stdout + result.stderr
+    assert "GOAWAY" not in result.stdout + result.stderr
 
 
-def test_the_relay_invariants_fail_when_the_subscription_or_the_outbox_is_wrong() -> None:
-    # What each check catches, from documents and deliveries as a broken relay would leave them.
+def flow_failures(
+    documents: list[dict[str, Any]],
+    delivered: list[OutgoingMessage],
+    dead_letters: list[DeadLetter] | None = None,
+) -> list[str]:
+    """The names of the table's flow invariants (``ops.audit.audit``, as the demo runs it) that
+    fail over these documents, subscription messages and dead letters."""
+    data = demo_data(documents, [], delivered)
+    if dead_letters is not None:
+        data = dataclasses.replace(data, dead_letters=dead_letters)
+    return [i.name for i in flow_invariants(data, now=NOW) if not i.passed]
+
+
+def test_the_flow_invariants_fail_when_the_subscription_or_the_outbox_is_wrong() -> None:
+    """What each of the table's flow invariants catches, from documents and deliveries as a
+    broken consumer or relay would leave them (each case breaks one thing). These are the rows
+    the demo used to define itself ("one outbox event per order", "exactly one OrderAccepted per
+    accepted order at the subscription", "no outbox document left pending" ...): now
+    ``ops.audit``'s, the same the operator's audit runs."""
     documents = [*accepted("ord-1"), *accepted("ord-2")]
     orders = {d["orderId"]: d for d in documents if d["type"] == "order"}
     good = [event_of(orders["ord-1"]), event_of(orders["ord-2"])]
-    assert all(check.passed for check in relay_checks(documents, good))
+    assert flow_failures(documents, good) == []
 
-    def failed(docs: list[dict[str, Any]], delivered: list[OutgoingMessage]) -> list[str]:
-        return [check.name for check in relay_checks(docs, delivered) if not check.passed]
-
-    one = "exactly one OrderAccepted per accepted order at the subscription"
-    pending = "no outbox document left pending"
-    rejected = "no OrderAccepted for a rejected order or request"
-    assert failed(documents, good[:1]) == [one]  # an event lost
-    assert failed(documents, [*good, good[0]]) == [one]  # a republish not dropped
-    assert failed(documents, [*good, event_of({**orders["ord-1"], "orderId": "bad-1"})]) == [
-        rejected  # an event for a message that was dead-lettered
+    assert flow_failures(documents, good[:1]) == [ONE_EVENT_PER_ORDER]  # an event lost
+    assert flow_failures(documents, [*good, good[0]]) == [ONE_EVENT_PER_ORDER]  # a copy kept
+    no_outbox = [d for d in documents if d["id"] != outbox_document_id("ord-2")]
+    assert flow_failures(no_outbox, good) == [ONE_EVENT_PER_ORDER]  # an order without its event
+    assert flow_failures(documents, [*good, event_of({**orders["ord-1"], "orderId": "bad-1"})]) == [
+        NO_EVENT_FOR_REJECTED  # an event for a message that was dead-lettered
     ]
     changed = {**orders["ord-2"], "totalMinor": orders["ord-2"]["totalMinor"] + 1}
-    assert failed(documents, [good[0], event_of(changed)]) == [rejected]  # the mismatch's body
+    assert flow_failures(documents, [good[0], event_of(changed)]) == [NO_EVENT_FOR_REJECTED]
+    ghost = [d for d in accepted("ord-3") if d["type"] == "outbox"]
+    assert flow_failures([*documents, *ghost], good) == [NO_EVENT_FOR_REJECTED]  # no order
     unmarked = [{**d, "status": "pending"} if d["type"] == "outbox" else d for d in documents]
-    assert failed(unmarked, good) == [pending]
+    assert flow_failures(unmarked, good) == [NOTHING_PENDING]
+    parked = [
+        {**d, "status": "parked"} if d["id"] == outbox_document_id("ord-1") else d
+        for d in documents
+    ]
+    assert flow_failures(parked, good) == [NOTHING_PENDING]
+    stranger = [{**d, "messageId": "x"} if d is orders["ord-1"] else d for d in documents]
+    assert flow_failures(stranger, good) == [ONE_ORDER_PER_ID]  # stored under another MessageId
+    assert flow_failures(documents, good, [letter("m-1", "")]) == [EVERY_REASON]
+    assert flow_failures(documents, good, [letter("m-1", "InvalidPayload")]) == []
+
+
+def test_without_the_outbox_an_outbox_event_or_a_delivery_fails_the_check() -> None:
+    order = [d for d in accepted("ord-1") if d["type"] == "order"]
+    assert outbox_off(demo_data(order, [], [])).passed
+    assert not outbox_off(demo_data(accepted("ord-1"), [], [])).passed
+    assert not outbox_off(demo_data(order, [], [event_of(order[0])])).passed
+    # Without the outbox the table leaves out the invariants about events (none can hold).
+    names = {
+        i.name for i in flow_invariants(demo_data(order, [], []), now=NOW, outbox_enabled=False)
+    }
+    assert names == {ONE_ORDER_PER_ID, EVERY_REASON}
+
+
+def test_the_demo_s_expectations_fail_when_an_order_is_lost_changed_or_dead_lettered_wrongly() -> (
+    None
+):
+    """The checks only the demo can make (it sent every message), each broken once: with
+    ``ops.audit``'s functions, so "dead-lettered with its reason" means one thing."""
+    one, two = (accepted(order_id)[0] for order_id in ("ord-1", "ord-2"))
+    expected = Expected(
+        request_hashes={"ord-1": one["requestHash"], "ord-2": two["requestHash"]},
+        mismatches={"ord-2"},  # sent again with another body
+        poison=[("bad-1", "InvalidPayload"), (None, "MissingMessageId")],
+    )
+    healthy = [letter("ord-2", "HashMismatch"), letter("bad-1", "InvalidPayload")]
+    healthy.append(letter(None, "MissingMessageId"))
+
+    def failures(orders: list[dict[str, Any]], dead_letters: list[DeadLetter]) -> list[str]:
+        data = AuditData(orders, [], [], {}, dead_letters, None)
+        return [i.name for i in expectations(data, expected) if not i.passed]
+
+    mismatch = "every mismatch dead-lettered HashMismatch"
+    poison = "every poison message dead-lettered with its reason"
+    assert failures([one, two], healthy) == []
+    assert failures([one], healthy) == [NO_ORDER_LOST]
+    changed = {**two, "requestHash": "0" * 64}  # the mismatch's body stored, not the original
+    assert failures([one, changed], healthy) == [ORDERS_ARE_THE_REQUESTS]
+    assert failures([one, two, accepted("ord-9")[0]], healthy) == [ORDERS_ARE_THE_REQUESTS]
+    assert failures([one, two], healthy[1:]) == [mismatch]  # the mismatch completed
+    assert failures([one, two], [*healthy, letter("ord-2", "HashMismatch")]) == [mismatch]
+    assert failures([one, two], [*healthy, letter("ord-2", "InvalidPayload")]) == [mismatch]
+    assert failures([one, two], healthy[:2]) == [poison]  # the message without an id: lost
+    assert failures([one, two], [*healthy[:1], letter("bad-1", "PayloadTooLarge"), healthy[2]]) == [
+        poison
+    ]
+    assert failures([one, two], [*healthy, letter("ord-1", "MaxDeliveryCountExceeded")]) == [
+        NO_VALID_ORDER_DEAD_LETTERED
+    ]
+    # A HashMismatch for an order the demo never changed is no excuse.
+    assert failures([one, two], [*healthy, letter("ord-1", "HashMismatch")]) == [
+        NO_VALID_ORDER_DEAD_LETTERED
+    ]
+
+
+def test_the_stand_in_checks_fail_on_its_own_figures() -> None:
+    def failures(active: int, failed: int) -> list[str]:
+        checks = stand_in_checks(active_messages=active, failed_invocations=failed, errors=["e"])
+        return [i.name for i in checks if not i.passed]
+
+    assert failures(0, 0) == []
+    assert failures(1, 0) == ["queue drained"]
+    assert failures(0, 1) == ["no invocation failed"]
+
+
+def test_the_operator_audit_must_say_what_the_table_says_having_read_what_it_read() -> None:
+    """The agreement row: same verdicts and offending ids, and the same amount read; an audit
+    that reads nothing (a window on the wrong clock, a subscription someone drained) passes
+    over nothing and must not agree."""
+    documents = [*accepted("ord-1"), *accepted("ord-2")]
+    orders = [d for d in documents if d["type"] == "order"]
+    data = demo_data(documents, [], [event_of(o) for o in orders])
+    flow = flow_invariants(data, now=NOW)
+    read = {"orders": 2, "outboxEvents": 2, "deadLetters": 0, "deliveredEvents": 2}
+    rows = [{"name": i.name, "verdict": i.verdict, "offending": i.offending} for i in flow]
+
+    def agrees(rows: list[dict[str, Any]], read: dict[str, Any], exit_status: int = 0) -> Invariant:
+        output = json.dumps({"passed": exit_status == 0, "invariants": rows, "read": read})
+        return operator_audit_agrees(flow, data, ToolRun(("audit",), exit_status, output))
+
+    assert agrees(rows, read).passed
+    assert not agrees(rows, {**read, "deliveredEvents": 0}).passed  # the subscription drained
+    assert not agrees(rows, {**read, "orders": 0, "outboxEvents": 0}).passed  # the wrong window
+    other = [{**rows[1], "verdict": "FAIL", "offending": ["ord-2"]}, *rows[:1], *rows[2:]]
+    disagreement = agrees(other, read, exit_status=1)
+    assert (disagreement.passed, disagreement.offending) == (False, [ONE_EVENT_PER_ORDER])
+    assert not agrees(rows[1:], read).passed  # an invariant the tool did not check
+    unreadable = operator_audit_agrees(flow, data, ToolRun(("audit",), 2, "error: no container"))
+    assert not unreadable.passed
+    assert "error: no container" in unreadable.detail
+
+
+def test_the_parked_phase_fails_unless_each_event_was_parked_listed_and_republished() -> None:
+    ids = {"ord-p1"}
+    listed = ToolRun(("parked", "list"), 0, "ord-p1 parked RetriesExhausted")
+    done = ToolRun(("parked", "republish"), 0, "ord-p1 republished")
+
+    def phase(parked: dict[str, str], listing: ToolRun, republishing: ToolRun) -> bool:
+        return _ParkedRun(ids, parked, 10, listing, republishing).check().passed
+
+    retried = {"ord-p1": "RetriesExhausted"}
+    assert phase(retried, listed, done)
+    assert not phase({}, listed, done)  # published after all: the phase showed nothing
+    assert not phase({"ord-p1": "RejectedByBroker"}, listed, done)
+    assert not phase({**retried, "ord-9": "RetriesExhausted"}, listed, done)  # another's event
+    assert not phase(retried, ToolRun(("parked", "list"), 0, "0 outbox event(s)"), done)
+    assert not phase(retried, listed, ToolRun(("parked", "republish"), 1, "ord-p1 changed"))
 
 
 async def test_a_relay_that_skips_marking_leaves_pending_documents_and_the_invariant_fails(
@@ -128,12 +312,13 @@ async def test_a_relay_that_skips_marking_leaves_pending_documents_and_the_invar
     await host.run_until_idle()
     await world.change_feed.drain()
 
-    checks = {c.name: c for c in relay_checks(await documents(container), world.topic.delivered())}
+    data = demo_data(await documents(container), world.queue.dead_letters, world.topic.delivered())
+    checks = {i.name: i for i in flow_invariants(data, now=world.clock.now())}
 
-    assert checks["exactly one OrderAccepted per accepted order at the subscription"].passed
-    unmarked = checks["no outbox document left pending"]
-    assert not unmarked.passed
-    assert unmarked.detail == "2 pending"
+    assert checks[ONE_EVENT_PER_ORDER].passed
+    unmarked = checks[NOTHING_PENDING]
+    assert (unmarked.passed, unmarked.offending) == (False, ["ord-1", "ord-2"])
+    assert unmarked.detail.startswith("2 pending")
 
 
 def accepted(order_id: str) -> list[dict[str, Any]]:
@@ -143,7 +328,7 @@ def accepted(order_id: str) -> list[dict[str, Any]]:
         parse_order(raw, order_id),
         IncomingMessage(order_id, raw),
         outbox_enabled=True,
-        accepted_at=datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
+        accepted_at=NOW,
     )
     return [{**d, "status": "dispatched"} if d["type"] == "outbox" else d for d in written]
 
@@ -151,6 +336,10 @@ def accepted(order_id: str) -> list[dict[str, Any]]:
 def event_of(order: dict[str, Any]) -> OutgoingMessage:
     payload = {k: order[k] for k in ("orderId", "customerId", "totalMinor")}
     return OutgoingMessage(f"event-{order['orderId']}", json.dumps({"payload": payload}).encode())
+
+
+def letter(message_id: str | None, reason: str) -> DeadLetter:
+    return DeadLetter(1, message_id, NOW, 1, reason, None, b"{}")
 
 
 def test_the_watchdog_invariant_fails_when_a_skipped_event_stays_pending_or_nothing_skipped() -> (

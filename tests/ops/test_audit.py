@@ -57,7 +57,7 @@ def accepted(order_id: str, **overrides: Any) -> tuple[dict[str, Any], dict[str,
     return order, event
 
 
-def letter(message_id: str, reason: str) -> DeadLetter:
+def letter(message_id: str | None, reason: str) -> DeadLetter:
     return DeadLetter(1, message_id, NOW, 10, reason, None, b"{}")
 
 
@@ -131,10 +131,27 @@ def test_dead_letters_carry_a_known_reason_and_the_expected_ones_are_there() -> 
     check = every_dead_letter_has_a_reason(letters)
     assert (check.passed, check.offending) == (False, ["m-3#1"])
     assert every_dead_letter_has_a_reason(letters[:2]).passed
-    assert dead_lettered_as(letters, {"m-2": "InvalidPayload"}, "poison").passed
-    assert dead_lettered_as(letters, {"m-2": "MissingMessageId"}, "poison").offending == ["m-2"]
+    assert dead_lettered_as(letters, [("m-2", "InvalidPayload")], "poison").passed
+    assert dead_lettered_as(letters, [("m-2", "MissingMessageId")], "poison").offending == ["m-2"]
     assert no_dead_letter_for(letters, ["ord-1"], allowed=["HashMismatch"]).passed
     assert not no_dead_letter_for(letters, ["ord-1", "m-2"], allowed=["HashMismatch"]).passed
+
+
+def test_the_expected_dead_letters_are_there_exactly_as_often_as_expected() -> None:
+    """Several poison messages have no MessageId: each must be there once, no more, no fewer,
+    and a MessageId expected once must not be dead-lettered twice or for another reason."""
+    nameless = [letter(None, "MissingMessageId"), letter(None, "MissingMessageId")]
+    expected = [(None, "MissingMessageId"), (None, "MissingMessageId"), ("m-1", "InvalidPayload")]
+    found = [*nameless, letter("m-1", "InvalidPayload")]
+
+    assert dead_lettered_as(found, expected, "poison").passed
+    assert dead_lettered_as(found[1:], expected, "poison").offending == ["(no MessageId)"]
+    twice = [*found, letter("m-1", "InvalidPayload")]
+    assert dead_lettered_as(twice, expected, "poison").offending == ["m-1"]
+    also = [*found, letter("m-1", "MaxDeliveryCountExceeded")]
+    assert dead_lettered_as(also, expected, "poison").offending == ["m-1"]
+    # Dead letters of MessageIds nobody expected are another invariant's (no_dead_letter_for).
+    assert dead_lettered_as([*found, letter("m-9", "x")], expected, "poison").passed
 
 
 def test_the_demos_expectations_are_expressed_with_the_same_functions() -> None:
