@@ -12,8 +12,10 @@ from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import ClientAuthenticationError, ServiceResponseError
 from azure.core.pipeline.policies import AzureKeyCredentialPolicy
 from azure.cosmos import exceptions as cosmos_errors
+from azure.cosmos.aio import CosmosClient
+from azure.identity import ClientSecretCredential
 
-from shared.cosmos_store import _classify
+from shared.cosmos_store import CosmosOrderStore, _classify
 from shared.errors import StoreError, SystemicStoreError, TransientStoreError
 
 SYSTEMIC, TRANSIENT, UNKNOWN = SystemicStoreError, TransientStoreError, None
@@ -34,7 +36,11 @@ STATUSES: dict[tuple[int, bool], type[StoreError] | None] = {
     (429, True): TRANSIENT,  # throttled beyond the SDK's retries
     (449, True): TRANSIENT,
     (500, True): TRANSIENT,
+    (502, True): TRANSIENT,  # a gateway in front of the account failed: the moment
     (503, True): TRANSIENT,
+    (504, True): TRANSIENT,  # the gateway timed out waiting for the account: the moment
+    (502, False): TRANSIENT,
+    (504, False): TRANSIENT,
 }
 
 
@@ -65,10 +71,25 @@ def value_error_from_the_auth_policy() -> ValueError:
     raise AssertionError("the policy accepted an empty header name")
 
 
+def value_error_from_azure_identity() -> ValueError:
+    """A real ValueError raised inside azure-identity: a token request it refuses to make."""
+    credential = ClientSecretCredential(
+        "00000000-0000-0000-0000-000000000000", "client", "secret", authority="https://127.0.0.1:9"
+    )
+    try:
+        credential.get_token()
+    except ValueError as error:
+        return error
+    finally:
+        credential.close()
+    raise AssertionError("azure-identity asked for a token without a scope")
+
+
 EXCEPTIONS: dict[str, tuple[Exception, type[StoreError] | None]] = {
     "credential failure": (ClientAuthenticationError("token request refused"), SYSTEMIC),
     "malformed account key (binascii.Error)": (binascii.Error("Incorrect padding"), SYSTEMIC),
     "ValueError from the auth policy": (value_error_from_the_auth_policy(), SYSTEMIC),
+    "ValueError from azure-identity": (value_error_from_azure_identity(), SYSTEMIC),
     "any other ValueError": (ValueError("not a credential"), UNKNOWN),
     "client timeout": (cosmos_errors.CosmosClientTimeoutError(), TRANSIENT),  # type: ignore[no-untyped-call]
     "asyncio timeout": (TimeoutError(), TRANSIENT),
@@ -89,3 +110,20 @@ def test_every_exception_class_is_classified(case: str) -> None:
             assert classified is None
         else:
             assert type(classified) is expected
+
+
+async def test_a_key_the_sdk_cannot_sign_with_is_systemic_through_the_real_client() -> None:
+    """azure-cosmos signs every request with the account key (azure/cosmos/auth.py:90,
+    ``base64.b64decode(master_key)``): a key it cannot decode raises a plain ValueError from
+    inside ``azure.cosmos.auth`` on the first request, before anything is sent. That fails every
+    order alike: systemic (abandon and alert), never "unexpected". Killed if
+    ``azure.cosmos.auth`` leaves ``_AUTHENTICATION_MODULES``."""
+    client = CosmosClient("https://127.0.0.1:9/", credential="ключ")
+    store = CosmosOrderStore(client.get_database_client("orders").get_container_client("orders"))
+    try:
+        with pytest.raises(SystemicStoreError, match="credential failed") as raised:
+            await store.create([{"id": "ord-1", "orderId": "ord-1"}])
+    finally:
+        await client.close()
+
+    assert type(raised.value.__cause__) is ValueError
