@@ -30,6 +30,7 @@ from shared.core import RetryPolicy
 from shared.cosmos_store import CLIENT_OPTIONS, OPERATION_TIMEOUT_S
 from shared.settlement import SETTLEMENT_TIMEOUT_S
 from tests.conftest import ComposeApp
+from tests.integration.consumer_logs import consumer_records, retried_attempts
 from tests.orders import message, order_body
 from tests.state import documents, settlements
 
@@ -162,7 +163,6 @@ async def test_throttling_beyond_the_sdk_retries_reaches_the_consumer_once(
     queue: PeekLockQueue,
     container: ContainerProxy,
     compose_app: ComposeApp,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # retry_total: the SDK answers a 429 itself retry_total times (retry-after 1 ms), then gives
     # the 429 to the consumer, which retries in-delivery: one consumer retry, one order.
@@ -180,10 +180,10 @@ async def test_throttling_beyond_the_sdk_retries_reaches_the_consumer_once(
     )
     queue.send(message(order_body()))
 
-    await host.run_until_idle()
+    with consumer_records() as records:
+        await host.run_until_idle()
 
     assert rule.fired == retries + 1
-    retried = [r.attempt_outcome for r in caplog.records if hasattr(r, "attempt_outcome")]
-    assert retried == ["transient"]
+    assert retried_attempts(records) == ["transient"]
     assert settlements(queue) == [("complete", True)]
     assert sorted(doc["type"] for doc in await documents(container)) == ["order", "outbox"]

@@ -18,17 +18,9 @@ from local.broker import PeekLockQueue
 from local.faults import POINT_READS, WRITES, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from tests.conftest import InstallFaulty
+from tests.integration.consumer_logs import consumer_records, retried_attempts
 from tests.orders import message, order_body
 from tests.state import documents, settlements
-
-
-def retried_attempts(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """What each attempt the delivery retried met, from its retry log record."""
-    return [
-        str(record.attempt_outcome)
-        for record in caplog.records
-        if record.name == "orders.consumer" and hasattr(record, "attempt_outcome")
-    ]
 
 
 @pytest.mark.parametrize("status", [502, 504], ids=["502 bad gateway", "504 gateway timeout"])
@@ -38,16 +30,16 @@ async def test_a_gateway_error_on_the_write_is_ridden_out_and_the_order_complete
     queue: PeekLockQueue,
     container: ContainerProxy,
     install_faulty: InstallFaulty,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
     transport = install_faulty()
     rule = transport.add(FaultRule(FaultKind.STATUS, status=status, times=2, **WRITES))
     queue.send(message(order_body()))
 
-    await host.run_until_idle()
+    with consumer_records() as records:
+        await host.run_until_idle()
 
     assert rule.fired == 2
-    assert retried_attempts(caplog) == ["transient", "transient"]
+    assert retried_attempts(records) == ["transient", "transient"]
     assert settlements(queue) == [("complete", True)]
     assert queue.dead_letters == []
     assert sorted(doc["type"] for doc in await documents(container)) == ["order", "outbox"]

@@ -20,6 +20,7 @@ from shared.contract import (
     InvalidMessage,
     fingerprint_v1,
     normalise_timestamp,
+    order_accepted_v1,
     parse_order,
 )
 from tests.orders import order_body
@@ -312,3 +313,114 @@ def test_placed_at_at_the_edge_of_the_calendar_is_invalid_not_a_crash(written: s
 
 def test_years_before_1000_keep_four_digits() -> None:
     assert normalise_timestamp("0999-05-01T00:00:00Z") == "0999-05-01T00:00:00Z"
+
+
+# --- Limits a mutant could loosen without any other test noticing (``make mutation``).
+
+# Cosmos DB refuses these in an ``id`` ("The following characters are restricted and cannot be
+# used in the Id property: '/', '\\', '?', '#'", Learn: Microsoft.Azure.Cosmos
+# DatabaseProperties.Id, https://learn.microsoft.com/dotnet/api/microsoft.azure.cosmos.
+# databaseproperties.id). The orderId is the document id: admitted, such an order would meet a
+# 400 on every delivery (unexpected: held, abandoned, ten deliveries) instead of being
+# dead-lettered at once.
+COSMOS_REFUSED_ID_CHARACTERS = ["/", "\\", "?", "#"]
+
+
+@pytest.mark.parametrize("character", COSMOS_REFUSED_ID_CHARACTERS)
+@pytest.mark.parametrize("where", ["inside", "at the end"])
+def test_an_order_id_with_a_character_cosmos_db_refuses_is_invalid_payload(
+    character: str, where: str
+) -> None:
+    order_id = f"ord{character}1001" if where == "inside" else f"ord-1001{character}"
+
+    assert reason(order_body(order_id), message_id=order_id) == "InvalidPayload"
+
+
+def test_an_order_id_is_at_most_64_characters() -> None:
+    longest = "o" * 64
+    assert parse(order_body(longest), message_id=longest)
+    assert reason(order_body(longest + "o"), message_id=longest + "o") == "InvalidPayload"
+
+
+def test_a_sku_is_at_most_64_characters() -> None:
+    line = {"sku": "s" * 65, "quantity": 1, "unitPriceMinor": 1}
+    assert reason(order_body(lines=[line])) == "InvalidPayload"
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_or_infinity_anywhere_in_the_body_is_not_json(constant: str) -> None:
+    # Not JSON (RFC 8259 has no NaN): refused at the parse, even in a field the contract
+    # ignores, so a body no other JSON reader would accept is never recorded as an order.
+    raw = json.dumps(order_body()).encode()[:-1] + f', "note": {constant}}}'.encode()
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(raw, "ord-1001")
+    assert caught.value.reason == "InvalidPayload"
+    assert caught.value.description.startswith("the body is not JSON")
+
+
+# The OrderAccepted v1 event the relay publishes (docs/events.md): validated strictly, so that
+# an outbox document that does not make a valid event is parked, never published half-formed.
+def accepted_event(**payload_changes: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "orderId": "ord-1001",
+        "customerId": "cust-42",
+        "currency": "EUR",
+        "totalMinor": 3499,
+        "placedAt": "2026-11-29T09:15:00Z",
+        "lineCount": 2,
+    }
+    payload.update(payload_changes)
+    return {
+        "schemaVersion": 1,
+        "eventId": "5b0f1e0e-8f3a-5d7c-9a51-0123456789ab",
+        "eventType": "OrderAccepted",
+        "occurredAt": "2026-11-29T09:15:01.5Z",
+        "payload": payload,
+    }
+
+
+def event_reason(candidate: dict[str, Any]) -> str:
+    with pytest.raises(InvalidMessage) as caught:
+        order_accepted_v1(candidate)
+    assert len(caught.value.description) <= 1024
+    return caught.value.reason
+
+
+@pytest.mark.parametrize(
+    "payload", [{"totalMinor": 0}, {"lineCount": 1}, {"lineCount": 100}], ids=str
+)
+def test_an_order_accepted_event_at_its_limits_is_valid(payload: dict[str, Any]) -> None:
+    event = accepted_event(**payload)
+    assert order_accepted_v1(event) == event
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"totalMinor": -1},
+        {"totalMinor": 1.5},
+        {"totalMinor": "3499"},
+        {"lineCount": 0},
+        {"lineCount": 101},
+        {"orderId": "ord/1001"},
+        {"currency": "eur"},
+        {"unexpected": "a field downstream consumers were never told about"},
+    ],
+    ids=str,
+)
+def test_an_order_accepted_event_beyond_its_limits_is_invalid(payload: dict[str, Any]) -> None:
+    assert event_reason(accepted_event(**payload)) == "InvalidPayload"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"schemaVersion": 2},
+        {"eventId": "5B0F1E0E-8F3A-5D7C-9A51-0123456789AB"},
+        {"eventType": "OrderPlaced"},
+        {"traceparent": "an envelope field that belongs in the message's properties"},
+    ],
+    ids=str,
+)
+def test_an_order_accepted_event_with_a_foreign_envelope_is_invalid(change: dict[str, Any]) -> None:
+    assert event_reason({**accepted_event(), **change}) == "InvalidPayload"

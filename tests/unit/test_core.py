@@ -163,3 +163,33 @@ async def test_the_consumer_stamps_accepted_at_with_its_own_clock() -> None:
     await consumer.handle(received(order_body()), CompletingActions())
 
     assert store.documents[("ord-1001", "ord-1001")]["acceptedAt"] == "2031-01-02T03:04:05.000000Z"
+
+
+@pytest.mark.parametrize("character", ["/", "\\", "?", "#"])
+async def test_an_order_id_cosmos_db_would_refuse_is_dead_lettered_without_a_request(
+    character: str,
+) -> None:
+    # Cosmos DB refuses these in an id (tests/unit/test_contract.py cites the list): the order
+    # is dead-lettered at once, not sent to the store for a 400 on every delivery.
+    order_id = f"ord{character}1001"
+    store = InMemoryOrderStore()
+
+    decision = await decide(incoming(order_body(order_id), message_id=order_id), store)
+
+    assert decision.outcome is Outcome.INVALID
+    assert decision.settlement is Settlement.DEADLETTER
+    assert decision.deadletter_reason == "InvalidPayload"
+    assert store.requests == []
+
+
+async def test_a_long_store_error_is_cut_to_the_description_limit() -> None:
+    # An SDK error message can carry a whole response body; what reaches a log, a span status
+    # or a dead-letter description stays bounded (shared.contract.MAX_DESCRIPTION_CHARS).
+    store = InMemoryOrderStore()
+    store.fail_next.append(TransientStoreError("x" * 5000))
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.description is not None
+    assert len(decision.description) == 1024
+    assert decision.description.endswith("…")
