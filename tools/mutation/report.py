@@ -126,6 +126,8 @@ def write(config: MutationConfig) -> dict[str, Any]:
         "mutmut": importlib.metadata.version("mutmut"),
         "selection": list(config.selection),
         "seconds": run.get("seconds"),
+        "clean_runs": run.get("clean_runs", []),
+        "reruns": run.get("reruns", []),
         "modules": modules,
         "survivors": [row for row in rows if _survived(row)],
     }
@@ -146,6 +148,7 @@ def _markdown(report: dict[str, Any]) -> str:
         "",
         f"Test selection: {', '.join(f'`{path}`' for path in report['selection'])}.",
         "",
+        *_validity(report),
         "| module | mutants (mutmut + constant) | caught | survived | other | argued equivalent "
         "| score | net score |",
         "|---|---|---|---|---|---|---|---|",
@@ -173,6 +176,30 @@ def _markdown(report: dict[str, Any]) -> str:
     lines += [f"## Argued equivalent ({len(argued_rows)}; reasons in docs/testing.md)", ""]
     lines += _survivor_lines(argued_rows) or ["None.", ""]
     return "\n".join(lines)
+
+
+def _validity(report: dict[str, Any]) -> list[str]:
+    checks = report["clean_runs"]
+    if checks and all(check["passed"] for check in checks):
+        lines = [
+            "The unmutated selection passed after each half of the run ("
+            + ", ".join(check["when"] for check in checks)
+            + "): every kill below is a mutant's."
+        ]
+    else:
+        failed = [check for check in checks if not check["passed"]] or [{"when": "(none run)"}]
+        lines = [
+            "**INVALID: the unmutated selection did not pass "
+            + ", ".join(check["when"] for check in failed)
+            + "; kills may be the environment's, not the tests'.**"
+        ]
+    for names in report["reruns"]:
+        lines.append(
+            "Run again after the full run, over its results (tests added since): "
+            + ", ".join(f"`{name}`" for name in names)
+            + "."
+        )
+    return [*lines, ""]
 
 
 def _survivor_lines(rows: list[dict[str, Any]]) -> list[str]:

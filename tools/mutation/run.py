@@ -10,7 +10,11 @@ work tree is never touched. What it solves for this project (docs/testing.md "Ho
   to be its own parent: ``local/`` and ``function_app.py`` are copied beside the mutated
   ``shared/`` (``also_copy``), so the worker imports the mutated package, never the original.
 - cosmosdb-server is started by ``local/cosmos_server.py`` from ``<copy>/node_modules``: a
-  symbolic link to the repo's (copying 400 MB per run would be the alternative).
+  symbolic link to the repo's, or to ``$MUTATION_NODE_MODULES`` (copying 400 MB per run would be
+  the alternative). It is checked before the run, and the unmutated selection runs once more
+  after each half: mutmut counts any failing run as a kill, so a dependency that went missing
+  mid-run (another checkout's ``npm ci`` emptying a shared node_modules) would otherwise pass
+  for a perfect score.
 - The settlement server is gRPC, which is not fork-safe once used: mutmut forks its workers
   from a fork server that has only collected the tests (``process_isolation = "forkserver"``).
 - pytest-asyncio's session loop and the session fixtures start afresh in every worker (each
@@ -82,10 +86,17 @@ def prepare(*, fresh: bool) -> None:
     _link_node_modules(WORK)
 
 
+def node_modules() -> Path:
+    path = Path(os.environ.get("MUTATION_NODE_MODULES") or REPO / "node_modules").resolve()
+    if not (path / "@vercel" / "cosmosdb-server" / "lib" / "cli.js").exists():
+        raise SystemExit(f"{path} has no @vercel/cosmosdb-server: run `make install` first")
+    return path
+
+
 def _link_node_modules(copy: Path) -> None:
     link = copy / "node_modules"
     if not link.is_symlink() and not link.exists():
-        link.symlink_to((REPO / "node_modules").resolve(), target_is_directory=True)
+        link.symlink_to(node_modules(), target_is_directory=True)
 
 
 def run_mutmut(names: Sequence[str], max_children: int) -> int:
@@ -154,6 +165,14 @@ def _run_constant(config: MutationConfig, mutant: ConstantMutant, copy: Path) ->
         target.write_text(mutant.apply(original))
     except StaleMutant as stale:
         return {**result, "status": "stale", "detail": str(stale)}
+    try:
+        return {**result, **_run_selection(config, copy)}
+    finally:
+        target.write_text(original)
+
+
+def _run_selection(config: MutationConfig, copy: Path) -> dict[str, Any]:
+    """The selection in ``copy``: survived (all passed), killed, or timeout."""
     # No bytecode is read or written: a mutant and its restored original may share an mtime.
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("MUTANT_UNDER_TEST", None)
@@ -164,21 +183,29 @@ def _run_constant(config: MutationConfig, mutant: ConstantMutant, copy: Path) ->
         *config.selection,
     ]
     started = time.monotonic()
+    result: dict[str, Any] = {}
     try:
         completed = subprocess.run(
             command, cwd=copy, env=env, capture_output=True, timeout=CONSTANT_TIMEOUT_S
         )
         # pytest: 0 all passed, 1 a test failed, 2 interrupted (e.g. the mutant broke an import
         # at collection), 3 internal error: everything but 0 is a test run the mutant broke.
-        status = "survived" if completed.returncode == 0 else "killed"
+        result["status"] = "survived" if completed.returncode == 0 else "killed"
         output = completed.stdout.decode("utf-8", "replace").strip().splitlines()
         failed = [line for line in output if line.startswith(("FAILED", "ERROR"))]
         result["evidence"] = failed[0] if failed else (output[-1] if output else "")
     except subprocess.TimeoutExpired:
-        status = "timeout"
-    finally:
-        target.write_text(original)
-    return {**result, "status": status, "seconds": round(time.monotonic() - started, 1)}
+        result["status"] = "timeout"
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def clean_run(config: MutationConfig, when: str) -> dict[str, Any]:
+    """The unmutated selection must pass, or no kill of the run means anything."""
+    result = _run_selection(config, _project_copy(config, WORK / "constants" / "clean"))
+    passed = result["status"] == "survived"
+    print(f"clean run {when}: {'passed' if passed else 'FAILED: ' + result.get('evidence', '')}")
+    return {"when": when, "passed": passed, "evidence": result.get("evidence", "")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -199,18 +226,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = MutationConfig.load()
     names: list[str] = args.mutants
     fresh = not names
+    node_modules()
     prepare(fresh=fresh)
     started = time.time()
+    record: dict[str, Any] = json.loads(RUN_RECORD.read_text()) if RUN_RECORD.exists() else {}
+    checks: list[dict[str, Any]] = [] if fresh else record.get("clean_runs", [])
     mutmut_names = [n for n in names if ".const__" not in n]
     if fresh or mutmut_names:
         code = run_mutmut(mutmut_names, args.max_children)
         if code != 0:
             print(f"mutmut failed ({code}): see {WORK.name}/mutmut.log", file=sys.stderr)
             return code
-    run_constants(config, selected_constants(names), args.max_children)
+        checks.append(clean_run(config, "after mutmut"))
+    constants = selected_constants(names)
+    if constants:
+        run_constants(config, constants, args.max_children)
+        checks.append(clean_run(config, "after the constant mutants"))
     if fresh:
-        RUN_RECORD.write_text(
-            json.dumps({"started": started, "seconds": round(time.time() - started)})
-        )
+        record = {"started": started, "seconds": round(time.time() - started)}
+    record["clean_runs"] = checks
+    if not fresh:
+        record.setdefault("reruns", []).append(names)
+    RUN_RECORD.write_text(json.dumps(record))
     report.write(config)
-    return 0
+    return 0 if all(check["passed"] for check in checks) else 1
