@@ -127,3 +127,39 @@ async def test_a_key_the_sdk_cannot_sign_with_is_systemic_through_the_real_clien
         await client.close()
 
     assert type(raised.value.__cause__) is ValueError
+
+
+# What an operator reads in the log record and the span status of a failed attempt: the
+# status, then the SDK's first line (for a Cosmos DB answer: "Status code: N", with the
+# sub-status when the service sent one), bounded; never a multi-line dump.
+DESCRIPTIONS: dict[str, tuple[Exception, str]] = {
+    "transient answer": (
+        cosmos_errors.CosmosHttpResponseError(  # type: ignore[no-untyped-call]
+            status_code=503, message="service busy\nActivityId: 1"
+        ),
+        "Cosmos DB answered 503: Status code: 503",
+    ),
+    "systemic answer": (
+        cosmos_errors.CosmosHttpResponseError(  # type: ignore[no-untyped-call]
+            status_code=403, message="role missing"
+        ),
+        "Cosmos DB answered 403: Status code: 403",
+    ),
+    "credential": (
+        ClientAuthenticationError("token request refused\nAADSTS700016"),
+        "credential failed: ClientAuthenticationError: token request refused",
+    ),
+    "transport": (
+        ServiceResponseError("connection closed\nby peer"),
+        "ServiceResponseError: connection closed",
+    ),
+    "no message": (TimeoutError(), "TimeoutError: TimeoutError"),
+    "a long first line": (ConnectionResetError("x" * 400), f"ConnectionResetError: {'x' * 300}"),
+}
+
+
+@pytest.mark.parametrize("case", list(DESCRIPTIONS))
+def test_a_classified_error_is_described_by_its_first_line_bounded(case: str) -> None:
+    error, expected = DESCRIPTIONS[case]
+
+    assert str(_classify(error, writing=True)) == expected

@@ -424,3 +424,34 @@ def test_an_order_accepted_event_beyond_its_limits_is_invalid(payload: dict[str,
 )
 def test_an_order_accepted_event_with_a_foreign_envelope_is_invalid(change: dict[str, Any]) -> None:
     assert event_reason({**accepted_event(), **change}) == "InvalidPayload"
+
+
+def test_a_description_lists_five_problems_and_counts_the_rest() -> None:
+    # Six violations: the first five by field path, then how many more (bounded, no input).
+    body = order_body(
+        schemaVersion="1",
+        customerId="",
+        currency="euro",
+        placedAt="yesterday",
+        lines=[],
+        orderId="ord 1001",
+    )
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(json.dumps(body).encode(), "ord 1001")
+
+    problems = caught.value.description.split("; ")
+    assert [problem.split(":")[0] for problem in problems[:5]] == [
+        "schemaVersion",
+        "orderId",
+        "customerId",
+        "currency",
+        "placedAt",
+    ]
+    assert problems[5] == "and 1 more"
+
+
+def test_a_body_that_is_not_utf8_is_described_as_such() -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(b'{"customerId": "\xff"}', "ord-1001")
+    assert caught.value.description == "the body is not UTF-8"
+    assert str(caught.value) == "InvalidPayload: the body is not UTF-8"  # as a log shows it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from local.broker import ManualClock
 from shared.consumer import OrderConsumer
-from shared.core import IncomingMessage, Outcome, RetryPolicy, Settlement, decide
+from shared.core import SYSTEM_CLOCK, IncomingMessage, Outcome, RetryPolicy, Settlement, decide
 from shared.errors import SystemicStoreError, TransientStoreError
 from shared.telemetry import ConsumerTelemetry
 from tests.memory_store import InMemoryOrderStore
@@ -193,3 +194,79 @@ async def test_a_long_store_error_is_cut_to_the_description_limit() -> None:
     assert decision.description is not None
     assert len(decision.description) == 1024
     assert decision.description.endswith("…")
+
+
+def test_the_last_moments_before_the_margin_are_still_used_for_a_retry() -> None:
+    # Half a second left before the lock margin: one more attempt, then abandon.
+    policy = RetryPolicy(first_delay_s=1, max_delay_s=8, lock_margin_s=5)
+
+    assert policy.next_delay(1, remaining_s=5.5, jitter=1.0) == 0.5
+    assert policy.next_delay(1, remaining_s=5.0, jitter=1.0) is None
+
+
+async def test_the_system_clock_really_waits() -> None:
+    # Production's clock: its sleep is the consumer's backoff; the tests' manual clock never is.
+    started = time.monotonic()
+
+    await SYSTEM_CLOCK.sleep(0.02)
+
+    assert time.monotonic() - started >= 0.02
+
+
+class OrderGoneBeforeTheRead(InMemoryOrderStore):
+    """The order conflicts, then is deleted before the conflict read reaches it."""
+
+    async def read_order(self, order_id: str) -> None:
+        self.requests.append("read")
+
+
+async def test_a_conflicting_order_gone_before_its_read_is_transient_and_says_so() -> None:
+    store = OrderGoneBeforeTheRead()
+    await decide(incoming(order_body()), store)
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.TRANSIENT
+    assert decision.description == (
+        "TransientStoreError: order ord-1001 conflicted but could not be read"
+    )
+
+
+async def test_an_unknown_stored_hash_algorithm_is_named_in_the_description() -> None:
+    store = InMemoryOrderStore()
+    await decide(incoming(order_body()), store)
+    store.documents[("ord-1001", "ord-1001")]["hashAlgorithm"] = "sha512/canonical-v2"
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.description == (
+        "SystemicStoreError: stored order uses unknown hash algorithm 'sha512/canonical-v2'"
+    )
+
+
+async def test_a_mismatch_with_no_visible_difference_says_the_stored_document_changed() -> None:
+    # Same fields, another stored hash: someone edited the stored order's requestHash.
+    store = InMemoryOrderStore()
+    await decide(incoming(order_body()), store)
+    store.documents[("ord-1001", "ord-1001")]["requestHash"] = "0" * 64
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.MISMATCH
+    assert decision.description is not None
+    assert decision.description.endswith("differing fields: none visible (stored document changed)")
+
+
+async def test_an_order_stored_by_an_earlier_deployment_is_still_a_duplicate() -> None:
+    # Stored documents name their algorithm forever ("sha256/canonical-v1", the name every
+    # deployment so far wrote): renaming it would turn every earlier order's duplicate into a
+    # systemic failure.
+    store = InMemoryOrderStore()
+    await decide(incoming(order_body()), store)
+    stored = store.documents[("ord-1001", "ord-1001")]
+    stored["hashAlgorithm"] = "sha256/canonical-v1"
+    stored["requestHash"] = "ba6f3b2ba2691f2f815ed62ac05598a36ec29d05fbd6a2f655c8e242b65db745"
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.DUPLICATE
