@@ -455,3 +455,24 @@ def test_a_body_that_is_not_utf8_is_described_as_such() -> None:
         parse_order(b'{"customerId": "\xff"}', "ord-1001")
     assert caught.value.description == "the body is not UTF-8"
     assert str(caught.value) == "InvalidPayload: the body is not UTF-8"  # as a log shows it
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        (
+            "2026-11-29T09:15:00",
+            "must be an RFC 3339 date-time with an offset, e.g. 2026-01-31T12:00:00Z",
+        ),
+        ("2026-13-01T00:00:00Z", "is not a valid date-time: month must be in 1..12"),
+        ("2026-11-29T09:15:00+24:00", "has an out-of-range offset"),
+        ("2026-11-29T09:15:00+01:60", "has an out-of-range offset"),
+        ("0001-01-01T00:00:00+01:00", "is out of range"),
+        ("0001-01-01T12:00:00Z", "is out of range"),
+    ],
+)
+def test_a_placed_at_problem_is_described_for_the_sender(written: str, problem: str) -> None:
+    # What the dead-letter description tells whoever fixes the sender.
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(json.dumps(order_body(placedAt=written)).encode(), "ord-1001")
+    assert caught.value.description == f"placedAt: Value error, {problem}"
