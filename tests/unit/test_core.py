@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from local.broker import ManualClock
+from local.broker import ManualClock, QueueSettings
 from shared.consumer import OrderConsumer
 from shared.core import SYSTEM_CLOCK, IncomingMessage, Outcome, RetryPolicy, Settlement, decide
 from shared.errors import SystemicStoreError, TransientStoreError
@@ -275,11 +275,12 @@ async def test_an_order_stored_by_an_earlier_deployment_is_still_a_duplicate() -
 def test_the_default_retry_policy_is_the_documented_one() -> None:
     # README "Riding out an outage": backoff 1, 2, 4, 8, 8 ... s (full jitter), abandoned 5 s
     # before the lock expires; an unexpected error holds the lock 30 s; a message without its
-    # lock expiry gets 50 s (within the 60 s lock). The consumer uses RetryPolicy() as is.
+    # lock expiry gets no more than a lock's worth either. The consumer uses RetryPolicy() as is.
     policy = RetryPolicy()
 
     delays = [policy.next_delay(attempt, remaining_s=600, jitter=1.0) for attempt in range(1, 6)]
     assert delays == [1, 2, 4, 8, 8]
     assert policy.next_delay(1, remaining_s=5, jitter=1.0) is None
     assert policy.hold_before_abandon(remaining_s=600) == 30
-    assert policy.budget_without_lock_s == 50
+    lock_s = QueueSettings.from_messaging_file().lock_duration.total_seconds()
+    assert policy.budget_without_lock_s <= lock_s - policy.lock_margin_s
