@@ -15,7 +15,9 @@ from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import CosmosClient
 from azure.identity import ClientSecretCredential
 
-from shared.cosmos_store import CosmosOrderStore, _classify
+from local.cosmos_server import EMULATOR_KEY
+from shared.config import Settings
+from shared.cosmos_store import CosmosOrderStore, _classify, create_client
 from shared.errors import StoreError, SystemicStoreError, TransientStoreError
 
 SYSTEMIC, TRANSIENT, UNKNOWN = SystemicStoreError, TransientStoreError, None
@@ -163,3 +165,26 @@ def test_a_classified_error_is_described_by_its_first_line_bounded(case: str) ->
     error, expected = DESCRIPTIONS[case]
 
     assert str(_classify(error, writing=True)) == expected
+
+
+def test_a_client_without_key_or_credential_is_refused_with_what_to_do() -> None:
+    settings = Settings(queue_name="orders", cosmos_endpoint="https://account.example:443/")
+    with pytest.raises(ValueError, match=r"^COSMOS_KEY is unset: pass a credential \("):
+        create_client(settings)
+
+
+@pytest.mark.parametrize("verify", [True, False])
+async def test_the_tls_setting_reaches_the_sdk(verify: bool) -> None:
+    # COSMOS_VERIFY_TLS=false is for the emulators' self-signed certificates only; the SDK
+    # keeps it as its connection policy's DisableSSLVerification (aio/_cosmos_client.py:96-97).
+    settings = Settings(
+        queue_name="orders",
+        cosmos_endpoint="https://account.documents.azure.com:443/",
+        cosmos_key=EMULATOR_KEY,
+        cosmos_verify_tls=verify,
+    )
+    client = create_client(settings)
+    try:
+        assert client.client_connection.connection_policy.DisableSSLVerification is (not verify)
+    finally:
+        await client.close()

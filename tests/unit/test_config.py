@@ -135,3 +135,8 @@ def test_a_malformed_key_is_described_by_its_length_only() -> None:
         Settings.from_env({**VALID, "COSMOS_KEY": "not-a-key"})
 
     assert str(raised.value) == "COSMOS_KEY: is not a base64 account key (9 characters)"
+
+
+def test_a_resource_name_may_hold_any_other_character() -> None:
+    settings = Settings.from_env({**VALID, "COSMOS_DATABASE": "X-Orders_2026.eu"})
+    assert settings.cosmos_database == "X-Orders_2026.eu"

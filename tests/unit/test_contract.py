@@ -18,6 +18,7 @@ from shared.contract import (
     HASH_ALGORITHM,
     MAX_BODY_BYTES,
     InvalidMessage,
+    bound,
     fingerprint_v1,
     normalise_timestamp,
     order_accepted_v1,
@@ -476,3 +477,63 @@ def test_a_placed_at_problem_is_described_for_the_sender(written: str, problem: 
     with pytest.raises(InvalidMessage) as caught:
         parse_order(json.dumps(order_body(placedAt=written)).encode(), "ord-1001")
     assert caught.value.description == f"placedAt: Value error, {problem}"
+
+
+@pytest.mark.parametrize(
+    ("written", "normalised"),
+    [
+        ("2026-11-29T15:15:00+05:30", "2026-11-29T09:45:00Z"),
+        ("2026-11-29T00:00:00-09:45", "2026-11-29T09:45:00Z"),
+        ("2026-11-29T23:59:00+23:59", "2026-11-29T00:00:00Z"),
+        ("2026-11-29T10:00:00+15:07", "2026-11-28T18:53:00Z"),
+        ("2026-11-29T10:00:00+01:59", "2026-11-29T08:01:00Z"),
+    ],
+)
+def test_every_offset_hour_and_minute_counts(written: str, normalised: str) -> None:
+    assert normalise_timestamp(written) == normalised
+
+
+def test_the_first_representable_day_is_the_edge_of_the_calendar() -> None:
+    assert reason(order_body(placedAt="0001-01-02T00:00:00Z")) == "InvalidPayload"
+    assert normalise_timestamp("0001-01-02T00:00:01Z") == "0001-01-02T00:00:01Z"
+
+
+@pytest.mark.parametrize(
+    ("body", "message_id", "description"),
+    [
+        (order_body(), None, "the message has no MessageId"),
+        (b"[1, 2]", "ord-1001", "the body must be a JSON object, not list"),
+        (
+            order_body(schemaVersion=10**60),
+            "ord-1001",
+            f"schemaVersion {str(10**60)[:39]}… is not supported; this consumer reads 1",
+        ),
+        (
+            order_body(),
+            "m" * 200,
+            f"MessageId {'m' * 79 + '…'!r} differs from orderId 'ord-1001'",
+        ),
+    ],
+    ids=["no message id", "not an object", "huge schema version", "long message id"],
+)
+def test_message_level_descriptions_are_bounded_and_exact(
+    body: dict[str, Any] | bytes, message_id: str | None, description: str
+) -> None:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(raw, message_id)
+    assert caught.value.description == description
+
+
+def test_a_text_of_exactly_the_limit_is_kept_whole() -> None:
+    assert bound("x" * 1024) == "x" * 1024
+    assert bound("x" * 1025) == "x" * 1023 + "…"
+
+
+def test_a_body_of_exactly_256_kib_is_an_order() -> None:
+    # README "The contract": "A UTF-8 JSON object of at most 256 KiB"; one byte more is
+    # PayloadTooLarge (test_message_level_reasons).
+    body = json.dumps(order_body()).encode()
+    padded = body[:-1] + b" " * (256 * 1024 - len(body)) + b"}"
+    assert parse(padded) == parse(body)
+    assert reason(padded[:-1] + b" }") == "PayloadTooLarge"

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from local.broker import ManualClock, QueueSettings
 from shared.consumer import OrderConsumer
-from shared.core import SYSTEM_CLOCK, IncomingMessage, Outcome, RetryPolicy, Settlement, decide
+from shared.core import (
+    SYSTEM_CLOCK,
+    IncomingMessage,
+    Outcome,
+    RetryPolicy,
+    Settlement,
+    decide,
+    document_timestamp,
+)
 from shared.errors import SystemicStoreError, TransientStoreError
 from shared.telemetry import ConsumerTelemetry
 from tests.memory_store import InMemoryOrderStore
@@ -284,3 +292,24 @@ def test_the_default_retry_policy_is_the_documented_one() -> None:
     assert policy.hold_before_abandon(remaining_s=600) == 30
     lock_s = QueueSettings.from_messaging_file().lock_duration.total_seconds()
     assert policy.budget_without_lock_s <= lock_s - policy.lock_margin_s
+
+
+async def test_an_invalid_message_is_decided_under_its_message_id() -> None:
+    # The dead-letter's log record and span carry the order id: for a message that never
+    # became an order, its MessageId (the order id it claims).
+    decision = await decide(incoming(order_body(lines=[])), InMemoryOrderStore())
+
+    assert decision.order_id == "ord-1001"
+
+
+def test_document_times_are_utc_whatever_the_machine_s_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        moment = datetime(2026, 11, 29, 12, 0, tzinfo=timezone(timedelta(hours=2)))
+        assert document_timestamp(moment) == "2026-11-29T10:00:00.000000Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
