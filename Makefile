@@ -72,7 +72,7 @@ clean:
 	rm -rf $(VENV) $(INFRA_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 # Mutation testing of the product modules ([tool.mutmut] in pyproject.toml; docs/testing.md):
-# about an hour on 2 cores, so never part of `make test`. Writes docs/mutation-report.{md,json}.
+# 1-2 hours on 2 cores, so never part of `make test`. Writes docs/mutation-report.{md,json}.
 # MUTANTS='shared.config.*' runs only those mutants again, over the last full run's results.
 MUTANTS ?=
 .PHONY: mutation
