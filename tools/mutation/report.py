@@ -128,6 +128,7 @@ def write(config: MutationConfig) -> dict[str, Any]:
         "seconds": run.get("seconds"),
         "clean_runs": run.get("clean_runs", []),
         "reruns": run.get("reruns", []),
+        "note": run.get("note", ""),
         "modules": modules,
         "survivors": [row for row in rows if _survived(row)],
     }
@@ -199,6 +200,8 @@ def _validity(report: dict[str, Any]) -> list[str]:
             + ", ".join(f"`{name}`" for name in names)
             + "."
         )
+    if report["note"]:
+        lines.append(report["note"])
     return [*lines, ""]
 
 
