@@ -75,3 +75,11 @@ clean:
 .PHONY: bench-dead-letters
 bench-dead-letters: install
 	$(PY) -m bench.dead_letters $(BENCH_ARGS)
+
+# Mutation testing of the product modules ([tool.mutmut] in pyproject.toml; docs/testing.md):
+# 1-2 hours on 2 cores, so never part of `make test`. Writes docs/mutation-report.{md,json}.
+# MUTANTS='shared.config.*' runs only those mutants again, over the last full run's results.
+MUTANTS ?=
+.PHONY: mutation
+mutation: install
+	$(PY) -m tools.mutation $(MUTANTS)

@@ -18,8 +18,10 @@ from shared.contract import (
     HASH_ALGORITHM,
     MAX_BODY_BYTES,
     InvalidMessage,
+    bound,
     fingerprint_v1,
     normalise_timestamp,
+    order_accepted_v1,
     parse_order,
 )
 from tests.orders import order_body
@@ -312,3 +314,226 @@ def test_placed_at_at_the_edge_of_the_calendar_is_invalid_not_a_crash(written: s
 
 def test_years_before_1000_keep_four_digits() -> None:
     assert normalise_timestamp("0999-05-01T00:00:00Z") == "0999-05-01T00:00:00Z"
+
+
+# --- Limits a mutant could loosen without any other test noticing (``make mutation``).
+
+# Cosmos DB refuses these in an ``id`` ("The following characters are restricted and cannot be
+# used in the Id property: '/', '\\', '?', '#'", Learn: Microsoft.Azure.Cosmos
+# DatabaseProperties.Id, https://learn.microsoft.com/dotnet/api/microsoft.azure.cosmos.
+# databaseproperties.id). The orderId is the document id: admitted, such an order would meet a
+# 400 on every delivery (unexpected: held, abandoned, ten deliveries) instead of being
+# dead-lettered at once.
+COSMOS_REFUSED_ID_CHARACTERS = ["/", "\\", "?", "#"]
+
+
+@pytest.mark.parametrize("character", COSMOS_REFUSED_ID_CHARACTERS)
+@pytest.mark.parametrize("where", ["inside", "at the end"])
+def test_an_order_id_with_a_character_cosmos_db_refuses_is_invalid_payload(
+    character: str, where: str
+) -> None:
+    order_id = f"ord{character}1001" if where == "inside" else f"ord-1001{character}"
+
+    assert reason(order_body(order_id), message_id=order_id) == "InvalidPayload"
+
+
+def test_an_order_id_is_at_most_64_characters() -> None:
+    longest = "o" * 64
+    assert parse(order_body(longest), message_id=longest)
+    assert reason(order_body(longest + "o"), message_id=longest + "o") == "InvalidPayload"
+
+
+def test_a_sku_is_at_most_64_characters() -> None:
+    line = {"sku": "s" * 65, "quantity": 1, "unitPriceMinor": 1}
+    assert reason(order_body(lines=[line])) == "InvalidPayload"
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_or_infinity_anywhere_in_the_body_is_not_json(constant: str) -> None:
+    # Not JSON (RFC 8259 has no NaN): refused at the parse, even in a field the contract
+    # ignores, so a body no other JSON reader would accept is never recorded as an order.
+    raw = json.dumps(order_body()).encode()[:-1] + f', "note": {constant}}}'.encode()
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(raw, "ord-1001")
+    assert caught.value.reason == "InvalidPayload"
+    assert caught.value.description.startswith("the body is not JSON")
+
+
+# The OrderAccepted v1 event the relay publishes (docs/events.md): validated strictly, so that
+# an outbox document that does not make a valid event is parked, never published half-formed.
+def accepted_event(**payload_changes: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "orderId": "ord-1001",
+        "customerId": "cust-42",
+        "currency": "EUR",
+        "totalMinor": 3499,
+        "placedAt": "2026-11-29T09:15:00Z",
+        "lineCount": 2,
+    }
+    payload.update(payload_changes)
+    return {
+        "schemaVersion": 1,
+        "eventId": "5b0f1e0e-8f3a-5d7c-9a51-0123456789ab",
+        "eventType": "OrderAccepted",
+        "occurredAt": "2026-11-29T09:15:01.5Z",
+        "payload": payload,
+    }
+
+
+def event_reason(candidate: dict[str, Any]) -> str:
+    with pytest.raises(InvalidMessage) as caught:
+        order_accepted_v1(candidate)
+    assert len(caught.value.description) <= 1024
+    return caught.value.reason
+
+
+@pytest.mark.parametrize(
+    "payload", [{"totalMinor": 0}, {"lineCount": 1}, {"lineCount": 100}], ids=str
+)
+def test_an_order_accepted_event_at_its_limits_is_valid(payload: dict[str, Any]) -> None:
+    event = accepted_event(**payload)
+    assert order_accepted_v1(event) == event
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"totalMinor": -1},
+        {"totalMinor": 1.5},
+        {"totalMinor": "3499"},
+        {"lineCount": 0},
+        {"lineCount": 101},
+        {"orderId": "ord/1001"},
+        {"currency": "eur"},
+        {"unexpected": "a field downstream consumers were never told about"},
+    ],
+    ids=str,
+)
+def test_an_order_accepted_event_beyond_its_limits_is_invalid(payload: dict[str, Any]) -> None:
+    assert event_reason(accepted_event(**payload)) == "InvalidPayload"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"schemaVersion": 2},
+        {"eventId": "5B0F1E0E-8F3A-5D7C-9A51-0123456789AB"},
+        {"eventType": "OrderPlaced"},
+        {"traceparent": "an envelope field that belongs in the message's properties"},
+    ],
+    ids=str,
+)
+def test_an_order_accepted_event_with_a_foreign_envelope_is_invalid(change: dict[str, Any]) -> None:
+    assert event_reason({**accepted_event(), **change}) == "InvalidPayload"
+
+
+def test_a_description_lists_five_problems_and_counts_the_rest() -> None:
+    # Six violations: the first five by field path, then how many more (bounded, no input).
+    body = order_body(
+        schemaVersion="1",
+        customerId="",
+        currency="euro",
+        placedAt="yesterday",
+        lines=[],
+        orderId="ord 1001",
+    )
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(json.dumps(body).encode(), "ord 1001")
+
+    problems = caught.value.description.split("; ")
+    assert [problem.split(":")[0] for problem in problems[:5]] == [
+        "schemaVersion",
+        "orderId",
+        "customerId",
+        "currency",
+        "placedAt",
+    ]
+    assert problems[5] == "and 1 more"
+
+
+def test_a_body_that_is_not_utf8_is_described_as_such() -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(b'{"customerId": "\xff"}', "ord-1001")
+    assert caught.value.description == "the body is not UTF-8"
+    assert str(caught.value) == "InvalidPayload: the body is not UTF-8"  # as a log shows it
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        (
+            "2026-11-29T09:15:00",
+            "must be an RFC 3339 date-time with an offset, e.g. 2026-01-31T12:00:00Z",
+        ),
+        ("2026-13-01T00:00:00Z", "is not a valid date-time: month must be in 1..12"),
+        ("2026-11-29T09:15:00+24:00", "has an out-of-range offset"),
+        ("2026-11-29T09:15:00+01:60", "has an out-of-range offset"),
+        ("0001-01-01T00:00:00+01:00", "is out of range"),
+        ("0001-01-01T12:00:00Z", "is out of range"),
+    ],
+)
+def test_a_placed_at_problem_is_described_for_the_sender(written: str, problem: str) -> None:
+    # What the dead-letter description tells whoever fixes the sender.
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(json.dumps(order_body(placedAt=written)).encode(), "ord-1001")
+    assert caught.value.description == f"placedAt: Value error, {problem}"
+
+
+@pytest.mark.parametrize(
+    ("written", "normalised"),
+    [
+        ("2026-11-29T15:15:00+05:30", "2026-11-29T09:45:00Z"),
+        ("2026-11-29T00:00:00-09:45", "2026-11-29T09:45:00Z"),
+        ("2026-11-29T23:59:00+23:59", "2026-11-29T00:00:00Z"),
+        ("2026-11-29T10:00:00+15:07", "2026-11-28T18:53:00Z"),
+        ("2026-11-29T10:00:00+01:59", "2026-11-29T08:01:00Z"),
+    ],
+)
+def test_every_offset_hour_and_minute_counts(written: str, normalised: str) -> None:
+    assert normalise_timestamp(written) == normalised
+
+
+def test_the_first_representable_day_is_the_edge_of_the_calendar() -> None:
+    assert reason(order_body(placedAt="0001-01-02T00:00:00Z")) == "InvalidPayload"
+    assert normalise_timestamp("0001-01-02T00:00:01Z") == "0001-01-02T00:00:01Z"
+
+
+@pytest.mark.parametrize(
+    ("body", "message_id", "description"),
+    [
+        (order_body(), None, "the message has no MessageId"),
+        (b"[1, 2]", "ord-1001", "the body must be a JSON object, not list"),
+        (
+            order_body(schemaVersion=10**60),
+            "ord-1001",
+            f"schemaVersion {str(10**60)[:39]}… is not supported; this consumer reads 1",
+        ),
+        (
+            order_body(),
+            "m" * 200,
+            f"MessageId {'m' * 79 + '…'!r} differs from orderId 'ord-1001'",
+        ),
+    ],
+    ids=["no message id", "not an object", "huge schema version", "long message id"],
+)
+def test_message_level_descriptions_are_bounded_and_exact(
+    body: dict[str, Any] | bytes, message_id: str | None, description: str
+) -> None:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    with pytest.raises(InvalidMessage) as caught:
+        parse_order(raw, message_id)
+    assert caught.value.description == description
+
+
+def test_a_text_of_exactly_the_limit_is_kept_whole() -> None:
+    assert bound("x" * 1024) == "x" * 1024
+    assert bound("x" * 1025) == "x" * 1023 + "…"
+
+
+def test_a_body_of_exactly_256_kib_is_an_order() -> None:
+    # README "The contract": "A UTF-8 JSON object of at most 256 KiB"; one byte more is
+    # PayloadTooLarge (test_message_level_reasons).
+    body = json.dumps(order_body()).encode()
+    padded = body[:-1] + b" " * (256 * 1024 - len(body)) + b"}"
+    assert parse(padded) == parse(body)
+    assert reason(padded[:-1] + b" }") == "PayloadTooLarge"

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from local.broker import ManualClock
+from local.broker import ManualClock, QueueSettings
 from shared.consumer import OrderConsumer
-from shared.core import IncomingMessage, Outcome, RetryPolicy, Settlement, decide
+from shared.core import (
+    SYSTEM_CLOCK,
+    IncomingMessage,
+    Outcome,
+    RetryPolicy,
+    Settlement,
+    decide,
+    document_timestamp,
+)
 from shared.errors import SystemicStoreError, TransientStoreError
 from shared.telemetry import ConsumerTelemetry
 from tests.memory_store import InMemoryOrderStore
@@ -163,3 +172,144 @@ async def test_the_consumer_stamps_accepted_at_with_its_own_clock() -> None:
     await consumer.handle(received(order_body()), CompletingActions())
 
     assert store.documents[("ord-1001", "ord-1001")]["acceptedAt"] == "2031-01-02T03:04:05.000000Z"
+
+
+@pytest.mark.parametrize("character", ["/", "\\", "?", "#"])
+async def test_an_order_id_cosmos_db_would_refuse_is_dead_lettered_without_a_request(
+    character: str,
+) -> None:
+    # Cosmos DB refuses these in an id (tests/unit/test_contract.py cites the list): the order
+    # is dead-lettered at once, not sent to the store for a 400 on every delivery.
+    order_id = f"ord{character}1001"
+    store = InMemoryOrderStore()
+
+    decision = await decide(incoming(order_body(order_id), message_id=order_id), store)
+
+    assert decision.outcome is Outcome.INVALID
+    assert decision.settlement is Settlement.DEADLETTER
+    assert decision.deadletter_reason == "InvalidPayload"
+    assert store.requests == []
+
+
+async def test_a_long_store_error_is_cut_to_the_description_limit() -> None:
+    # An SDK error message can carry a whole response body; what reaches a log, a span status
+    # or a dead-letter description stays bounded (shared.contract.MAX_DESCRIPTION_CHARS).
+    store = InMemoryOrderStore()
+    store.fail_next.append(TransientStoreError("x" * 5000))
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.description is not None
+    assert len(decision.description) == 1024
+    assert decision.description.endswith("…")
+
+
+def test_the_last_moments_before_the_margin_are_still_used_for_a_retry() -> None:
+    # Half a second left before the lock margin: one more attempt, then abandon.
+    policy = RetryPolicy(first_delay_s=1, max_delay_s=8, lock_margin_s=5)
+
+    assert policy.next_delay(1, remaining_s=5.5, jitter=1.0) == 0.5
+    assert policy.next_delay(1, remaining_s=5.0, jitter=1.0) is None
+
+
+async def test_the_system_clock_really_waits() -> None:
+    # Production's clock: its sleep is the consumer's backoff; the tests' manual clock never is.
+    started = time.monotonic()
+
+    await SYSTEM_CLOCK.sleep(0.02)
+
+    assert time.monotonic() - started >= 0.02
+
+
+class OrderGoneBeforeTheRead(InMemoryOrderStore):
+    """The order conflicts, then is deleted before the conflict read reaches it."""
+
+    async def read_order(self, order_id: str) -> None:
+        self.requests.append("read")
+
+
+async def test_a_conflicting_order_gone_before_its_read_is_transient_and_says_so() -> None:
+    store = OrderGoneBeforeTheRead()
+    await decide(incoming(order_body()), store)
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.TRANSIENT
+    assert decision.description == (
+        "TransientStoreError: order ord-1001 conflicted but could not be read"
+    )
+
+
+async def test_an_unknown_stored_hash_algorithm_is_named_in_the_description() -> None:
+    store = InMemoryOrderStore()
+    await decide(incoming(order_body()), store)
+    store.documents[("ord-1001", "ord-1001")]["hashAlgorithm"] = "sha512/canonical-v2"
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.description == (
+        "SystemicStoreError: stored order uses unknown hash algorithm 'sha512/canonical-v2'"
+    )
+
+
+async def test_a_mismatch_with_no_visible_difference_says_the_stored_document_changed() -> None:
+    # Same fields, another stored hash: someone edited the stored order's requestHash.
+    store = InMemoryOrderStore()
+    await decide(incoming(order_body()), store)
+    store.documents[("ord-1001", "ord-1001")]["requestHash"] = "0" * 64
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.MISMATCH
+    assert decision.description is not None
+    assert decision.description.endswith("differing fields: none visible (stored document changed)")
+
+
+async def test_an_order_stored_by_an_earlier_deployment_is_still_a_duplicate() -> None:
+    # Stored documents name their algorithm forever ("sha256/canonical-v1", the name every
+    # deployment so far wrote): renaming it would turn every earlier order's duplicate into a
+    # systemic failure.
+    store = InMemoryOrderStore()
+    await decide(incoming(order_body()), store)
+    stored = store.documents[("ord-1001", "ord-1001")]
+    stored["hashAlgorithm"] = "sha256/canonical-v1"
+    stored["requestHash"] = "ba6f3b2ba2691f2f815ed62ac05598a36ec29d05fbd6a2f655c8e242b65db745"
+
+    decision = await decide(incoming(order_body()), store)
+
+    assert decision.outcome is Outcome.DUPLICATE
+
+
+def test_the_default_retry_policy_is_the_documented_one() -> None:
+    # README "Riding out an outage": backoff 1, 2, 4, 8, 8 ... s (full jitter), abandoned 5 s
+    # before the lock expires; an unexpected error holds the lock 30 s; a message without its
+    # lock expiry gets no more than a lock's worth either. The consumer uses RetryPolicy() as is.
+    policy = RetryPolicy()
+
+    delays = [policy.next_delay(attempt, remaining_s=600, jitter=1.0) for attempt in range(1, 6)]
+    assert delays == [1, 2, 4, 8, 8]
+    assert policy.next_delay(1, remaining_s=5, jitter=1.0) is None
+    assert policy.hold_before_abandon(remaining_s=600) == 30
+    lock_s = QueueSettings.from_messaging_file().lock_duration.total_seconds()
+    assert policy.budget_without_lock_s <= lock_s - policy.lock_margin_s
+
+
+async def test_an_invalid_message_is_decided_under_its_message_id() -> None:
+    # The dead-letter's log record and span carry the order id: for a message that never
+    # became an order, its MessageId (the order id it claims).
+    decision = await decide(incoming(order_body(lines=[])), InMemoryOrderStore())
+
+    assert decision.order_id == "ord-1001"
+
+
+def test_document_times_are_utc_whatever_the_machine_s_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        moment = datetime(2026, 11, 29, 12, 0, tzinfo=timezone(timedelta(hours=2)))
+        assert document_timestamp(moment) == "2026-11-29T10:00:00.000000Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()

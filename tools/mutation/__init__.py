@@ -1,0 +1,1 @@
+"""Mutation testing of the product (``make mutation``); docs/testing.md says how and why."""

@@ -1,0 +1,472 @@
+"""The hand-made mutants: module-level statements mutmut never mutates (it mutates function
+bodies only): status tables, literals, field limits of the contract, dataclass defaults.
+
+Each mutant is one exact text replacement in one product module; ``old`` must occur exactly once
+(``tests/unit/test_mutation_tooling.py`` holds every mutant to today's code, so a refactoring
+that moves a constant fails there instead of silently measuring nothing). A name reads
+``<module>.const__<what the mutant does>`` so that report lines and mutmut's own sort together.
+
+A new product module's constants go here with the module itself in ``[tool.mutmut]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ConstantMutant:
+    module: str  # a path in [tool.mutmut] only_mutate, e.g. "shared/core.py"
+    what: str  # what the mutant does, kebab-case: part of its name
+    old: str
+    new: str
+
+    @property
+    def name(self) -> str:
+        dotted = self.module.removesuffix(".py").replace("/", ".")
+        return f"{dotted}.const__{self.what}"
+
+    def apply(self, source: str) -> str:
+        count = source.count(self.old)
+        if count != 1:
+            raise StaleMutant(f"{self.name}: {self.old!r} occurs {count} times in {self.module}")
+        return source.replace(self.old, self.new)
+
+
+class StaleMutant(ValueError):
+    """The mutant's text is no longer in its module (exactly once)."""
+
+
+def _m(module: str, what: str, old: str, new: str) -> ConstantMutant:
+    return ConstantMutant(f"shared/{module}.py", what, old, new)
+
+
+_SETTLEMENT = [
+    ("processed-abandons", "PROCESSED: Settlement.COMPLETE", "PROCESSED: Settlement.ABANDON"),
+    ("duplicate-abandons", "DUPLICATE: Settlement.COMPLETE", "DUPLICATE: Settlement.ABANDON"),
+    (
+        "mismatch-completes",
+        "MISMATCH: Settlement.DEADLETTER",
+        "MISMATCH: Settlement.COMPLETE",
+    ),
+    ("invalid-abandons", "INVALID: Settlement.DEADLETTER", "INVALID: Settlement.ABANDON"),
+    (
+        "transient-dead-letters",
+        "TRANSIENT: Settlement.ABANDON",
+        "TRANSIENT: Settlement.DEADLETTER",
+    ),
+    ("systemic-dead-letters", "SYSTEMIC: Settlement.ABANDON", "SYSTEMIC: Settlement.DEADLETTER"),
+    (
+        "unexpected-dead-letters",
+        "UNEXPECTED: Settlement.ABANDON",
+        "UNEXPECTED: Settlement.DEADLETTER",
+    ),
+]
+
+CORE = [
+    *(_m("core", what, old, new) for what, old, new in _SETTLEMENT),
+    _m(
+        "core",
+        "event-type-renamed",
+        'OUTBOX_EVENT_TYPE = "OrderAccepted"',
+        'OUTBOX_EVENT_TYPE = "Order"',
+    ),
+    _m(
+        "core",
+        "event-id-namespace-changed",
+        'uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")',
+        'uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e12")',
+    ),
+    _m(
+        "core",
+        "systemic-not-retried",
+        "frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})",
+        "frozenset({Outcome.TRANSIENT})",
+    ),
+    _m(
+        "core",
+        "transient-not-retried",
+        "frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})",
+        "frozenset({Outcome.SYSTEMIC})",
+    ),
+    _m(
+        "core",
+        "unexpected-not-held",
+        "HELD_BEFORE_ABANDON = frozenset({Outcome.UNEXPECTED})",
+        "HELD_BEFORE_ABANDON: frozenset[Outcome] = frozenset()",
+    ),
+    _m("core", "first-delay-doubled", "first_delay_s: float = 1.0", "first_delay_s: float = 2.0"),
+    _m("core", "max-delay-raised", "max_delay_s: float = 8.0", "max_delay_s: float = 80.0"),
+    _m("core", "no-lock-margin", "lock_margin_s: float = 5.0", "lock_margin_s: float = 0.0"),
+    _m(
+        "core",
+        "budget-without-lock-raised",
+        "budget_without_lock_s: float = 50.0",
+        "budget_without_lock_s: float = 500.0",
+    ),
+    _m(
+        "core",
+        "unexpected-not-held-by-default",
+        "unexpected_hold_s: float = 30.0",
+        "unexpected_hold_s: float = 0.0",
+    ),
+    _m("core", "exponent-uncapped", "_MAX_EXPONENT = 64", "_MAX_EXPONENT = 100_000"),
+    _m("core", "outcome-value-renamed", 'SYSTEMIC = "systemic"', 'SYSTEMIC = "system"'),
+    _m("core", "settlement-value-renamed", 'DEADLETTER = "deadletter"', 'DEADLETTER = "dead"'),
+]
+
+_PAYLOAD = "class OrderAcceptedPayload(TypedDict):"
+_ORDER_ID = (
+    r'orderId: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]'
+)
+
+CONTRACT = [
+    _m("contract", "schema-version-2", "\nSCHEMA_VERSION = 1\n", "\nSCHEMA_VERSION = 2\n"),
+    _m(
+        "contract",
+        "body-limit-raised",
+        "MAX_BODY_BYTES = 256 * 1024",
+        "MAX_BODY_BYTES = 1024 * 1024",
+    ),
+    _m(
+        "contract",
+        "body-limit-off-by-one",
+        "MAX_BODY_BYTES = 256 * 1024",
+        "MAX_BODY_BYTES = 256 * 1024 - 1",
+    ),
+    _m(
+        "contract",
+        "description-limit-raised",
+        "MAX_DESCRIPTION_CHARS = 1024",
+        "MAX_DESCRIPTION_CHARS = 4096",
+    ),
+    _m(
+        "contract",
+        "hash-algorithm-renamed",
+        'HASH_ALGORITHM = "sha256/canonical-v1"',
+        'HASH_ALGORITHM = "sha256/canonical-v2"',
+    ),
+    _m(
+        "contract",
+        "currency-not-hashed",
+        '"customerId", "currency", "placedAt", "lines")',
+        '"customerId", "placedAt", "lines")',
+    ),
+    _m(
+        "contract",
+        "reason-invalid-payload-renamed",
+        'INVALID_PAYLOAD = "InvalidPayload"',
+        'INVALID_PAYLOAD = "Invalid"',
+    ),
+    _m(
+        "contract",
+        "reason-hash-mismatch-renamed",
+        'HASH_MISMATCH = "HashMismatch"',
+        'HASH_MISMATCH = "Mismatch"',
+    ),
+    _m(
+        "contract",
+        "reason-missing-message-id-renamed",
+        'MISSING_MESSAGE_ID = "MissingMessageId"',
+        'MISSING_MESSAGE_ID = "NoMessageId"',
+    ),
+    _m(
+        "contract",
+        "reason-message-id-mismatch-renamed",
+        'MESSAGE_ID_MISMATCH = "MessageIdMismatch"',
+        'MESSAGE_ID_MISMATCH = "IdMismatch"',
+    ),
+    _m(
+        "contract",
+        "reason-unsupported-schema-renamed",
+        'UNSUPPORTED_SCHEMA_VERSION = "UnsupportedSchemaVersion"',
+        'UNSUPPORTED_SCHEMA_VERSION = "UnsupportedSchema"',
+    ),
+    _m(
+        "contract",
+        "reason-too-large-renamed",
+        'PAYLOAD_TOO_LARGE = "PayloadTooLarge"',
+        'PAYLOAD_TOO_LARGE = "TooLarge"',
+    ),
+    _m("contract", "fraction-to-microseconds", r"(?:\.(\d{1,9}))?", r"(?:\.(\d{1,6}))?"),
+    _m("contract", "lowercase-t-refused", "[Tt](\\d{2}", "T(\\d{2}"),
+    _m("contract", "lowercase-z-refused", "([Zz]|[+-]", "(Z|[+-]"),
+    _m(
+        "contract",
+        "sku-too-long-admitted",
+        "Sku = Annotated[str, StringConstraints(min_length=1, max_length=64)]",
+        "Sku = Annotated[str, StringConstraints(min_length=1, max_length=65)]",
+    ),
+    _m(
+        "contract",
+        "empty-sku-admitted",
+        "Sku = Annotated[str, StringConstraints(min_length=1, max_length=64)]",
+        "Sku = Annotated[str, StringConstraints(min_length=0, max_length=64)]",
+    ),
+    _m(
+        "contract",
+        "calendar-edge-admitted",
+        "_EARLIEST = datetime.min + timedelta(days=1)",
+        "_EARLIEST = datetime.min",
+    ),
+    _m("contract", "quantity-zero-admitted", "Field(ge=1, le=10_000)", "Field(ge=0, le=10_000)"),
+    _m("contract", "quantity-limit-raised", "Field(ge=1, le=10_000)", "Field(ge=1, le=10_001)"),
+    _m(
+        "contract",
+        "negative-price-admitted",
+        "Field(ge=0, le=1_000_000_000)",
+        "Field(ge=-1, le=1_000_000_000)",
+    ),
+    _m(
+        "contract",
+        "price-limit-raised",
+        "Field(ge=0, le=1_000_000_000)",
+        "Field(ge=0, le=1_000_000_001)",
+    ),
+    _m(
+        "contract",
+        "line-not-strict",
+        '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderLine',
+        '@with_config(ConfigDict(strict=False, extra="ignore"))\nclass OrderLine',
+    ),
+    _m(
+        "contract",
+        "order-not-strict",
+        '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderPlaced',
+        '@with_config(ConfigDict(strict=False, extra="ignore"))\nclass OrderPlaced',
+    ),
+    _m(
+        "contract",
+        "order-unknown-fields-forbidden",
+        '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderPlaced',
+        '@with_config(ConfigDict(strict=True, extra="forbid"))\nclass OrderPlaced',
+    ),
+    _m(
+        "contract",
+        "order-id-admits-slash",
+        f"schemaVersion: int\n    {_ORDER_ID}",
+        f"schemaVersion: int\n    {_ORDER_ID.replace('._:-', '._:/-')}",
+    ),
+    _m(
+        "contract",
+        "order-id-length-65",
+        f"schemaVersion: int\n    {_ORDER_ID}",
+        f"schemaVersion: int\n    {_ORDER_ID.replace('{0,63}', '{0,64}')}",
+    ),
+    _m(
+        "contract",
+        "empty-line-list-admitted",
+        "Field(min_length=1, max_length=100)]",
+        "Field(min_length=0, max_length=100)]",
+    ),
+    _m(
+        "contract",
+        "line-count-limit-raised",
+        "Field(min_length=1, max_length=100)]",
+        "Field(min_length=1, max_length=101)]",
+    ),
+    _m(
+        "contract",
+        "payload-extra-ignored",
+        '@with_config(ConfigDict(strict=True, extra="forbid"))\nclass OrderAcceptedPayload',
+        '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderAcceptedPayload',
+    ),
+    _m(
+        "contract",
+        "payload-not-strict",
+        '@with_config(ConfigDict(strict=True, extra="forbid"))\nclass OrderAcceptedPayload',
+        '@with_config(ConfigDict(strict=False, extra="forbid"))\nclass OrderAcceptedPayload',
+    ),
+    _m(
+        "contract",
+        "event-extra-ignored",
+        '@with_config(ConfigDict(strict=True, extra="forbid"))\nclass OrderAcceptedV1',
+        '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderAcceptedV1',
+    ),
+    _m(
+        "contract",
+        "payload-order-id-admits-slash",
+        f"{_PAYLOAD}\n    {_ORDER_ID}",
+        f"{_PAYLOAD}\n    {_ORDER_ID.replace('._:-', '._:/-')}",
+    ),
+    _m(
+        "contract",
+        "negative-total-admitted",
+        "totalMinor: Annotated[int, Field(ge=0)]",
+        "totalMinor: int",
+    ),
+    _m(
+        "contract",
+        "zero-line-count-admitted",
+        "lineCount: Annotated[int, Field(ge=1, le=100)]",
+        "lineCount: Annotated[int, Field(ge=0, le=100)]",
+    ),
+    _m(
+        "contract",
+        "line-count-101-admitted",
+        "lineCount: Annotated[int, Field(ge=1, le=100)]",
+        "lineCount: Annotated[int, Field(ge=1, le=101)]",
+    ),
+    _m(
+        "contract",
+        "event-schema-2-admitted",
+        "schemaVersion: Literal[1]",
+        "schemaVersion: Literal[1, 2]",
+    ),
+    _m(
+        "contract",
+        "event-id-any-hex",
+        r'pattern=r"^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$"',
+        r'pattern=r"^[0-9a-fA-F-]{36}$"',
+    ),
+]
+
+COSMOS_STORE = [
+    _m(
+        "cosmos_store",
+        "operation-timeout-90",
+        "OPERATION_TIMEOUT_S = 20",
+        "OPERATION_TIMEOUT_S = 90",
+    ),
+    _m(
+        "cosmos_store",
+        "connect-timeout-60",
+        '"connection_timeout": 5,',
+        '"connection_timeout": 60,',
+    ),
+    _m("cosmos_store", "read-timeout-150", '"read_timeout": 15,', '"read_timeout": 150,'),
+    _m("cosmos_store", "retry-total-0", '"retry_total": 4,', '"retry_total": 0,'),
+    _m("cosmos_store", "backoff-cap-100", '"retry_backoff_max": 10,', '"retry_backoff_max": 100,'),
+    _m(
+        "cosmos_store",
+        "response-on-write",
+        '"no_response_on_write": True,',
+        '"no_response_on_write": False,',
+    ),
+    *(
+        _m(
+            "cosmos_store",
+            f"{status}-not-transient",
+            "_TRANSIENT_STATUS = {408, 410, 429, 449, 500, 502, 503, 504}",
+            "_TRANSIENT_STATUS = {"
+            + ", ".join(str(s) for s in (408, 410, 429, 449, 500, 502, 503, 504) if s != status)
+            + "}",
+        )
+        for status in (408, 410, 429, 449, 500, 502, 503, 504)
+    ),
+    _m(
+        "cosmos_store",
+        "401-not-systemic",
+        "_SYSTEMIC_STATUS = {401, 403}",
+        "_SYSTEMIC_STATUS = {403}",
+    ),
+    _m(
+        "cosmos_store",
+        "403-not-systemic",
+        "_SYSTEMIC_STATUS = {401, 403}",
+        "_SYSTEMIC_STATUS = {401}",
+    ),
+    *(
+        _m("cosmos_store", f"{what}-not-authentication", f'    "{module}",\n', "")
+        for what, module in (
+            ("cosmos-signing", "azure.cosmos.auth"),
+            ("cosmos-policy", "azure.cosmos._auth_policy"),
+            ("cosmos-aio-policy", "azure.cosmos.aio._auth_policy_async"),
+            ("core-policy", "azure.core.pipeline.policies._authentication"),
+            ("identity", "azure.identity"),
+        )
+    ),
+]
+
+CONFIG = [
+    _m(
+        "config",
+        "true-admits-no",
+        '_TRUE = {"true", "1", "yes"}',
+        '_TRUE = {"true", "1", "yes", "no"}',
+    ),
+    _m("config", "yes-not-true", '_TRUE = {"true", "1", "yes"}', '_TRUE = {"true", "1"}'),
+    _m("config", "1-not-true", '_TRUE = {"true", "1", "yes"}', '_TRUE = {"true", "yes"}'),
+    _m("config", "no-not-false", '_FALSE = {"false", "0", "no"}', '_FALSE = {"false", "0"}'),
+    _m("config", "0-not-false", '_FALSE = {"false", "0", "no"}', '_FALSE = {"false", "no"}'),
+    _m("config", "false-not-false", '_FALSE = {"false", "0", "no"}', '_FALSE = {"0", "no"}'),
+    _m(
+        "config",
+        "default-outbox-off",
+        "    outbox_enabled: bool = True\n",
+        "    outbox_enabled: bool = False\n",
+    ),
+    _m(
+        "config",
+        "default-database-renamed",
+        '    cosmos_database: str = "orders"\n',
+        '    cosmos_database: str = "order"\n',
+    ),
+    _m(
+        "config",
+        "topic-setting-renamed",
+        'TOPIC_SETTING = "ORDER_EVENTS_TOPIC_NAME"',
+        'TOPIC_SETTING = "ORDER_EVENTS_TOPIC"',
+    ),
+    _m(
+        "config",
+        "namespace-setting-renamed",
+        'NAMESPACE_SETTING = "ServiceBusConnection__fullyQualifiedNamespace"',
+        'NAMESPACE_SETTING = "ServiceBusConnection__namespace"',
+    ),
+]
+
+RELAY = [
+    _m(
+        "relay",
+        "dispatched-ttl-1-minute",
+        "DISPATCHED_TTL_S = 7 * 24 * 3600",
+        "DISPATCHED_TTL_S = 60",
+    ),
+    _m(
+        "relay",
+        "parked-invalid-renamed",
+        'PARKED_INVALID_EVENT = "InvalidOutboxEvent"',
+        'PARKED_INVALID_EVENT = "Invalid"',
+    ),
+    _m(
+        "relay",
+        "parked-rejected-renamed",
+        'PARKED_REJECTED = "RejectedByBroker"',
+        'PARKED_REJECTED = "Rejected"',
+    ),
+    _m(
+        "relay",
+        "parked-exhausted-renamed",
+        'PARKED_RETRIES_EXHAUSTED = "RetriesExhausted"',
+        'PARKED_RETRIES_EXHAUSTED = "Exhausted"',
+    ),
+    _m(
+        "relay",
+        "status-dispatched-renamed",
+        'STATUS_DISPATCHED = "dispatched"',
+        'STATUS_DISPATCHED = "sent"',
+    ),
+    _m("relay", "status-parked-renamed", 'STATUS_PARKED = "parked"', 'STATUS_PARKED = "held"'),
+    _m("relay", "status-pending-renamed", 'STATUS_PENDING = "pending"', 'STATUS_PENDING = "new"'),
+    _m(
+        "relay",
+        "runtime-retry-bounded",
+        "max_retry_count: int = -1",
+        "max_retry_count: int = 5",
+    ),
+    _m(
+        "relay",
+        "runtime-retry-fixed",
+        'strategy: str = "exponential_backoff"',
+        'strategy: str = "fixed_delay"',
+    ),
+    _m(
+        "relay",
+        "park-after-1",
+        "park_after_attempts: int = 10",
+        "park_after_attempts: int = 1",
+    ),
+]
+
+MUTANTS: tuple[ConstantMutant, ...] = (*CORE, *CONTRACT, *COSMOS_STORE, *CONFIG, *RELAY)
