@@ -102,6 +102,8 @@ class RuntimeRetry:
 
 
 RUNTIME_RETRY = RuntimeRetry()
+# The trigger's maxItemsPerInvocation (function_app.py says why 300).
+RELAY_MAX_ITEMS_PER_INVOCATION = 300
 
 
 # ---- errors the publisher adapter raises, classified by what a retry can fix ----------------
@@ -152,13 +154,13 @@ class RelayPolicy:
 
     park_after_attempts: int = 10  # ~25 min of the runtime's 5 s..5 min exponential backoff
     # Patches in flight per worker process, every lease's invocation and the watchdog together.
-    # They share the app's one Cosmos client with the consumer's 16 concurrent deliveries
-    # (host.json maxConcurrentCalls), whose aiohttp pool holds 100 connections (aiohttp's
+    # An invocation of up to 300 documents (function_app.py, max_items_per_invocation) carries
+    # about 100 events: 64 at a time mark them in two round trips. The bound keeps them, with
+    # the consumer's 16 concurrent deliveries (host.json maxConcurrentCalls) should they share
+    # an instance, under the 100 connections of the app's one Cosmos client (aiohttp's
     # TCPConnector default limit; azure-core opens a plain aiohttp.ClientSession,
-    # azure/core/pipeline/transport/_aiohttp.py:196): 32 leave the consumer its 16 with room for
-    # two more leases on the instance. At 10 ms a patch, 32 in flight mark 3,200 events per
-    # second, more than a lease's invocations can deliver (make bench, target 6).
-    max_concurrent_updates: int = 32
+    # azure/core/pipeline/transport/_aiohttp.py:196), so no patch waits for a connection.
+    max_concurrent_updates: int = 64
 
     def __post_init__(self) -> None:
         if self.max_concurrent_updates < 1:
