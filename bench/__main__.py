@@ -16,12 +16,22 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import coldstart, cpu, machine, memory, relay, report, request_counts, throughput
+from bench import (
+    coldstart,
+    cpu,
+    ingestion,
+    machine,
+    memory,
+    relay,
+    report,
+    request_counts,
+    throughput,
+)
 from bench.standin import standin
 from local.cosmos_server import EMULATOR_KEY
 from local.world import cosmos_account
 
-TARGETS = ("requests", "cpu", "throughput", "coldstart", "memory", "relay")
+TARGETS = ("requests", "cpu", "throughput", "coldstart", "memory", "relay", "ingestion")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -37,6 +47,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--memory-messages", type=int, default=10_000, help="target 5")
     parser.add_argument("--relay-orders", type=int, default=1_000, help="target 6: per round")
     parser.add_argument("--relay-rounds", type=int, default=3, help="target 6: rounds per relay")
+    parser.add_argument("--ingestion-orders", type=int, default=200, help="target 7")
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "bench" / "results.json")
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -54,6 +65,9 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if "memory" in selected:
             status.update(f"target 5: {args.memory_messages:,} messages")
             results["memory"] = await memory.measure(args.memory_messages)
+        if "ingestion" in selected:
+            status.update(f"target 7: {args.ingestion_orders:,} orders, sampled and not")
+            results["ingestion"] = await asyncio.to_thread(ingestion.measure, args.ingestion_orders)
         if not {"requests", "cpu", "throughput", "relay"} & set(selected):
             return results
         status.update("starting the Cosmos DB API")

@@ -87,6 +87,17 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 rl["ok"],
             )
         )
+    if ing := results.get("ingestion"):
+        rows.append(
+            (
+                "7. Log Analytics rows per healthy order outside the sampled traces "
+                "(requests, dependencies, traces)",
+                f"{_f(ing['unsampled_rows_per_healthy_order'], 2)} (a sampled order: "
+                f"{_f(ing['sampled_order_bytes'] / 1024, 1)} KB)",
+                "0",
+                ing["ok"],
+            )
+        )
     return [(target, measured, limit, _verdict(ok)) for target, measured, limit, ok in rows]
 
 
@@ -186,6 +197,32 @@ def markdown_block(results: dict[str, Any]) -> str:
                 f"{_f(tier['per_lease'], 0)} |"
             )
         out += ["", *(f"Problem: {problem}" for problem in rl["problems"]), ""]
+    if ing := results.get("ingestion"):
+        out += [
+            f"Target 7: {ing['orders']:,} new orders and one invalid message, then the relay; "
+            "envelopes the exporter posted, compact JSON bytes (an approximation of the billed "
+            "size):",
+            "",
+            "| table | rows per order, every trace sampled | bytes per order | rows, no trace "
+            "sampled (whole run) |",
+            "|---|---|---|---|",
+        ]
+        for table, cost in ing["sampled_order"].items():
+            unsampled = ing["unsampled"]["rows"].get(table, 0)
+            out.append(
+                f"| {table} | {_f(cost['rows'], 2)} | {_f(cost['bytes'], 0)} | {unsampled} |"
+            )
+        out += [
+            f"| customMetrics | per export interval, not per order | | {ing['metric_rows']} "
+            f"rows, {_f(ing['metric_bytes'] / 1024, 1)} KB |",
+            "",
+            "Unsampled traces rows by logger and severity: "
+            + (_pairs(ing["unsampled"]["traces_by_logger"]) or "none")
+            + "; sampled: "
+            + _pairs(ing["sampled"]["traces_by_logger"])
+            + ".",
+            "",
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 

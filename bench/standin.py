@@ -24,7 +24,7 @@ from typing import Literal
 
 from azure.cosmos.aio import ContainerProxy
 
-from bench.transport import CountingTransport
+from bench.transport import SharedCountingTransport
 from local.broker import OutgoingMessage, PeekLockQueue, QueueSettings
 from local.cosmos_server import ensure_container
 from local.host import LocalFunctionsHost
@@ -43,7 +43,7 @@ SCRIPT_SETTING = "PYTHON_SCRIPT_FILE_NAME"  # the runtime reads it from the envi
 class StandIn:
     world: World
     settings: Settings
-    transport: CountingTransport  # under the app's client and the bench's
+    transport: SharedCountingTransport  # under the app's client and the bench's
     container: ContainerProxy  # the app's container, through the bench's client
     hosts: dict[Function, LocalFunctionsHost]
 
@@ -90,7 +90,7 @@ async def standin(account: CosmosAccount, *, outbox: bool = True) -> AsyncIterat
     after the detection window)."""
     container_name = f"bench-{uuid.uuid4().hex[:10]}"
     settings = Settings.from_env(app_settings(account, container=container_name, outbox=outbox))
-    transport = CountingTransport(connection_verify=False)
+    transport = SharedCountingTransport(connection_verify=False)
     client = create_client(settings, transport=transport)
     queue_settings = QueueSettings.from_messaging_file(duplicate_detection_window=timedelta(0))
     try:
@@ -117,3 +117,4 @@ async def standin(account: CosmosAccount, *, outbox: bool = True) -> AsyncIterat
                 )
     finally:
         await client.close()
+        await transport.close()
