@@ -4,8 +4,8 @@ The Cosmos DB trigger runs one invocation at a time per lease and one instance p
 (learn.microsoft.com/azure/cosmos-db/nosql/change-feed-processor: the processing life cycle,
 and "A lease is owned by one instance at any time"), so a lease's events per second is what one
 chain of invocations sustains. Each round: the consumer accepts ``orders`` new orders through
-the host and the worker (its CPU per order is the denominator), then the world's change feed, one
-lease, delivers the container's changes to ``relay_outbox`` (the orders, their outbox documents,
+the host and the worker (its CPU per order is the denominator), then a change feed on one lease
+(``local.change_feed``, the host's trigger) delivers the container's changes to ``relay_outbox`` (the orders, their outbox documents,
 then the marks coming back as changes) in batches of the binding's ``maxItemsPerInvocation``
 until nothing is left: events per second is ``orders`` over that drain's wall time, the relay's
 CPU per event that drain's process CPU over ``orders``.
@@ -16,6 +16,11 @@ feed waits a round trip of real time, so concurrency shows as it would in Azure.
 alternate, their order reversed every other round: the product's (``RelayPolicy()``, its bound
 of updates in flight) and one marking one event at a time (bound 1, the relay before issue 19),
 so the gain is a ratio of one run too.
+
+Each round has a container of its own (the app composed on it, a change feed with a new lease
+on it), deleted afterwards: the local server has no index, so the emulated feed's reads scan the
+whole container, and a container holding every earlier target's documents would time the scan,
+not the relay.
 
 Verdicts: the product relay's median events/s on one lease ≥ the highest per-lease rate a tier
 of infra/tiers/ needs (orders/s of the tier ÷ its leases, leases = the minimum physical
@@ -29,15 +34,18 @@ once and its outbox document marked; otherwise the run reports a problem and fai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
 import statistics
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+
+from azure.cosmos.aio import ContainerProxy
 
 from bench.latency import (
     COSMOS_ROUND_TRIP_S,
@@ -49,6 +57,9 @@ from bench.latency import (
 from bench.orders import outgoing
 from bench.standin import StandIn
 from bench.stats import rounds
+from local.change_feed import ChangeFeedEmulator, Lease
+from local.cosmos_server import ensure_container
+from local.topic import OrderEventsTopic
 from shared.relay import RelayPolicy
 
 TARGET_CPU_RATIO = 1.0  # relay CPU per event / consumer CPU per order
@@ -84,27 +95,52 @@ async def _consume(standin: StandIn, orders: int) -> float:
     return (time.process_time() - cpu) * 1000 / orders
 
 
-async def _relay(standin: StandIn, sender: RoundTripTopicSender, orders: int) -> dict[str, float]:
-    feed = standin.world.change_feed
-    before = feed.stats.invocations, feed.stats.failed_invocations, sender.sends
-    accepted = standin.world.topic.stats.accepted
+async def _relay(
+    feed: ChangeFeedEmulator, topic: OrderEventsTopic, sender: RoundTripTopicSender, orders: int
+) -> dict[str, float]:
+    sends, accepted = sender.sends, topic.stats.accepted
     cpu, start = time.process_time(), time.perf_counter()
     await feed.drain()
     elapsed = time.perf_counter() - start
     return {
         "events_per_s": orders / elapsed,
         "cpu_ms_per_event": (time.process_time() - cpu) * 1000 / orders,
-        "invocations": feed.stats.invocations - before[0],
-        "failed_invocations": feed.stats.failed_invocations - before[1],
-        "sends": sender.sends - before[2],
-        "published_share": (standin.world.topic.stats.accepted - accepted) / orders,
+        "invocations": feed.stats.invocations,
+        "failed_invocations": feed.stats.failed_invocations,
+        "sends": sender.sends - sends,
+        "published_share": (topic.stats.accepted - accepted) / orders,
     }
 
 
-async def _pending(standin: StandIn) -> int:
+async def _pending(container: ContainerProxy) -> int:
     query = "SELECT VALUE COUNT(1) FROM c WHERE c.type = 'outbox' AND c.status = 'pending'"
-    counts = [n async for n in standin.container.query_items(query)]
+    counts = [n async for n in container.query_items(query)]
     return sum(int(str(n)) for n in counts)
+
+
+@contextlib.asynccontextmanager
+async def _round_container(
+    standin: StandIn, policy: RelayPolicy, transport: RoundTripTransport, sender: Any
+) -> AsyncIterator[tuple[ContainerProxy, ChangeFeedEmulator]]:
+    """A fresh container, the app composed on it with ``policy``, and a lease's change feed on
+    it (the binding's batch size, modelled page reads); deleted afterwards."""
+    world, database = standin.world, standin.settings.cosmos_database
+    name = f"relay-{uuid.uuid4().hex[:10]}"
+    env = {**world.env, "COSMOS_CONTAINER": name}
+    container = await ensure_container(standin.client, database, name)
+    try:
+        world.compose(env=env, transport=transport, topic_sender=sender, relay_policy=policy)
+        feed = ChangeFeedEmulator(
+            container,
+            world.worker,
+            app_settings=env,
+            lease=Lease(),
+            clock=world.clock,
+            read_round_trip_s=FEED_READ_ROUND_TRIP_S,
+        )
+        yield container, feed
+    finally:
+        await standin.client.get_database_client(database).delete_container(name)
 
 
 async def measure(
@@ -115,34 +151,30 @@ async def measure(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     world = standin.world
-    feed = world.change_feed
     sender = RoundTripTopicSender(world.topic)
     transport = RoundTripTransport(connection_verify=False)  # shared by every composition
-
-    def compose(policy: RelayPolicy) -> None:
-        world.compose(transport=transport, topic_sender=sender, relay_policy=policy)
-
-    feed.read_round_trip_s = FEED_READ_ROUND_TRIP_S
     found: dict[str, list[dict[str, float]]] = {name: [] for name in RELAYS}
     problems: list[str] = []
+    max_items = 0
     try:
-        # Warm-up, untimed: what earlier targets left pending, then a small round of each.
-        compose(RELAYS["concurrent"])
-        await feed.drain()
-        for policy in RELAYS.values():
-            compose(policy)
-            await _consume(standin, 50)
-            await feed.drain()
+        for policy in RELAYS.values():  # warm-up, untimed: a small round of each
+            async with _round_container(standin, policy, transport, sender) as (_, feed):
+                await _consume(standin, 50)
+                await feed.drain()
         for index in range(rounds_count):
             for name in RELAYS if index % 2 == 0 else list(RELAYS)[::-1]:
                 if progress is not None:
                     progress(f"round {index + 1}/{rounds_count}: {name} relay")
-                compose(RELAYS[name])
-                consumer_cpu = await _consume(standin, orders)
-                result = await _relay(standin, sender, orders)
+                async with _round_container(standin, RELAYS[name], transport, sender) as (
+                    container,
+                    feed,
+                ):
+                    max_items = feed.max_items
+                    consumer_cpu = await _consume(standin, orders)
+                    result = await _relay(feed, world.topic, sender, orders)
+                    left = await _pending(container)
                 result["consumer_cpu_ms_per_order"] = consumer_cpu
                 found[name].append(result)
-                left = await _pending(standin)
                 if result["failed_invocations"] or result["published_share"] != 1 or left:
                     problems.append(
                         f"{name} round {index + 1}: {result['failed_invocations']:g} failed "
@@ -150,13 +182,12 @@ async def measure(
                         f"{left} outbox documents pending"
                     )
     finally:
-        feed.read_round_trip_s = 0.0
         world.compose(transport=standin.transport)  # as bench.standin composes the app
         await transport.close()
     summary: dict[str, Any] = {
         "orders_per_round": orders,
         "rounds": rounds_count,
-        "max_items_per_invocation": feed.max_items,
+        "max_items_per_invocation": max_items,
         "max_concurrent_updates": RELAYS["concurrent"].max_concurrent_updates,
         "round_trips_s": {
             "cosmos": COSMOS_ROUND_TRIP_S,

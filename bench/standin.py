@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from azure.cosmos.aio import ContainerProxy
+from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from bench.transport import SharedCountingTransport
 from local.broker import OutgoingMessage, PeekLockQueue, QueueSettings
@@ -46,6 +46,7 @@ class StandIn:
     transport: SharedCountingTransport  # under the app's client and the bench's
     container: ContainerProxy  # the app's container, through the bench's client
     hosts: dict[Function, LocalFunctionsHost]
+    client: CosmosClient  # the bench's own (on ``transport``): more containers, if a target needs
 
     @property
     def queue(self) -> PeekLockQueue:
@@ -111,7 +112,7 @@ async def standin(account: CosmosAccount, *, outbox: bool = True) -> AsyncIterat
                     )
                     for function, name in FUNCTION_NAMES.items()
                 }
-                yield StandIn(world, settings, transport, container, hosts)
+                yield StandIn(world, settings, transport, container, hosts, client)
                 await client.get_database_client(settings.cosmos_database).delete_container(
                     container_name
                 )
