@@ -5,10 +5,11 @@ The Cosmos DB trigger runs one invocation at a time per lease and one instance p
 and "A lease is owned by one instance at any time"), so a lease's events per second is what one
 chain of invocations sustains. Each round: the consumer accepts ``orders`` new orders through
 the host and the worker (its CPU per order is the denominator), then a change feed on one lease
-(``local.change_feed``, the host's trigger) delivers the container's changes to ``relay_outbox`` (the orders, their outbox documents,
-then the marks coming back as changes) in batches of the binding's ``maxItemsPerInvocation``
-until nothing is left: events per second is ``orders`` over that drain's wall time, the relay's
-CPU per event that drain's process CPU over ``orders``.
+(``local.change_feed``, the host's trigger) delivers the container's changes to
+``relay_outbox`` (the orders, their outbox documents, then the marks coming back as changes) in
+batches of the binding's ``maxItemsPerInvocation`` until nothing is left: events per second is
+``orders`` over that drain's wall time, the relay's CPU per event that drain's process CPU over
+``orders``.
 
 Round trips are modelled (``bench.latency``): every document request of the app's Cosmos client
 (the consumer's batches, the relay's patches), every topic send and every page of the change
