@@ -3,7 +3,7 @@
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from shared.relay import RUNTIME_RETRY
+from shared.relay import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
 from shared.runtime import handle_order_message, handle_outbox_changes, handle_watchdog_tick
 from shared.watchdog import WATCHDOG_SCHEDULE
 
@@ -38,6 +38,13 @@ async def consume_order(
     # annotation says time, its docstring "If True" (azure/functions/decorators/function_app.py,
     # cosmos_db_trigger) and the host's property is a boolean (startFromBeginning).
     start_from_beginning=True,  # type: ignore[arg-type]
+    # Documents per invocation (the host's default is 100: learn.microsoft.com/azure/
+    # azure-functions/functions-target-based-scaling). Each order brings three: the order, its
+    # outbox event and the event's mark coming back as a change; 300 carry about 100 events,
+    # which fit one topic send on Standard (a 256 KB batch) and share one feed read, one send and
+    # one lease checkpoint where 100 would take three of each. A failed invocation re-sends at
+    # most those ~100 (dropped as duplicates). make bench, target 6 (docs/capacity.md).
+    max_items_per_invocation=RELAY_MAX_ITEMS_PER_INVOCATION,
 )
 # The trigger checkpoints its lease when an invocation returns, and by default does not re-run a
 # failed batch ("Diagnose and troubleshoot issues with the Azure Functions trigger for Azure

@@ -1,6 +1,6 @@
 """Benchmarks of the idempotent order consumer: ``python -m bench`` (``make bench``).
 
-Five targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
+Seven targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
 ``docs/benchmarks.md``:
 
 1. Cosmos DB requests per outcome (new 1, duplicate 2, mismatch 2, invalid 0), counted at the
@@ -11,6 +11,11 @@ Five targets, each a verdict of one run on one machine, written to ``bench/resul
    (``bench.throughput``).
 4. Cold start: importing ``function_app`` ≤ 15% over its third-party imports (``bench.coldstart``).
 5. Flat resident memory over many messages (``bench.memory``).
+6. The relay on one lease with marks in flight: events/s ≥ the tiers' per-lease need, its CPU per
+   event ≤ the consumer's per order in the same run, round trips modelled (``bench.relay``,
+   ``bench.latency``).
+7. Log Analytics: no row per healthy order outside the sampled traces, through the real exporter
+   (``bench.ingestion``, ``bench.ingestion_scenario``).
 
 They run on the one local stand-in, ``local.world.local_world`` (through ``bench.standin``): every
 function invocation goes through Microsoft's worker, ``azure_functions_runtime``. Nothing here is

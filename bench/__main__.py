@@ -1,4 +1,4 @@
-"""``python -m bench``: measure the five performance targets in one run, print a summary, write
+"""``python -m bench``: measure the performance targets in one run, print a summary, write
 bench/results.json and the generated block of docs/benchmarks.md. ``--help`` for the flags."""
 
 from __future__ import annotations
@@ -16,12 +16,22 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import coldstart, cpu, machine, memory, report, request_counts, throughput
+from bench import (
+    coldstart,
+    cpu,
+    ingestion,
+    machine,
+    memory,
+    relay,
+    report,
+    request_counts,
+    throughput,
+)
 from bench.standin import standin
 from local.cosmos_server import EMULATOR_KEY
 from local.world import cosmos_account
 
-TARGETS = ("requests", "cpu", "throughput", "coldstart", "memory")
+TARGETS = ("requests", "cpu", "throughput", "coldstart", "memory", "relay", "ingestion")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -35,6 +45,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=7, help="target 3: rounds per function")
     parser.add_argument("--coldstart-runs", type=int, default=15, help="target 4")
     parser.add_argument("--memory-messages", type=int, default=10_000, help="target 5")
+    parser.add_argument("--relay-orders", type=int, default=1_000, help="target 6: per round")
+    parser.add_argument("--relay-rounds", type=int, default=3, help="target 6: rounds per relay")
+    parser.add_argument("--ingestion-orders", type=int, default=200, help="target 7")
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "bench" / "results.json")
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -52,7 +65,10 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if "memory" in selected:
             status.update(f"target 5: {args.memory_messages:,} messages")
             results["memory"] = await memory.measure(args.memory_messages)
-        if not {"requests", "cpu", "throughput"} & set(selected):
+        if "ingestion" in selected:
+            status.update(f"target 7: {args.ingestion_orders:,} orders, sampled and not")
+            results["ingestion"] = await asyncio.to_thread(ingestion.measure, args.ingestion_orders)
+        if not {"requests", "cpu", "throughput", "relay"} & set(selected):
             return results
         status.update("starting the Cosmos DB API")
         # COSMOS_EMULATOR_ENDPOINT: the real emulator or an account; else a local server.
@@ -77,6 +93,13 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         messages=args.messages,
                         rounds_count=args.rounds,
                         progress=lambda text: status.update(f"target 3: {text}"),
+                    )
+                if "relay" in selected:
+                    results["relay"] = await relay.measure(
+                        world,
+                        orders=args.relay_orders,
+                        rounds_count=args.relay_rounds,
+                        progress=lambda text: status.update(f"target 6: {text}"),
                     )
     return results
 

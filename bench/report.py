@@ -75,6 +75,29 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 memory["ok"],
             )
         )
+    if rl := results.get("relay"):
+        rows.append(
+            (
+                "6. relay on one lease, marks in flight: events/s; relay CPU per event / "
+                "consumer CPU per order",
+                f"{_f(rl['events_per_s'], 0)} events/s ({_f(rl['speedup'], 1)} × one mark at a "
+                f"time); {_f(rl['cpu_ratio'], 2)} ({_f(rl['relay_cpu_ms_per_event'], 2)} vs "
+                f"{_f(rl['consumer_cpu_ms_per_order'], 2)} ms)",
+                f"≥ {_f(rl['needed_per_lease'], 0)} events/s; ≤ {rl['target_cpu_ratio']:g}",
+                rl["ok"],
+            )
+        )
+    if ing := results.get("ingestion"):
+        rows.append(
+            (
+                "7. Log Analytics rows per healthy order outside the sampled traces "
+                "(requests, dependencies, traces)",
+                f"{_f(ing['unsampled_rows_per_healthy_order'], 2)} (a sampled order: "
+                f"{_f(ing['sampled_order_bytes'] / 1024, 1)} KB)",
+                "0",
+                ing["ok"],
+            )
+        )
     return [(target, measured, limit, _verdict(ok)) for target, measured, limit, ok in rows]
 
 
@@ -146,6 +169,60 @@ def markdown_block(results: dict[str, Any]) -> str:
     if memory := results.get("memory"):
         points = ", ".join(f"{count:,}: {mib:.1f}" for count, mib in memory["samples_mib"])
         out += [f"Target 5: RSS (MiB) by messages handled: {points}.", ""]
+    if rl := results.get("relay"):
+        trips = rl["round_trips_s"]
+        out += [
+            f"Target 6: {rl['orders_per_round']:,} orders per round, {rl['rounds']} rounds per "
+            f"relay (median, min, max); batches of {rl['max_items_per_invocation']} documents "
+            "(the binding's maxItemsPerInvocation); modelled round trips: Cosmos DB "
+            f"{trips['cosmos'] * 1000:g} ms per document request, topic send "
+            f"{trips['send'] * 1000:g} ms, change-feed page {trips['feed_read'] * 1000:g} ms:",
+            "",
+            "| relay | updates in flight | events/s | min | max | CPU ms per event | "
+            "invocations | sends |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for name, r in rl["relays"].items():
+            bound = rl["max_concurrent_updates"] if name == "concurrent" else 1
+            e = r["events_per_s"]
+            out.append(
+                f"| {name} | {bound} | {_f(e['median'], 0)} | {_f(e['min'], 0)} | "
+                f"{_f(e['max'], 0)} | {_f(r['cpu_ms_per_event']['median'], 2)} | "
+                f"{_f(r['invocations']['median'], 0)} | {_f(r['sends']['median'], 0)} |"
+            )
+        out += ["", "| tier | orders/s | leases | needed per lease |", "|---|---|---|---|"]
+        for name, tier in rl["tiers"].items():
+            out.append(
+                f"| `{name}` | {tier['orders_per_s']:,.0f} | {tier['leases']:,.0f} | "
+                f"{_f(tier['per_lease'], 0)} |"
+            )
+        out += ["", *(f"Problem: {problem}" for problem in rl["problems"]), ""]
+    if ing := results.get("ingestion"):
+        out += [
+            f"Target 7: {ing['orders']:,} new orders and one invalid message, then the relay; "
+            "envelopes the exporter posted, compact JSON bytes (an approximation of the billed "
+            "size):",
+            "",
+            "| table | rows per order, every trace sampled | bytes per order | rows, no trace "
+            "sampled (whole run) |",
+            "|---|---|---|---|",
+        ]
+        for table, cost in ing["sampled_order"].items():
+            unsampled = ing["unsampled"]["rows"].get(table, 0)
+            out.append(
+                f"| {table} | {_f(cost['rows'], 2)} | {_f(cost['bytes'], 0)} | {unsampled} |"
+            )
+        out += [
+            f"| customMetrics | per export interval, not per order | | {ing['metric_rows']} "
+            f"rows, {_f(ing['metric_bytes'] / 1024, 1)} KB |",
+            "",
+            "Unsampled traces rows by logger and severity: "
+            + (_pairs(ing["unsampled"]["traces_by_logger"]) or "none")
+            + "; sampled: "
+            + _pairs(ing["sampled"]["traces_by_logger"])
+            + ".",
+            "",
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -22,9 +22,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from azure.cosmos.aio import ContainerProxy
+from azure.cosmos.aio import ContainerProxy, CosmosClient
 
-from bench.transport import CountingTransport
+from bench.transport import SharedCountingTransport
 from local.broker import OutgoingMessage, PeekLockQueue, QueueSettings
 from local.cosmos_server import ensure_container
 from local.host import LocalFunctionsHost
@@ -43,9 +43,10 @@ SCRIPT_SETTING = "PYTHON_SCRIPT_FILE_NAME"  # the runtime reads it from the envi
 class StandIn:
     world: World
     settings: Settings
-    transport: CountingTransport  # under the app's client and the bench's
+    transport: SharedCountingTransport  # under the app's client and the bench's
     container: ContainerProxy  # the app's container, through the bench's client
     hosts: dict[Function, LocalFunctionsHost]
+    client: CosmosClient  # the bench's own (on ``transport``): more containers, if a target needs
 
     @property
     def queue(self) -> PeekLockQueue:
@@ -90,7 +91,7 @@ async def standin(account: CosmosAccount, *, outbox: bool = True) -> AsyncIterat
     after the detection window)."""
     container_name = f"bench-{uuid.uuid4().hex[:10]}"
     settings = Settings.from_env(app_settings(account, container=container_name, outbox=outbox))
-    transport = CountingTransport(connection_verify=False)
+    transport = SharedCountingTransport(connection_verify=False)
     client = create_client(settings, transport=transport)
     queue_settings = QueueSettings.from_messaging_file(duplicate_detection_window=timedelta(0))
     try:
@@ -111,9 +112,10 @@ async def standin(account: CosmosAccount, *, outbox: bool = True) -> AsyncIterat
                     )
                     for function, name in FUNCTION_NAMES.items()
                 }
-                yield StandIn(world, settings, transport, container, hosts)
+                yield StandIn(world, settings, transport, container, hosts, client)
                 await client.get_database_client(settings.cosmos_database).delete_container(
                     container_name
                 )
     finally:
         await client.close()
+        await transport.close()

@@ -66,3 +66,15 @@ class CountingTransport(FaultInjectingTransport):
 
     def snapshot(self) -> RequestSnapshot:
         return RequestSnapshot(dict(self.counts))
+
+
+class SharedCountingTransport(CountingTransport):
+    """A counting transport held by several clients: the app's (replaced each time the bench
+    composes the app anew, and closed by the runtime it retires) and the bench's own. A client
+    that closes must not close it: azure-core's pipeline exit calls the transport's
+    ``__aexit__`` (azure/core/pipeline/_base_async.py:168-174), which closes its session
+    (transport/_aiohttp.py:170-176, 203-207), and a closed transport refuses to open again
+    (:178-181). Its owner closes it once, with ``close()``."""
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        return None

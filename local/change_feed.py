@@ -40,8 +40,17 @@ document ("only the most recent change for a given item" is delivered, and delet
 learn.microsoft.com/azure/cosmos-db/nosql/change-feed-modes, latest version mode). The lease
 remembers the etag it checkpointed for each document, and a read returns every document whose
 etag differs, in order of modification (``_ts``), at most
-``max_items_per_invocation`` at a time; a document changed twice before it is read is delivered
-once, in its latest version; the relay's own marks come back as changes, as in Azure.
+``maxItemsPerInvocation`` at a time (the binding's, as the host reads it; without one, the
+host's default of 100: "Azure Cosmos DB | maxItemsPerInvocation | 100",
+learn.microsoft.com/azure/azure-functions/functions-target-based-scaling); a document changed
+twice before it is read is delivered once, in its latest version; the relay's own marks come
+back as changes, as in Azure.
+
+Latency: cosmosdb-server answers in well under a millisecond, and this emulator reads the feed
+once for many batches, where the host reads one page per batch. ``read_round_trip_s`` (0 by
+default) is real time slept before each batch's invocation, standing for that page's read: the
+relay bench (``bench.relay``) sets it, so that a lease's invocations are as far apart as a
+feed read makes them (the value is the bench's assumption, stated there).
 
 What it does not reproduce: leases across instances (one consumer owns the whole container, and
 its lease lives in memory, not in the ``leases`` container: no lease stealing, no load
@@ -56,6 +65,7 @@ random spread of retry delays.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,6 +79,9 @@ from shared.core import SYSTEM_CLOCK, Clock
 
 # RpcRetryOptions.RetryStrategy.fixed_delay (the host's enum; any other is exponential_backoff)
 _FIXED_DELAY = 1
+# The trigger's maxItemsPerInvocation when the binding sets none (target-based scaling's table of
+# defaults, learn.microsoft.com/azure/azure-functions/functions-target-based-scaling).
+DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
 
 
 @dataclass(frozen=True)
@@ -145,8 +158,9 @@ class ChangeFeedEmulator:
         function_name: str | None = None,
         lease: Lease | None = None,
         clock: Clock = SYSTEM_CLOCK,
-        max_items_per_invocation: int = 100,
+        max_items_per_invocation: int | None = None,
         start_from_beginning: bool | None = None,
+        read_round_trip_s: float = 0.0,
     ) -> None:
         self.container = container
         self.worker = worker
@@ -169,7 +183,13 @@ class ChangeFeedEmulator:
         )
         self.lease = lease or Lease()
         self.clock = clock
-        self.max_items = max_items_per_invocation
+        # The binding's maxItemsPerInvocation, unless a caller bounds batches on purpose.
+        self.max_items = (
+            int(trigger.get("maxItemsPerInvocation") or DEFAULT_MAX_ITEMS_PER_INVOCATION)
+            if max_items_per_invocation is None
+            else max_items_per_invocation
+        )
+        self.read_round_trip_s = read_round_trip_s
         self.stats = ChangeFeedStats()
 
     async def read_changes(self) -> list[dict[str, Any]]:
@@ -239,6 +259,8 @@ class ChangeFeedEmulator:
                 batches += 1
                 batch = changes[start : start + self.max_items]
                 self.stats.batch_sizes.append(len(batch))
+                if self.read_round_trip_s:
+                    await asyncio.sleep(self.read_round_trip_s)  # the page's read, in real time
                 if not await self._deliver(batch, max_attempts_per_batch):
                     self.stats.stalled = True
                     return self.stats

@@ -42,8 +42,9 @@ from local.topic import OrderEventsTopic, topic_name
 from local.worker import REPO_ROOT, FunctionsWorker
 from shared import runtime
 from shared.config import Settings
-from shared.cosmos_store import create_client, default_credential
+from shared.cosmos_store import create_client
 from shared.event_publisher import MessageBatchSender
+from shared.identity import credential as identity_credential
 from shared.relay import RelayPolicy
 from shared.telemetry import ConsumerTelemetry, RelayTelemetry
 
@@ -53,7 +54,7 @@ START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default 
 @dataclass(frozen=True)
 class CosmosAccount:
     endpoint: str
-    key: str | None  # None: DefaultAzureCredential (a real account)
+    key: str | None  # None: Entra ID (a real account: shared.identity)
     server_pid: int | None = None  # the local cosmosdb-server's process, when it is ours
 
     @property
@@ -143,6 +144,7 @@ class World:
             clock=feed.clock,
             max_items_per_invocation=feed.max_items,
             start_from_beginning=feed.start_from_beginning,
+            read_round_trip_s=feed.read_round_trip_s,
         )
         return self.cosmos_trigger
 
@@ -159,6 +161,7 @@ class World:
             clock=feed.clock,
             max_items_per_invocation=feed.max_items,
             start_from_beginning=start_from_beginning,
+            read_round_trip_s=feed.read_round_trip_s,
         )
         return self.cosmos_trigger
 
@@ -238,7 +241,7 @@ async def local_world(
         topic = OrderEventsTopic.from_messaging_file(clock)
         # The trigger's own client (the host's CosmosDBConnection), apart from the app's.
         settings = Settings.from_env(settings_env)
-        credential = None if settings.cosmos_key else default_credential()
+        credential = None if settings.cosmos_key else identity_credential(settings.cosmos_identity)
         trigger_client = create_client(settings, credential=credential)
         has_cosmos_trigger = any(
             f.trigger["type"] == "cosmosDBTrigger" for f in worker.functions.values()

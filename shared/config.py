@@ -4,11 +4,17 @@
 |---|---|---|
 | ``ORDERS_QUEUE_NAME`` | (required) | queue the trigger reads; also the span's destination name |
 | ``COSMOS_ENDPOINT`` | (required) | ``https://<account>.documents.azure.com:443/`` |
-| ``COSMOS_KEY`` | unset | base64 account key (emulators); unset -> ``DefaultAzureCredential`` |
+| ``COSMOS_KEY`` | unset | base64 account key (emulators); unset -> Entra ID (below) |
 | ``COSMOS_DATABASE`` | ``orders`` | database name |
 | ``COSMOS_CONTAINER`` | ``orders`` | container name, partition key ``/orderId`` |
 | ``COSMOS_VERIFY_TLS`` | ``true`` | ``false`` only for local emulators with self-signed certs |
 | ``OUTBOX_ENABLED`` | ``true`` | write an OrderAccepted outbox event in the same batch |
+| ``CosmosDBConnection__credential`` | unset | ``managedidentity``: the app's Cosmos DB client |
+| | | uses ``ManagedIdentityCredential``; unset: ``DefaultAzureCredential`` (dev) |
+| ``CosmosDBConnection__clientId`` | unset | the user-assigned identity's client id (a GUID) |
+
+The credential settings are the host's own for the relay trigger's connection to the same
+account, read as the host reads them (``shared.identity`` says why).
 
 The outbox relay's own settings (``RelaySettings``), read only when the relay runs; it reuses
 the Cosmos DB settings above for its marks:
@@ -19,6 +25,8 @@ the Cosmos DB settings above for its marks:
 | ``ServiceBusConnection__fullyQualifiedNamespace`` | (this or the next) | the namespace, |
 | | | identity-based: the queue trigger's own setting |
 | ``ServiceBusConnection`` | | a connection string: emulators only |
+| ``ServiceBusConnection__credential`` | unset | ``managedidentity``: a managed identity |
+| ``ServiceBusConnection__clientId`` | unset | its user-assigned client id (the queue trigger's) |
 
 The relay trigger's own connection is ``CosmosDBConnection``
 (``CosmosDBConnection__accountEndpoint`` in Azure); the host reads it, not this module.
@@ -37,14 +45,53 @@ from __future__ import annotations
 
 import base64
 import binascii
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from shared.errors import ConfigurationError
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
+
+COSMOS_CONNECTION = "CosmosDBConnection"  # the relay trigger's connection (function_app.py)
+SERVICE_BUS_CONNECTION = "ServiceBusConnection"  # the queue trigger's
+MANAGED_IDENTITY = "managedidentity"  # the one value the host documents for __credential
+
+
+@dataclass(frozen=True, slots=True)
+class IdentitySettings:
+    """How a client authenticates, from an identity-based connection's settings as the
+    Functions host reads them: ``<connection>__credential`` = ``managedidentity`` (any case) means
+    a managed identity, the user-assigned one of ``<connection>__clientId`` if set; unset means
+    the developer's identity (``DefaultAzureCredential``). As for the host, a client id without
+    ``__credential`` is ignored."""
+
+    managed: bool = False
+    client_id: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], connection: str) -> IdentitySettings:
+        credential_setting = f"{connection}__credential"
+        client_id_setting = f"{connection}__clientId"
+        credential = env.get(credential_setting, "").strip()
+        if not credential:
+            return cls()
+        if credential.lower() != MANAGED_IDENTITY:
+            raise ConfigurationError(
+                credential_setting, f"must be {MANAGED_IDENTITY} or unset, got {credential[:40]!r}"
+            )
+        client_id = env.get(client_id_setting, "").strip() or None
+        if client_id is not None:
+            try:
+                uuid.UUID(client_id)
+            except ValueError:
+                raise ConfigurationError(
+                    client_id_setting,
+                    f"must be the managed identity's client id (a GUID), got {client_id[:40]!r}",
+                ) from None
+        return cls(True, client_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +103,7 @@ class Settings:
     cosmos_container: str = "orders"
     cosmos_verify_tls: bool = True
     outbox_enabled: bool = True
+    cosmos_identity: IdentitySettings = field(default_factory=IdentitySettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -73,6 +121,7 @@ class Settings:
             cosmos_container=_name(env, "COSMOS_CONTAINER", "orders"),
             cosmos_verify_tls=_flag(env, "COSMOS_VERIFY_TLS", default=True),
             outbox_enabled=_flag(env, "OUTBOX_ENABLED", default=True),
+            cosmos_identity=IdentitySettings.from_env(env, COSMOS_CONNECTION),
         )
 
 
@@ -119,7 +168,7 @@ def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
 
 TOPIC_SETTING = "ORDER_EVENTS_TOPIC_NAME"
 NAMESPACE_SETTING = "ServiceBusConnection__fullyQualifiedNamespace"
-SERVICE_BUS_CONNECTION_STRING_SETTING = "ServiceBusConnection"
+SERVICE_BUS_CONNECTION_STRING_SETTING = SERVICE_BUS_CONNECTION  # the setting itself: a string
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +176,7 @@ class RelaySettings:
     topic_name: str
     fully_qualified_namespace: str | None = None
     connection_string: str | None = None
+    identity: IdentitySettings = field(default_factory=IdentitySettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RelaySettings:
@@ -142,7 +192,14 @@ class RelaySettings:
             raise ConfigurationError(
                 NAMESPACE_SETTING, f"must be <name>.servicebus.windows.net, got {namespace[:80]!r}"
             )
-        return cls(topic, namespace, None if namespace else connection_string)
+        return cls(
+            topic,
+            namespace,
+            None if namespace else connection_string,
+            IdentitySettings.from_env(env, SERVICE_BUS_CONNECTION)
+            if namespace
+            else IdentitySettings(),
+        )
 
 
 WATCHDOG_MIN_AGE_SETTING = "OUTBOX_WATCHDOG_MIN_AGE_SECONDS"

@@ -91,29 +91,22 @@ def create_client(
     settings: Settings, *, credential: AsyncTokenCredential | None = None, **overrides: Any
 ) -> CosmosClient:
     """A Cosmos client with the account key, or else with ``credential``, which the caller
-    owns and closes (``CosmosClient.close()`` leaves its credential open); the app passes
-    ``default_credential()``. ``overrides`` are extra client options (the local stand-ins
-    pass a transport). One client per worker process: it owns the connection pool."""
+    owns and closes (``CosmosClient.close()`` leaves its credential open); the app passes the
+    one ``shared.identity.credential`` builds from ``settings.cosmos_identity``. ``overrides``
+    are extra client options (the local stand-ins pass a transport). One client per worker
+    process: it owns the connection pool."""
     if settings.cosmos_key:
         key_or_credential: Any = settings.cosmos_key
     elif credential is not None:
         key_or_credential = credential
     else:
-        raise ValueError("COSMOS_KEY is unset: pass a credential (default_credential())")
+        raise ValueError("COSMOS_KEY is unset: pass a credential (shared.identity.credential)")
     return CosmosClient(
         settings.cosmos_endpoint,
         credential=key_or_credential,
         connection_verify=settings.cosmos_verify_tls,
         **{**CLIENT_OPTIONS, **overrides},
     )
-
-
-def default_credential() -> AsyncTokenCredential:
-    """Entra ID for the account (managed identity in Azure; ``AZURE_CLIENT_ID`` selects a
-    user-assigned one). The caller closes it."""
-    from azure.identity.aio import DefaultAzureCredential  # only where it is used
-
-    return DefaultAzureCredential()
 
 
 class CosmosOrderStore:

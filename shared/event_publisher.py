@@ -6,9 +6,10 @@ into as few ``ServiceBusMessageBatch`` sends as their size allows, and translati
 errors into ``shared.relay``'s classes. Never decides what to retry or park (``shared.relay``).
 
 One ``ServiceBusClient`` and one topic sender per worker process (``shared.runtime``), identity
-based (``DefaultAzureCredential``; ``AZURE_CLIENT_ID`` selects the user-assigned identity), on the
-namespace the queue trigger uses (``ServiceBusConnection__fullyQualifiedNamespace``); a
-connection string (``ServiceBusConnection``) only for emulators.
+based on the namespace the queue trigger uses (``ServiceBusConnection__fullyQualifiedNamespace``)
+and with the trigger's identity (``ServiceBusConnection__credential`` = ``managedidentity`` and
+``__clientId``: ``ManagedIdentityCredential``; unset: ``DefaultAzureCredential``, development;
+``shared.identity``); a connection string (``ServiceBusConnection``) only for emulators.
 
 The sender is shared by every relay invocation of the process (the trigger runs one per lease,
 concurrently, and the watchdog too), and azure-servicebus does not make it safe for that: "We

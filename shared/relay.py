@@ -35,14 +35,26 @@ Crash windows (each safe; tests/relay/test_crash_windows.py):
 - a mark that fails (the send succeeded): the event counts as published, and the invocation
   still asks for a retry (``RelayIncomplete``), whose republish the topic drops and whose mark
   completes the document. Returning instead would checkpoint past a document left pending.
+
+Marks and parks run concurrently, at most ``RelayPolicy.max_concurrent_updates`` at a time per
+relay (one per worker process: every lease's invocation and the watchdog share the bound). The
+trigger runs one invocation at a time per lease and one instance per lease ("A lease is owned by
+one instance at any time", learn.microsoft.com/azure/cosmos-db/nosql/change-feed-processor,
+Dynamic scaling; the processing life cycle reads, delivers, checkpoints, then reads again), so
+one patch round trip after another would cap a lease at 1 / round trip events per second
+(100/s at Cosmos DB's 10 ms: docs/capacity.md, "The relay at scale"). Concurrency changes no
+crash window: each update is still conditional on its own etag, the invocation still waits for
+every update before it returns or raises ``RelayIncomplete``, and a crash (a ``BaseException``)
+cancels the updates in flight and escapes as itself, leaving the batch to come back whole.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -90,6 +102,8 @@ class RuntimeRetry:
 
 
 RUNTIME_RETRY = RuntimeRetry()
+# The trigger's maxItemsPerInvocation (function_app.py says why 300).
+RELAY_MAX_ITEMS_PER_INVOCATION = 300
 
 
 # ---- errors the publisher adapter raises, classified by what a retry can fix ----------------
@@ -135,9 +149,22 @@ def classify(error: BaseException) -> FailureKind:
 
 @dataclass(frozen=True, slots=True)
 class RelayPolicy:
-    """When a failed event is parked instead of retried (see the module docstring)."""
+    """When a failed event is parked instead of retried, and how many outbox updates (marks and
+    parks) one relay keeps in flight (see the module docstring)."""
 
     park_after_attempts: int = 10  # ~25 min of the runtime's 5 s..5 min exponential backoff
+    # Patches in flight per worker process, every lease's invocation and the watchdog together.
+    # An invocation of up to 300 documents (function_app.py, max_items_per_invocation) carries
+    # about 100 events: 64 at a time mark them in two round trips. The bound keeps them, with
+    # the consumer's 16 concurrent deliveries (host.json maxConcurrentCalls) should they share
+    # an instance, under the 100 connections of the app's one Cosmos client (aiohttp's
+    # TCPConnector default limit; azure-core opens a plain aiohttp.ClientSession,
+    # azure/core/pipeline/transport/_aiohttp.py:196), so no patch waits for a connection.
+    max_concurrent_updates: int = 64
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent_updates < 1:
+            raise ValueError("max_concurrent_updates must be at least 1")
 
     def should_park(self, kind: FailureKind, attempt: int) -> bool:
         """``attempt`` is 1-based: the runtime's retry count + 1 (best effort: it is kept in the
@@ -277,6 +304,20 @@ class RelayReport:
     retry: list[str] = field(default_factory=list)
     mark_failed: list[str] = field(default_factory=list)
 
+    def in_batch_order(self, document_ids: Sequence[str]) -> None:
+        """Order each list as the batch was (concurrent updates finish in any order)."""
+        position = {document_id: index for index, document_id in enumerate(document_ids)}
+        for ids in (self.published, self.parked, self.retry, self.mark_failed):
+            ids.sort(key=lambda document_id: position.get(document_id, len(position)))
+
+
+class _Update(enum.Enum):
+    """What one conditional update of an outbox document came to."""
+
+    DONE = "done"  # committed
+    ALREADY = "already"  # changed since it was read (412) or gone: nothing to do
+    FAILED = "failed"  # not committed: the batch must come back
+
 
 class OutboxRelay:
     def __init__(
@@ -295,6 +336,9 @@ class OutboxRelay:
         self._clock = clock  # the composition root's one clock (dispatchedAt, parkedAt, lag)
         self._policy = policy or RelayPolicy()
         self._ttl_s = dispatched_ttl_s
+        # The bound of updates in flight, shared by every invocation of this relay (one relay
+        # per event loop: the composition root builds it on the loop that uses it).
+        self._updates = asyncio.Semaphore(self._policy.max_concurrent_updates)
 
     async def relay(
         self, documents: Sequence[Mapping[str, Any]], *, attempt: int = 1
@@ -302,19 +346,33 @@ class OutboxRelay:
         """Publish the batch's pending outbox documents; raise ``RelayIncomplete`` if any must be
         retried (after marking what was sent, so the retry republishes as little as possible)."""
         report = RelayReport()
-        telemetry = self._telemetry
         events: list[OutboundEvent] = []
+        invalid: list[tuple[Mapping[str, Any], str]] = []
         for document in documents:
             if not is_pending_outbox(document):
                 continue
             try:
                 events.append(build_event(document))
-            except InvalidMessage as invalid:
-                await self._park(document, PARKED_INVALID_EVENT, invalid.description, report)
-        if not events:
-            self._raise_if_incomplete(report)
-            return report
+            except InvalidMessage as error:
+                invalid.append((document, error.description))
+        # Invalid documents are parked with the marks, after the send: one round of concurrent
+        # updates per invocation, and nothing about them depends on the send.
+        updates: list[Callable[[], Awaitable[None]]] = [
+            self._parking(document, PARKED_INVALID_EVENT, description, report)
+            for document, description in invalid
+        ]
+        if events:
+            updates += await self._publish(events, attempt, report)
+        await self._run_bounded(updates)
+        report.in_batch_order([str(document.get("id")) for document in documents])
+        self._raise_if_incomplete(report)
+        return report
 
+    async def _publish(
+        self, events: Sequence[OutboundEvent], attempt: int, report: RelayReport
+    ) -> list[Callable[[], Awaitable[None]]]:
+        """Send the events in batches; the updates their results call for (marks, parks)."""
+        telemetry = self._telemetry
         spans = [
             telemetry.start_publish(event.event_id, event.order_id, event.stored_traceparent)
             for event in events
@@ -332,12 +390,13 @@ class OutboxRelay:
             raise
 
         now = self._clock.now()
+        updates: list[Callable[[], Awaitable[None]]] = []
         for event, span, failure in zip(stamped, spans, results, strict=True):
             if failure is None:
                 lag_s = (now - event.created_at).total_seconds()
                 telemetry.published(span, event.event_id, event.order_id, lag_s)
                 report.published.append(event.document_id)
-                await self._mark_dispatched(event, report)
+                updates.append(self._marking(event, report))
                 continue
             kind = classify(failure)
             if self._policy.should_park(kind, attempt):
@@ -345,30 +404,43 @@ class OutboxRelay:
                 description = bound(f"{type(failure).__name__}: {failure} (attempt {attempt})")
                 telemetry.publish_failed(span, event.event_id, event.order_id, failure, parked=True)
                 document = {"id": event.document_id, "orderId": event.order_id, "_etag": event.etag}
-                await self._park(document, reason, description, report, event_id=event.event_id)
+                updates.append(
+                    self._parking(document, reason, description, report, event_id=event.event_id)
+                )
             else:
                 telemetry.publish_failed(span, event.event_id, event.order_id, failure)
                 report.retry.append(event.document_id)
-        self._raise_if_incomplete(report)
-        return report
+        return updates
 
-    async def _mark_dispatched(self, event: OutboundEvent, report: RelayReport) -> None:
-        try:
-            marked = await self._store.mark_dispatched(
-                event, dispatched_at=self._clock.now(), ttl_s=self._ttl_s
-            )
-        except Exception as error:  # noqa: BLE001 - sent: the retry's republish is dropped
-            report.mark_failed.append(event.document_id)
-            self._telemetry.mark_failed(event.event_id, event.order_id, error)
+    async def _run_bounded(self, updates: Sequence[Callable[[], Awaitable[None]]]) -> None:
+        """Run every update, at most ``max_concurrent_updates`` of this relay at once; return
+        when all are done. Each update handles its own errors; what escapes one (a crash,
+        cancellation) cancels the others and is re-raised as itself, not as a group."""
+        if not updates:
             return
-        if not marked:
-            logger.info(
-                "outbox document %s changed since it was read: already marked",
-                event.document_id,
-                extra={"event_id": event.event_id, "order_id": event.order_id},
-            )
+        pending = iter(updates)
 
-    async def _park(
+        async def worker() -> None:
+            for update in pending:  # shared: each update is taken by one worker
+                async with self._updates:
+                    await update()
+
+        workers = min(len(updates), self._policy.max_concurrent_updates)
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(workers):
+                    group.create_task(worker())
+        except BaseExceptionGroup as escaped:
+            raise escaped.exceptions[0] from None
+
+    def _marking(self, event: OutboundEvent, report: RelayReport) -> Callable[[], Awaitable[None]]:
+        async def mark() -> None:
+            if await self._mark_dispatched(event) is _Update.FAILED:
+                report.mark_failed.append(event.document_id)
+
+        return mark
+
+    def _parking(
         self,
         document: Mapping[str, Any],
         reason: str,
@@ -376,7 +448,43 @@ class OutboxRelay:
         report: RelayReport,
         *,
         event_id: str | None = None,
-    ) -> None:
+    ) -> Callable[[], Awaitable[None]]:
+        document_id = str(document.get("id"))
+
+        async def park() -> None:
+            outcome = await self._park(document, reason, description, event_id=event_id)
+            if outcome is _Update.DONE:
+                report.parked.append(document_id)
+            elif outcome is _Update.FAILED:
+                report.retry.append(document_id)
+
+        return park
+
+    async def _mark_dispatched(self, event: OutboundEvent) -> _Update:
+        try:
+            marked = await self._store.mark_dispatched(
+                event, dispatched_at=self._clock.now(), ttl_s=self._ttl_s
+            )
+        except Exception as error:  # noqa: BLE001 - sent: the retry's republish is dropped
+            self._telemetry.mark_failed(event.event_id, event.order_id, error)
+            return _Update.FAILED
+        if not marked:
+            logger.info(
+                "outbox document %s changed since it was read: already marked",
+                event.document_id,
+                extra={"event_id": event.event_id, "order_id": event.order_id},
+            )
+            return _Update.ALREADY
+        return _Update.DONE
+
+    async def _park(
+        self,
+        document: Mapping[str, Any],
+        reason: str,
+        description: str,
+        *,
+        event_id: str | None = None,
+    ) -> _Update:
         document_id = str(document.get("id"))
         order_id = str(document.get("orderId"))
         event_id = event_id or _optional_text(document.get("eventId")) or document_id
@@ -385,9 +493,8 @@ class OutboxRelay:
                 document, parked_at=self._clock.now(), reason=reason, description=description
             )
         except Exception as error:  # noqa: BLE001 - not parked: it must be retried, never skipped
-            report.retry.append(document_id)
             self._telemetry.mark_failed(event_id, order_id, error)
-            return
+            return _Update.FAILED
         if not parked:
             # Changed since it was read: a retry of this batch meets the document an earlier
             # run parked (counting it again would page twice), or an operator's newer version,
@@ -397,9 +504,9 @@ class OutboxRelay:
                 document_id,
                 extra={"event_id": event_id, "order_id": order_id},
             )
-            return
-        report.parked.append(document_id)
+            return _Update.ALREADY
         self._telemetry.parked(event_id, order_id, reason, description)
+        return _Update.DONE
 
     @staticmethod
     def _raise_if_incomplete(report: RelayReport) -> None:

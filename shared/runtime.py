@@ -45,9 +45,10 @@ from shared.config import (
 )
 from shared.consumer import OrderConsumer
 from shared.core import SYSTEM_CLOCK, Clock, Decision, IncomingMessage, Outcome, RetryPolicy
-from shared.cosmos_store import CosmosOrderStore, create_client, default_credential
+from shared.cosmos_store import CosmosOrderStore, create_client
 from shared.errors import ConfigurationError
 from shared.event_publisher import MessageBatchSender, ServiceBusEventPublisher
+from shared.identity import credential as identity_credential
 from shared.outbox_store import CosmosOutboxStore
 from shared.relay import OutboxRelay, RelayPolicy, RelayReport, is_pending_outbox
 from shared.settlement import HungSettlements, MessageActions, Settler, to_incoming
@@ -109,13 +110,15 @@ class Runtime:
     - ``clock``: now and sleep, for the consumer's backoff, the configuration-error hold, and the
       relay's ``dispatchedAt``, ``parkedAt`` and lag.
     - ``cosmos_options``: extra ``CosmosClient`` options (a fault-injecting ``transport``,
-      ``retry_backoff_factor``); ``credential`` replaces ``DefaultAzureCredential`` when no
-      ``COSMOS_KEY`` is set (the runtime then closes it). One client serves both functions.
+      ``retry_backoff_factor``); ``credential`` replaces the one ``shared.identity`` builds from
+      the settings when no ``COSMOS_KEY`` is set (the runtime then closes it). One client
+      serves every function.
     - ``telemetry``, ``relay_telemetry``: the telemetry adapters; default, on the global
       providers.
     - ``jitter``: the backoff jitter source, values in [0, 1].
     - ``topic_sender``: the relay's topic sender (``azure.servicebus.aio.ServiceBusSender``'s
-      surface); default, one built from the relay's settings with managed identity.
+      surface); default, one built from the relay's settings, identity-based
+      (``shared.identity``).
     - ``relay_policy``: when the relay parks an event instead of retrying it.
     """
 
@@ -267,7 +270,7 @@ class Runtime:
         options = dict(self._cosmos_options)
         credential = options.pop("credential", None)
         if credential is None and not settings.cosmos_key:
-            credential = default_credential()
+            credential = identity_credential(settings.cosmos_identity)
         client = create_client(settings, credential=credential, **options)
         container = client.get_database_client(settings.cosmos_database).get_container_client(
             settings.cosmos_container
@@ -460,7 +463,7 @@ def _topic_sender(settings: RelaySettings) -> tuple[MessageBatchSender, tuple[Cl
     from azure.servicebus.aio import ServiceBusClient  # only where it is used
 
     if settings.fully_qualified_namespace is not None:
-        credential = default_credential()
+        credential = identity_credential(settings.identity)
         client = ServiceBusClient(settings.fully_qualified_namespace, credential)
         sender = client.get_topic_sender(settings.topic_name)
         return sender, (sender.close, client.close, credential.close)

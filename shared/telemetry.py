@@ -17,6 +17,13 @@ KQL queries, alert rules and workbook in ``infra/``: change them together
 
 Metric attributes are bounded by construction (outcome, settlement, operation): a message id,
 order id or customer id in a metric attribute would create one time series per order.
+
+Exported logs (``ExportedLogRecords``, on the exporter's handler only): every record at WARNING
+and above, always; an INFO record (a healthy delivery's outcome, ``processed`` or ``duplicate``,
+an event published) only when the span current at that moment is sampled, so that healthy
+outcomes reach Application Insights with the traces the sampler keeps (5 per second per process
+by default), not once per order: ``orders.messages`` and ``orders.relay.published`` count every
+one of them, and every failure still has its log line (docs/telemetry.md, "Logs").
 """
 
 from __future__ import annotations
@@ -130,6 +137,17 @@ _configured = False
 _delivery_charge: ContextVar[list[float] | None] = ContextVar("orders_charge", default=None)
 
 
+class ExportedLogRecords(logging.Filter):
+    """The exporter's filter: records at WARNING and above always; INFO and below only with a
+    sampled trace (the current span's W3C sampled flag: a non-recording span, as without an
+    SDK, has none). Local handlers (the console, tests, the demo's counts) see every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        return bool(trace.get_current_span().get_span_context().trace_flags.sampled)
+
+
 def configure_exporters(env: Mapping[str, str]) -> bool:
     """Send traces, metrics and logs to Application Insights, once per process, if a connection
     string is set. Returns whether this module's exporters are (now) configured.
@@ -178,8 +196,22 @@ def configure_exporters(env: Mapping[str, str]) -> bool:
         if credential is not None:
             options["credential"] = credential
         configure_azure_monitor(**options)
+        _filter_exported_logs()
         _configured = True
         return True
+
+
+def _filter_exported_logs() -> None:
+    """Put ``ExportedLogRecords`` on the handler the distro attached to our logger (an
+    OpenTelemetry ``LoggingHandler``: azure/monitor/opentelemetry/_configure.py, _setup_logging,
+    ``logger.addHandler(handler)``), and on no other handler."""
+    from opentelemetry.instrumentation.logging.handler import LoggingHandler
+
+    for handler in logging.getLogger(EXPORTED_LOGGER_NAME).handlers:
+        if isinstance(handler, LoggingHandler) and not any(
+            isinstance(f, ExportedLogRecords) for f in handler.filters
+        ):
+            handler.addFilter(ExportedLogRecords())
 
 
 def _aad_credential(authentication_string: str) -> Any | None:
@@ -595,15 +627,17 @@ class RelayTelemetry:
 
     def published(self, span: Span, event_id: str, order_id: str, lag_s: float) -> None:
         span.set_attribute(ATTR_RELAY_OUTCOME, RELAY_PUBLISHED)
-        span.end()
         self._published.add(1, {ATTR_TOPIC: self.topic_name})
         self._lag.record(max(0.0, lag_s), {ATTR_TOPIC: self.topic_name})
-        relay_logger.info(
-            "OrderAccepted %s of order %s published",
-            event_id,
-            order_id,
-            extra={"event_id": event_id, "order_id": order_id, "topic": self.topic_name},
-        )
+        # Logged with its publish span current: the record carries the event's trace (it joins
+        # the span's dependencies row) and is exported exactly when that span is sampled.
+        with trace.use_span(span, end_on_exit=True):
+            relay_logger.info(
+                "OrderAccepted %s of order %s published",
+                event_id,
+                order_id,
+                extra={"event_id": event_id, "order_id": order_id, "topic": self.topic_name},
+            )
 
     def publish_failed(
         self,

@@ -73,6 +73,18 @@ def test_host_json_disables_auto_complete_and_bounds_concurrency() -> None:
     assert service_bus["maxConcurrentCalls"] == 16  # also the settlement pool's size
 
 
+def test_host_logs_failed_invocations_but_not_every_successful_one() -> None:
+    """The host's ``Function.<name>`` category carries its started and completed log of every
+    run at Information and failures at Error (learn.microsoft.com/azure/azure-functions/
+    configure-monitoring, "Configure categories"): two rows per message at Information. At
+    Warning, failures stay (docs/capacity.md, "Log Analytics ingestion"); the watchdog's five-
+    minute runs keep theirs."""
+    levels = json.loads((REPO / "host.json").read_text())["logging"]["logLevel"]
+    assert levels["Function"] == "Warning"
+    assert levels["Function.outbox_watchdog"] == "Information"
+    assert levels["default"] == levels["Host.Results"] == "Warning"
+
+
 def test_lock_renewal_covers_the_whole_function_timeout() -> None:
     # The consumer's retries and holds rely on the host renewing the lock while the function
     # runs: a renewal window shorter than functionTimeout would let a still-running delivery

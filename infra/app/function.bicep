@@ -135,8 +135,11 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
   }
 }
 
-// Setting names are the ones read by the Functions host (ServiceBusConnection__*, AzureWebJobsStorage__*)
-// and by the application code (ORDERS_*, COSMOS_*, OUTBOX_ENABLED, AZURE_CLIENT_ID).
+// Setting names are the ones read by the Functions host (ServiceBusConnection__*, AzureWebJobsStorage__*,
+// CosmosDBConnection__*) and by the application code (ORDERS_*, COSMOS_*, OUTBOX_ENABLED). The app's
+// own clients authenticate as the host's connections to the same resources do, from the same
+// __credential/__clientId settings: ManagedIdentityCredential with the user-assigned client id
+// (shared/identity.py), so no AZURE_CLIENT_ID (the default chain's setting) is set.
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   //checkov:skip=CKV_AZURE_13: false positive, this config resource holds app settings only (no HTTP function to authenticate)
   //checkov:skip=CKV_AZURE_63: false positive, app settings resource; HTTP logging is a web config setting and there is no HTTP traffic
@@ -168,7 +171,6 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     OUTBOX_WATCHDOG_MIN_AGE_SECONDS: string(outboxWatchdogMinAgeSeconds)
     COSMOS_VERIFY_TLS: 'true'
     OUTBOX_ENABLED: 'true'
-    AZURE_CLIENT_ID: identityClientId
     APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
     // The app configures the OpenTelemetry distro itself; this tells the host to stop

@@ -18,7 +18,10 @@ from bench.standin import standin
 from local.world import CosmosAccount
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SMALLEST = ["--cpu-messages", "100", "--creates", "20", "--messages", "16", "--rounds", "1"]
+SMALLEST = [
+    *("--cpu-messages", "100", "--creates", "20", "--messages", "16", "--rounds", "1"),
+    *("--relay-orders", "20", "--relay-rounds", "1", "--ingestion-orders", "5"),
+]
 
 
 def test_smallest_run_measures_every_target_and_keeps_the_prose(
@@ -34,7 +37,14 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
     assert main([*arguments, "--output", str(output), "--markdown", str(page)]) == 0
 
     results = json.loads(output.read_text())
-    assert set(results["verdicts"]) == {"requests", "cpu", "throughput", "memory"}
+    assert set(results["verdicts"]) == {
+        "requests",
+        "cpu",
+        "throughput",
+        "memory",
+        "relay",
+        "ingestion",
+    }
     assert results["requests"]["ok"], results["requests"]
     assert results["requests"]["outcomes"]["new"]["kinds"] == {"batch": 1}  # outbox on
     throughput = results["throughput"]
@@ -45,10 +55,21 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
         assert measured["documents_per_message"]["values"] == [1.0]
         assert measured["completed_share"]["values"] == [1.0]
     assert results["cpu"]["create_item_cpu_us"] > 0 < results["cpu"]["decide_cpu_us"]["p50"]
+    relay = results["relay"]
+    assert relay["problems"] == []  # every order of every round published once and marked
+    assert relay["max_items_per_invocation"] == 300  # the binding's
+    assert {name: tier["leases"] for name, tier in relay["tiers"].items()} == {
+        "orders-100-per-second.parameters.json": 1,
+        "orders-1000-per-second.parameters.json": 4,
+        "orders-10000-per-second.parameters.json": 40,
+    }
+    assert results["ingestion"]["ok"], results["ingestion"]
     written = page.read_text()
     prose = (REPO_ROOT / "docs" / "benchmarks.md").read_text().partition(report.BEGIN)[0]
     assert written.startswith(prose)
     assert "| 3. consumer / platform floor throughput, concurrency 16 |" in written
+    assert "| 6. relay on one lease, marks in flight" in written
+    assert "| 7. Log Analytics rows per healthy order" in written
 
 
 async def test_a_new_order_is_one_create_item_with_the_outbox_off(

@@ -87,7 +87,10 @@ REQUIRED_APP_SETTINGS = {
     "COSMOS_CONTAINER",
     "COSMOS_VERIFY_TLS",
     "OUTBOX_ENABLED",
-    "AZURE_CLIENT_ID",
+    # The app's Cosmos DB client authenticates as the relay trigger's connection does
+    # (shared/identity.py).
+    "CosmosDBConnection__credential",
+    "CosmosDBConnection__clientId",
     "APPLICATIONINSIGHTS_CONNECTION_STRING",
     "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
 }
@@ -444,6 +447,9 @@ def test_app_settings_expose_the_names_the_code_reads() -> None:
     assert extra == "extraAppSettings"
     assert settings["ServiceBusConnection__credential"] == "managedidentity"
     assert settings["AzureWebJobsStorage__credential"] == "managedidentity"
+    assert settings["CosmosDBConnection__credential"] == "managedidentity"
+    # The default chain's setting is gone: nothing deployed builds DefaultAzureCredential.
+    assert "AZURE_CLIENT_ID" not in settings
     assert settings["COSMOS_VERIFY_TLS"] == "true"
     assert settings["OUTBOX_ENABLED"] == "true"
     assert settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == (
@@ -456,7 +462,7 @@ def test_app_settings_expose_the_names_the_code_reads() -> None:
     for name in (
         "ServiceBusConnection__clientId",
         "AzureWebJobsStorage__clientId",
-        "AZURE_CLIENT_ID",
+        "CosmosDBConnection__clientId",
     ):
         assert settings[name] == "identityClientId", name
     # values that are module parameters are wired from the right module outputs in main.bicep

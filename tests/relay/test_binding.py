@@ -11,7 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from shared.relay import RUNTIME_RETRY
+from local.world import World
+from shared.relay import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
 from tests.infra.infra_support import parse_bicep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +52,8 @@ def test_relay_is_a_change_feed_trigger_with_an_unbounded_exponential_retry() ->
         "createLeaseContainerIfNotExists": False,
         # With no leases yet, from the beginning: never "from now" (test_start_position.py).
         "startFromBeginning": True,
+        # About 100 orders' documents per invocation (function_app.py says why).
+        "maxItemsPerInvocation": 300,
     }
     assert indexed["retry"] == {
         "setting_name": "retry_policy",
@@ -59,6 +62,13 @@ def test_relay_is_a_change_feed_trigger_with_an_unbounded_exponential_retry() ->
         "minimum_interval": RUNTIME_RETRY.minimum_interval,
         "maximum_interval": RUNTIME_RETRY.maximum_interval,
     }
+
+
+async def test_the_host_delivers_at_most_the_binding_s_max_items_per_invocation(
+    world: World,
+) -> None:
+    # The stand-in host reads the binding (as the host does): batches of 300, not its own 100.
+    assert world.change_feed.max_items == RELAY_MAX_ITEMS_PER_INVOCATION == 300
 
 
 def test_the_trigger_s_lease_container_is_the_one_bicep_deploys() -> None:

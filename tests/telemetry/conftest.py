@@ -26,6 +26,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
 
 from local.broker import ManualClock, OutgoingMessage, PeekLockQueue
 from local.faults import FaultInjectingTransport
@@ -79,9 +80,9 @@ InstallConsumer = Callable[..., runtime.Runtime]
 QUEUE_NAME = "orders"  # app_env's ORDERS_QUEUE_NAME
 
 
-def make_captured(queue_name: str = QUEUE_NAME) -> Captured:
+def make_captured(queue_name: str = QUEUE_NAME, sampler: Sampler | None = None) -> Captured:
     span_exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
+    tracer_provider = TracerProvider(sampler=sampler)
     tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
     metric_reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[metric_reader])

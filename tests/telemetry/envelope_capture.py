@@ -1,21 +1,20 @@
-"""Capture what the real Azure Monitor exporter posts: a local HTTP ingestion server (stdlib) on
-127.0.0.1, and a fresh interpreter running ``envelope_scenario.py`` with the project's own
-``configure_exporters`` pointed at it. Used by ``test_envelopes.py`` and ``workbook_picture.py``.
+"""Capture what the real Azure Monitor exporter posts: the local ingestion endpoint
+(``local.ingestion``) on 127.0.0.1, and a fresh interpreter running ``envelope_scenario.py`` with
+the project's own ``configure_exporters`` pointed at it. Used by ``test_envelopes.py`` and
+``workbook_picture.py``.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from local.ingestion import ingestion_endpoint
 from tests.telemetry.envelope_scenario import (
     CAPTURE_CONNECTION_SETTING,
     CAPTURE_SUMMARY_SETTING,
@@ -32,36 +31,6 @@ BASE_TYPES = {
     "dependencies": "RemoteDependencyData",
     "exceptions": "ExceptionData",
 }
-
-
-class _Ingestion(BaseHTTPRequestHandler):
-    envelopes: list[dict[str, Any]]
-
-    def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        received = 0
-        if self.path.rstrip("/").endswith("/v2.1/track"):
-            text = raw.decode("utf-8").strip()
-            try:
-                parsed = json.loads(text)
-                items = parsed if isinstance(parsed, list) else [parsed]
-            except json.JSONDecodeError:
-                items = [json.loads(line) for line in text.splitlines() if line.strip()]
-            self.envelopes.extend(items)
-            received = len(items)
-        answer = json.dumps(
-            {"itemsReceived": received, "itemsAccepted": received, "errors": []}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
 
 
 @dataclass
@@ -114,13 +83,7 @@ class Capture:
 
 def capture_envelopes(tmp: Path) -> Capture:
     """Run the scenario in a fresh interpreter and return what its exporter posted."""
-    envelopes: list[dict[str, Any]] = []
-    handler = type("Ingestion", (_Ingestion,), {"envelopes": envelopes})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        endpoint = f"http://127.0.0.1:{server.server_address[1]}/"
+    with ingestion_endpoint() as ingestion:
         summary_file = tmp / "summary.json"
         env = {
             key: value
@@ -128,10 +91,7 @@ def capture_envelopes(tmp: Path) -> Capture:
             if not key.startswith(("APPLICATIONINSIGHTS_", "OTEL_", "PYTEST_"))
         }
         env |= {
-            CAPTURE_CONNECTION_SETTING: (
-                "InstrumentationKey=00000000-0000-0000-0000-000000000000;"
-                f"IngestionEndpoint={endpoint};LiveEndpoint={endpoint}"
-            ),
+            CAPTURE_CONNECTION_SETTING: ingestion.connection_string,
             CAPTURE_SUMMARY_SETTING: str(summary_file),
             # Every span, so that counts can be compared; the queries must not assume it.
             "OTEL_TRACES_SAMPLER": "microsoft.fixed_percentage",
@@ -150,8 +110,4 @@ def capture_envelopes(tmp: Path) -> Capture:
         )
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
         assert "1 passed" in result.stdout, result.stdout[-2000:]
-        return Capture(envelopes, json.loads(summary_file.read_text(encoding="utf-8")))
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    return Capture(ingestion.envelopes, json.loads(summary_file.read_text(encoding="utf-8")))

@@ -7,11 +7,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
 
 from shared import telemetry
+from tests.integration.identity_endpoint import identity_endpoint, token_for
 
 REPO = Path(__file__).resolve().parents[2]
 # A closed local port for ingestion and live metrics: nothing can be delivered anywhere.
@@ -44,9 +46,10 @@ GUARD = textwrap.dedent(
 )
 
 
-def run_probe(body: str, tmp_path: Path) -> None:
+def run_probe(body: str, tmp_path: Path, extra_env: dict[str, str] | None = None) -> None:
     script = GUARD + textwrap.dedent(body) + "\nfinish()\n"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
+    env |= extra_env or {}
     result = subprocess.run(
         [sys.executable, "-c", script],
         cwd=REPO,
@@ -128,6 +131,8 @@ def test_with_a_connection_string_it_configures_exactly_once(tmp_path: Path) -> 
         assert isinstance(logs.get_logger_provider(), LoggerProvider)
         handlers = logging.getLogger("orders").handlers
         assert [type(h) for h in handlers] == [LoggingHandler], handlers
+        # Healthy INFO records leave with their sampled traces only (shared.telemetry).
+        assert [type(f).__name__ for f in handlers[0].filters] == ["ExportedLogRecords"]
         assert not any(isinstance(h, LoggingHandler) for h in logging.getLogger().handlers)
         # The distro turns on azure-core's OpenTelemetry plugin: Cosmos calls become spans.
         assert azure_settings.tracing_implementation() is not None
@@ -164,3 +169,37 @@ def test_managed_identity_from_the_authentication_string(
     credential = telemetry._aad_credential(authentication_string)
 
     assert (type(credential).__name__ if credential is not None else None) == expected
+
+
+def test_the_exporter_authenticates_as_the_user_assigned_identity(tmp_path: Path) -> None:
+    """What ``configure_exporters`` hands the distro is a managed identity credential that asks
+    App Service's identity endpoint (here on 127.0.0.1) for the identity of the authentication
+    string, not for the instance's AZURE_CLIENT_ID. Fails if the credential were the default
+    chain, which takes AZURE_CLIENT_ID."""
+    uami, other = str(uuid.UUID(int=1)), str(uuid.UUID(int=2))
+    with identity_endpoint() as endpoint:
+        run_probe(
+            f"""
+            import azure.monitor.opentelemetry as distro
+            calls = []
+            _configure = distro.configure_azure_monitor
+            def counting(**options):
+                calls.append(options)
+                return _configure(**options)
+            distro.configure_azure_monitor = counting
+
+            from shared.telemetry import configure_exporters
+            assert configure_exporters({{
+                "APPLICATIONINSIGHTS_CONNECTION_STRING": {FAKE_CONNECTION_STRING!r},
+                "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "ClientId={uami};Authorization=AAD",
+            }}) is True
+            [options] = calls
+            credential = options["credential"]
+            assert type(credential).__name__ == "ManagedIdentityCredential", credential
+            token = credential.get_token("https://monitor.azure.com//.default")
+            assert token.token == {token_for(uami)!r}, token.token
+            """,
+            tmp_path,
+            {**endpoint.environment, "AZURE_CLIENT_ID": other},
+        )
+    assert [(r.client_id, r.secret_ok) for r in endpoint.requests] == [(uami, True)]

@@ -10,13 +10,14 @@ import pytest
 from opentelemetry.instrumentation.logging.handler import LoggingHandler
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
 from local.broker import ManualClock, PeekLockQueue
 from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from shared import telemetry
 from tests.orders import message, order_body
-from tests.telemetry.conftest import Captured, deliver_twice
+from tests.telemetry.conftest import Captured, InstallConsumer, deliver_twice, make_captured
 
 FIELDS = (
     "outcome",
@@ -177,3 +178,47 @@ async def test_logs_reach_opentelemetry_with_their_fields_and_the_span_context(
         "delivery_count": 1,
         "order_id": "ord-1001",
     }
+
+
+@pytest.mark.parametrize("sampled", [True, False], ids=["sampled", "not-sampled"])
+async def test_only_a_sampled_delivery_s_healthy_outcome_is_exported_and_every_warning_is(
+    sampled: bool,
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    clock: ManualClock,
+    install_consumer: InstallConsumer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The exporter's handler as ``configure_exporters`` wires it (``ExportedLogRecords``), with
+    a sampler that keeps every trace or none: a processed and a duplicate delivery are exported
+    only when sampled, a mismatch always; locally (caplog) all three are INFO/WARNING records.
+    Fails without the filter (the healthy records are exported unsampled)."""
+    captured = make_captured(sampler=ALWAYS_ON if sampled else ALWAYS_OFF)
+    install_consumer(captured.telemetry)
+    exporter = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    handler = LoggingHandler(level=logging.NOTSET, logger_provider=provider)
+    handler.addFilter(telemetry.ExportedLogRecords())
+    exported = logging.getLogger(telemetry.EXPORTED_LOGGER_NAME)
+    exported.addHandler(handler)
+    caplog.set_level(logging.INFO, logger=telemetry.LOGGER_NAME)
+    try:
+        await deliver_twice(host, queue, clock)
+        clock.advance(queue.settings.duplicate_detection_window)
+        changed = order_body()
+        changed["lines"][0]["quantity"] = 3
+        queue.send(message(changed, correlation_id="corr-3"))
+        await host.run_until_idle()
+    finally:
+        exported.removeHandler(handler)
+
+    assert set(outcome_records(caplog)) == {"processed", "duplicate", "mismatch"}  # local logs
+    outcomes = sorted(
+        str((data.log_record.attributes or {}).get("outcome"))
+        for data in exporter.get_finished_logs()
+        if (data.log_record.attributes or {}).get("outcome") is not None
+    )
+    assert outcomes == (["duplicate", "mismatch", "processed"] if sampled else ["mismatch"])
+    counted = [getattr(p, "value", 0) for p in captured.points("orders.messages")]
+    assert sum(counted) == 3  # the metric counts every delivery
