@@ -3,9 +3,9 @@
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from shared.relay import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
-from shared.runtime import handle_order_message, handle_outbox_changes, handle_watchdog_tick
-from shared.watchdog import WATCHDOG_SCHEDULE
+from shared.bootstrap import handle_order_message, handle_outbox_changes, handle_watchdog_tick
+from shared.relay.core import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
+from shared.relay.watchdog import WATCHDOG_SCHEDULE
 
 app = func.FunctionApp()
 
@@ -52,7 +52,8 @@ async def consume_order(
 # retry policy does, and holds the checkpoint until the retries end ("Azure Functions error
 # handling and retries", learn.microsoft.com/azure/azure-functions/functions-bindings-error-pages:
 # Cosmos DB supports function-level retry policies, -1 = retry indefinitely). Unbounded, so a
-# failed batch is never checkpointed past; the relay parks what must not block (shared/relay.py).
+# failed batch is never checkpointed past; the relay parks what must not block
+# (shared/relay/core.py).
 @app.retry(
     strategy=RUNTIME_RETRY.strategy,
     max_retry_count=str(RUNTIME_RETRY.max_retry_count),
@@ -64,7 +65,8 @@ async def relay_outbox(documents: func.DocumentList, context: func.Context) -> N
 
 
 @app.function_name("outbox_watchdog")
-# Publishes what the change feed did not (shared/watchdog.py). The timer keeps its schedule and
+# Publishes what the change feed did not (shared/relay/watchdog.py). The timer keeps its schedule
+# and
 # its one-instance lock in the host's storage (AzureWebJobsStorage) and does not retry a failed
 # run: the next one does ("Timer trigger for Azure Functions",
 # learn.microsoft.com/azure/azure-functions/functions-bindings-timer: useMonitor, Scale-out,

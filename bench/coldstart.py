@@ -55,7 +55,7 @@ def third_party_imports(entry: str = "function_app") -> list[str]:
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
                 if node.module.split(".")[0] in PROJECT_PACKAGES:
-                    # ``from shared import runtime`` imports a module; follow it too.
+                    # ``from shared import bootstrap`` imports a module; follow it too.
                     pending.extend(f"{node.module}.{alias.name}" for alias in node.names)
             else:
                 continue

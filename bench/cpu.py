@@ -24,9 +24,9 @@ from bench.floor_app import write_documents
 from bench.orders import order_bytes
 from bench.stats import distribution
 from local.host_binding import encode_amqp, host_binding_bytes
-from shared.contract import parse_order
-from shared.core import IncomingMessage, build_documents, decide
-from shared.errors import OrderAlreadyExists
+from shared.consumer.contract import parse_order
+from shared.consumer.core import IncomingMessage, build_documents, decide
+from shared.consumer.errors import OrderAlreadyExists
 
 TARGET_SHARE = 0.10  # decide's CPU ≤ 10% of one create_item's SDK CPU
 CONCURRENCY = 16  # SDK calls in flight, as at maxConcurrentCalls

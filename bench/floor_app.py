@@ -5,7 +5,8 @@ extension's ``ServiceBusReceivedMessage`` and ``ServiceBusMessageActions``, auto
 by the same worker and host as the consumer (``bench.bench_app`` registers this blueprint beside
 ``function_app``'s functions in one app). It writes the documents the consumer would write for
 the message (prepared in advance and handed over by ``expect``) with the same request
-(``write_documents``) and completes the message as the consumer settles (``shared.settlement.
+(``write_documents``) and completes the message as the consumer settles
+(``shared.adapters.servicebus_in.
 Settler``: the pool sized from host.json's ``maxConcurrentCalls``, the same timeout). No
 validation, no fingerprint, no conflict handling, no telemetry: what is left is what the platform
 costs per message (decoding the host's bytes, one Cosmos write, one settlement over gRPC), so that
@@ -24,9 +25,9 @@ from typing import Any
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from shared.core import Decision, Outcome
-from shared.cosmos_store import OPERATION_TIMEOUT_S
-from shared.settlement import Settler
+from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S
+from shared.adapters.servicebus_in import Settler
+from shared.consumer.core import Decision, Outcome
 
 blueprint = func.Blueprint()  # type: ignore[no-untyped-call]
 _expected: dict[str, Sequence[Mapping[str, Any]]] = {}

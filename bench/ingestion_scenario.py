@@ -27,9 +27,9 @@ from bench.orders import INVALID_BODY, outgoing
 from local.broker import OutgoingMessage
 from local.cosmos_server import ensure_container
 from local.world import app_settings, cosmos_account, local_world
+from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
-from shared.cosmos_store import create_client
-from shared.telemetry import configure_exporters
+from shared.telemetry.consumer import configure_exporters
 
 
 async def drive(orders: int) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
     orders, path = int(argv[0]), Path(argv[1])
     logging.getLogger().setLevel(logging.ERROR)  # the stand-ins' chatter; ours is exported
     # INFO records on, as tests/telemetry/envelope_scenario.py has them; the exporter's filter
-    # then decides (shared.telemetry.ExportedLogRecords).
+    # then decides (shared.telemetry.consumer.ExportedLogRecords).
     logging.getLogger("orders").setLevel(logging.INFO)
     path.write_text(json.dumps(asyncio.run(drive(orders))), encoding="utf-8")
     return 0

@@ -25,7 +25,7 @@ from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.servicebus import ServiceBusMessageBatch
 
 from bench.transport import METADATA, SharedCountingTransport, classify
-from shared.event_publisher import MessageBatchSender
+from shared.adapters.servicebus_out import MessageBatchSender
 
 # A Cosmos DB document request in the app's region. Microsoft publishes "calls made from within
 # the same region complete within 1-2 ms" (learn.microsoft.com/azure/cosmos-db/nosql/

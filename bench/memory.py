@@ -20,8 +20,8 @@ from typing import Any
 from bench.cpu import ForgetfulStore, NoopActions, host_bytes
 from bench.orders import INVALID_BODY, order_bytes
 from local.host_binding import decode_host_binding
-from shared.consumer import OrderConsumer
-from shared.telemetry import ConsumerTelemetry
+from shared.consumer.service import OrderConsumer
+from shared.telemetry.consumer import ConsumerTelemetry
 
 TOLERANCE = 0.10
 

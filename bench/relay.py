@@ -61,7 +61,7 @@ from bench.stats import rounds
 from local.change_feed import ChangeFeedEmulator, Lease
 from local.cosmos_server import ensure_container
 from local.topic import OrderEventsTopic
-from shared.relay import RelayPolicy
+from shared.relay.core import RelayPolicy
 
 TARGET_CPU_RATIO = 1.0  # relay CPU per event / consumer CPU per order
 PHYSICAL_PARTITION_RU_S = 10_000  # the most one physical partition serves (page above)

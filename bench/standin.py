@@ -29,8 +29,8 @@ from local.broker import OutgoingMessage, PeekLockQueue, QueueSettings
 from local.cosmos_server import ensure_container
 from local.host import LocalFunctionsHost
 from local.world import CosmosAccount, World, app_settings, local_world
+from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
-from shared.cosmos_store import create_client
 
 Function = Literal["consumer", "floor"]
 FUNCTION_NAMES: dict[Function, str] = {"consumer": "consume_order", "floor": "platform_floor"}

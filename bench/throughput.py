@@ -22,8 +22,8 @@ from bench import floor_app
 from bench.orders import outgoing
 from bench.standin import Function, StandIn
 from bench.stats import rounds
-from shared.contract import parse_order
-from shared.core import IncomingMessage, build_documents
+from shared.consumer.contract import parse_order
+from shared.consumer.core import IncomingMessage, build_documents
 
 TARGET_RATIO = 0.90
 FUNCTIONS: tuple[Function, Function] = ("consumer", "floor")

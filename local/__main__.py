@@ -66,9 +66,9 @@ def _init_cosmos(arguments: argparse.Namespace) -> int:
     from azure.cosmos.aio import CosmosClient
 
     from local.cosmos_server import ensure_container
+    from shared.adapters.cosmos_orders import create_client
     from shared.config import Settings
-    from shared.cosmos_store import create_client
-    from shared.errors import ConfigurationError
+    from shared.consumer.errors import ConfigurationError
 
     try:
         settings = Settings.from_env({"ORDERS_QUEUE_NAME": "-", **os.environ})

@@ -75,7 +75,7 @@ from azure.cosmos.aio import ContainerProxy
 
 from local.host import resolve_setting
 from local.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json
-from shared.core import SYSTEM_CLOCK, Clock
+from shared.consumer.core import SYSTEM_CLOCK, Clock
 
 # RpcRetryOptions.RetryStrategy.fixed_delay (the host's enum; any other is exponential_backoff)
 _FIXED_DELAY = 1

@@ -99,10 +99,10 @@ from local.faults import (
 from local.topic import RETAINED_SUBSCRIPTION, WorkerCrashed
 from local.world import World, cosmos_account, local_world
 from ops.audit import NO_ORDER_LOST, Invariant
+from shared.adapters.cosmos_orders import create_client
 from shared.config import WatchdogSettings
-from shared.contract import MAX_BODY_BYTES, parse_order
-from shared.cosmos_store import create_client
-from shared.relay import OUTBOX_TYPE, PARKED_RETRIES_EXHAUSTED, STATUS_PARKED
+from shared.consumer.contract import MAX_BODY_BYTES, parse_order
+from shared.relay.core import OUTBOX_TYPE, PARKED_RETRIES_EXHAUSTED, STATUS_PARKED
 
 POISON_KINDS = {
     "no-message-id": "MissingMessageId",
@@ -558,8 +558,8 @@ def _refusal() -> BaseException:
     a specific error, ``amqp:not-allowed`` (a plain ``ServiceBusError``:
     azure/servicebus/_transport/_pyamqp_transport.py:154 and :1156; not retryable, being in
     ``RetryPolicy.no_retry``: _pyamqp/error.py:105 and _pyamqp_transport.py:1164-1165). The
-    relay's publisher leaves it unclassified (``shared.event_publisher.translate``), so the
-    relay retries the batch ``park_after_attempts`` times, then parks it (shared.relay)."""
+    relay's publisher leaves it unclassified (``shared.adapters.servicebus_out.translate``), so the
+    relay retries the batch ``park_after_attempts`` times, then parks it (shared.relay.core)."""
     return ServiceBusError(message="injected: amqp:not-allowed")
 
 

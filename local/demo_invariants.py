@@ -41,7 +41,7 @@ from ops.audit import (
     orders_are_the_requests,
 )
 from ops.port import DeadLetter
-from shared.relay import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
+from shared.relay.core import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
 
 AUDIT, DEMO, STAND_IN = "audit", "demo", "stand-in"
 # Without an outbox nothing is published: these live invariants do not apply (``outbox_off``).

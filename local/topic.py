@@ -2,7 +2,8 @@
 
 Driven by infra/messaging.json (``topicName``, ``duplicateDetectionHistoryTimeWindow``,
 ``lockDuration``, ``maxDeliveryCount``), the file the Bicep deploys. The relay reaches it
-through the production adapter (``shared.event_publisher.ServiceBusEventPublisher``): this module
+through the production adapter (``shared.adapters.servicebus_out.ServiceBusEventPublisher``): this
+module
 stands in for the SDK's topic sender (``create_message_batch`` / ``send_messages``), the network
 boundary, so the relay builds real ``ServiceBusMessage`` objects and real size-bounded
 ``ServiceBusMessageBatch`` es here as in Azure.
@@ -63,7 +64,7 @@ from local.broker import (
     default_messaging_file,
     parse_iso8601_duration,
 )
-from shared.core import SYSTEM_CLOCK, Clock
+from shared.consumer.core import SYSTEM_CLOCK, Clock
 
 # Standard tier: 256 KB per message (and per batch).
 MAX_BATCH_BYTES = 256 * 1024
@@ -185,7 +186,7 @@ class OrderEventsTopic:
         with self._lock:
             del self.subscriptions[name]
 
-    # -- the SDK sender's surface (shared.event_publisher.MessageBatchSender) -----------
+    # -- the SDK sender's surface (shared.adapters.servicebus_out.MessageBatchSender) -----------
 
     async def create_message_batch(
         self, max_size_in_bytes: int | None = None

@@ -40,13 +40,13 @@ from local.settlement_server import (
 from local.timer import TimerTriggerEmulator
 from local.topic import OrderEventsTopic, topic_name
 from local.worker import REPO_ROOT, FunctionsWorker
-from shared import runtime
+from shared import bootstrap
+from shared.adapters.cosmos_orders import create_client
+from shared.adapters.identity import credential as identity_credential
+from shared.adapters.servicebus_out import MessageBatchSender
 from shared.config import Settings
-from shared.cosmos_store import create_client
-from shared.event_publisher import MessageBatchSender
-from shared.identity import credential as identity_credential
-from shared.relay import RelayPolicy
-from shared.telemetry import ConsumerTelemetry, RelayTelemetry
+from shared.relay.core import RelayPolicy
+from shared.telemetry.consumer import ConsumerTelemetry, RelayTelemetry
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default start
 
@@ -54,7 +54,7 @@ START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default 
 @dataclass(frozen=True)
 class CosmosAccount:
     endpoint: str
-    key: str | None  # None: Entra ID (a real account: shared.identity)
+    key: str | None  # None: Entra ID (a real account: shared.adapters.identity)
     server_pid: int | None = None  # the local cosmosdb-server's process, when it is ours
 
     @property
@@ -177,7 +177,7 @@ class World:
         topic_sender: MessageBatchSender | None = None,
         topic_model: bool = True,
         **client_options: Any,
-    ) -> runtime.Runtime:
+    ) -> bootstrap.Runtime:
         """Compose the app (consumer and relay) on the world's clock with the world's topic as
         the relay's sender, optionally with a fault-injecting ``transport`` under the Cosmos SDK
         and other client options: the stand-in's one call of the composition root. Until this
@@ -188,7 +188,7 @@ class World:
         if transport is not None:
             client_options["transport"] = transport
         sender = topic_sender or (self.topic if topic_model else None)
-        return runtime.configure(
+        return bootstrap.configure(
             self.env if env is None else env,
             clock=self.clock,
             cosmos_options=client_options,
@@ -267,7 +267,7 @@ async def local_world(
             )
         finally:
             try:
-                await runtime.close()
+                await bootstrap.close()
             finally:
                 await trigger_client.close()
                 if credential is not None:

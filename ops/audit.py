@@ -35,10 +35,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ops.port import DeadLetter
-from shared.contract import FINGERPRINT_ALGORITHMS, DeadletterReason
-from shared.core import outbox_document_id
+from shared.consumer.contract import FINGERPRINT_ALGORITHMS, DeadletterReason
+from shared.consumer.core import outbox_document_id
 from shared.message_body import read_body
-from shared.relay import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
+from shared.relay.core import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
 
 Document = Mapping[str, Any]
 

@@ -5,7 +5,7 @@ what the reads cost. Exit 0: every invariant holds; 1: one FAILed; 2: usage or c
 
 The window is on the server's write times (Cosmos DB ``_ts``), so it is taken from the wall
 clock; it may reach back at most ``DISPATCHED_TTL_S`` (7 days): a dispatched outbox event
-expires then (shared.relay), and an order older than that would look as if it had none.
+expires then (shared.relay.core), and an order older than that would look as if it had none.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rich.table import Table
 from ops.audit import AuditData, Invariant, SeenEvent, audit
 from ops.durations import parse_duration
 from ops.port import DeadLetterQueue
-from shared.relay import DISPATCHED_TTL_S
+from shared.relay.core import DISPATCHED_TTL_S
 
 MAX_LOOKBACK = timedelta(seconds=DISPATCHED_TTL_S)
 

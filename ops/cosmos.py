@@ -16,8 +16,8 @@ from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
 
-from shared.core import outbox_document_id
-from shared.relay import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
+from shared.consumer.core import outbox_document_id
+from shared.relay.core import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
 
 
 def container_client(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from local.broker import PeekLockQueue
 from local.servicebus_link import LocalNamespace, servicebus_client
 from ops.servicebus import ServiceBusDeadLetterQueue
-from shared.core import SYSTEM_CLOCK, Clock
+from shared.consumer.core import SYSTEM_CLOCK, Clock
 
 # The model delivers at once: a short wait tells "nothing left to give" quickly.
 LOCAL_RECEIVE_WAIT_S = 0.2

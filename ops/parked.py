@@ -1,7 +1,8 @@
 """Parked (and long-pending) outbox events: which ones, why, since when; and republishing them.
 
 The relay parks an outbox document it cannot publish (``status: parked``, with ``parkedReason``,
-``parkedDescription`` and ``parkedAt``, shared.outbox_store.CosmosOutboxStore.park); nothing
+``parkedDescription`` and ``parkedAt``, shared.adapters.cosmos_outbox.CosmosOutboxStore.park);
+nothing
 publishes it again until its status is ``pending`` again. A document can also stay ``pending``
 with nobody publishing it (a change the trigger never delivered); the relay's watchdog catches
 those past an age, and this tool lists them too.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from shared.relay import STATUS_PARKED, STATUS_PENDING
+from shared.relay.core import STATUS_PARKED, STATUS_PENDING
 
 
 class OutboxDocuments(Protocol):

@@ -32,7 +32,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup, ScanResult
-from shared.contract import CONTRACT_FIELDS, FINGERPRINT_ALGORITHMS, InvalidMessage, parse_order
+from shared.consumer.contract import (
+    CONTRACT_FIELDS,
+    FINGERPRINT_ALGORITHMS,
+    InvalidMessage,
+    parse_order,
+)
 
 
 class Verdict(enum.StrEnum):

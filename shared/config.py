@@ -14,7 +14,7 @@
 | ``CosmosDBConnection__clientId`` | unset | the user-assigned identity's client id (a GUID) |
 
 The credential settings are the host's own for the relay trigger's connection to the same
-account, read as the host reads them (``shared.identity`` says why).
+account, read as the host reads them (``shared.adapters.identity`` says why).
 
 The outbox relay's own settings (``RelaySettings``), read only when the relay runs; it reuses
 the Cosmos DB settings above for its marks:
@@ -50,7 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from shared.errors import ConfigurationError
+from shared.consumer.errors import ConfigurationError
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}

@@ -1,4 +1,5 @@
-"""The one reading of a Service Bus message body, for the consumer (``shared.settlement``) and the
+"""The one reading of a Service Bus message body, for the consumer
+(``shared.adapters.servicebus_in``) and the
 dead-letter tool (``ops``): the bytes an order document is parsed from, and whether the body
 could be read as bytes at all. Never raises: a body nobody can read is described, not fatal.
 

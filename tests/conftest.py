@@ -31,7 +31,7 @@ from local.faults import FaultInjectingTransport
 from local.host import LocalFunctionsHost
 from local.settlement_server import SettlementServer
 from local.world import CosmosAccount, World, app_settings, local_world
-from shared import runtime
+from shared import bootstrap
 
 REAL_COSMOS = os.environ.get("COSMOS_EMULATOR_ENDPOINT", "")
 
@@ -81,9 +81,9 @@ async def container(app_env: dict[str, str]) -> AsyncIterator[ContainerProxy]:
 @pytest.fixture
 async def fresh_runtime() -> AsyncIterator[None]:
     """Each test gets the app's lazily-built client anew, as a fresh worker would."""
-    await runtime.close()
+    await bootstrap.close()
     yield
-    await runtime.close()
+    await bootstrap.close()
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ def manual_time(clock: ManualClock) -> dict[str, Any]:
     return {"clock": clock, "jitter": lambda: 1.0}
 
 
-ComposeApp = Callable[..., runtime.Runtime]
+ComposeApp = Callable[..., bootstrap.Runtime]
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ async def compose_app(world: World) -> ComposeApp:
     ``telemetry`` and Cosmos client options (over ``FAST_SDK_BACKOFF``) as keywords."""
     loop = asyncio.get_running_loop()
 
-    def compose(**options: Any) -> runtime.Runtime:
+    def compose(**options: Any) -> bootstrap.Runtime:
         assert asyncio.get_running_loop() is loop
         return world.compose(jitter=lambda: 1.0, **{**FAST_SDK_BACKOFF, **options})
 

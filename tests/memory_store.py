@@ -12,7 +12,7 @@ from typing import Any
 
 import pydantic_core
 
-from shared.errors import OrderAlreadyExists, StoreError
+from shared.consumer.errors import OrderAlreadyExists, StoreError
 
 
 class InMemoryOrderStore:

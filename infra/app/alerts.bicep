@@ -209,7 +209,7 @@ var abandonRateQuery = 'customMetrics | where name == "orders.messages" | extend
 // Requests are sampled: each row stands for itemCount deliveries.
 var processingP95Query = 'requests | where name == "process ${queueName}" | summarize P95Ms = percentilew(duration, itemCount, 95), Deliveries = sum(itemCount) | where Deliveries >= ${processingP95MinDeliveries}'
 
-// 6. The outbox relay (shared/telemetry.py RelayTelemetry; its metrics exist once it has run).
+// 6. The outbox relay (shared/telemetry/consumer.py RelayTelemetry; its metrics exist once it has run).
 // A parked event (invalid, refused, or retries exhausted): an OrderAccepted not published.
 var relayParkedQuery = 'customMetrics | where name == "orders.relay.parked" | summarize Parked = sum(valueSum)'
 // Mean lag from the outbox document's createdAt to the publish (histogram: valueSum / valueCount).

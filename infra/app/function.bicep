@@ -139,7 +139,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
 // CosmosDBConnection__*) and by the application code (ORDERS_*, COSMOS_*, OUTBOX_ENABLED). The app's
 // own clients authenticate as the host's connections to the same resources do, from the same
 // __credential/__clientId settings: ManagedIdentityCredential with the user-assigned client id
-// (shared/identity.py), so no AZURE_CLIENT_ID (the default chain's setting) is set.
+// (shared/adapters/identity.py), so no AZURE_CLIENT_ID (the default chain's setting) is set.
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   //checkov:skip=CKV_AZURE_13: false positive, this config resource holds app settings only (no HTTP function to authenticate)
   //checkov:skip=CKV_AZURE_63: false positive, app settings resource; HTTP logging is a web config setting and there is no HTTP traffic

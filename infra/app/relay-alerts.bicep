@@ -2,7 +2,7 @@
 // watchdog could not publish, a watchdog that stopped reporting), sends failing for good and a
 // relay that cannot start. The relay's own parked and lag alerts live in alerts.bicep, which
 // deploys this module on its action group. Log alerts query the Application Insights component; the names are the
-// ones shared/telemetry.py emits (docs/operations.md, "Relay").
+// ones shared/telemetry/consumer.py emits (docs/operations.md, "Relay").
 param namePrefix string
 param location string
 param tags object = {}
@@ -20,7 +20,7 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
   name: applicationInsightsName
 }
 
-// The outbox watchdog (shared/watchdog.py) reports on every run, every 5 minutes, whether the
+// The outbox watchdog (shared/relay/watchdog.py) reports on every run, every 5 minutes, whether the
 // relay publishes or not: the age of the oldest outbox document still pending (0 if none).
 // An empty input still gives one row (summarize without by: sum() 0, max() null,
 // learn.microsoft.com/kusto/query/summarize-operator "Default values of aggregations").

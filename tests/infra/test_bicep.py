@@ -88,7 +88,7 @@ REQUIRED_APP_SETTINGS = {
     "COSMOS_VERIFY_TLS",
     "OUTBOX_ENABLED",
     # The app's Cosmos DB client authenticates as the relay trigger's connection does
-    # (shared/identity.py).
+    # (shared/adapters/identity.py).
     "CosmosDBConnection__credential",
     "CosmosDBConnection__clientId",
     "APPLICATIONINSIGHTS_CONNECTION_STRING",

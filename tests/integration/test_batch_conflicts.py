@@ -22,12 +22,12 @@ from azure.cosmos.aio import ContainerProxy
 from local.broker import ManualClock, PeekLockQueue
 from local.faults import BATCHES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
-from shared import runtime
+from shared import bootstrap
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.contract import parse_order
-from shared.core import IncomingMessage, build_documents, outbox_document_id
-from shared.cosmos_store import CosmosOrderStore, create_client
-from shared.errors import OrderAlreadyExists, OrphanedDocument
+from shared.consumer.contract import parse_order
+from shared.consumer.core import IncomingMessage, build_documents, outbox_document_id
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from tests.conftest import manual_time
 from tests.orders import message, order_body
 from tests.state import documents, settlements
@@ -85,7 +85,7 @@ async def test_an_orphaned_outbox_event_is_dead_lettered_at_once_with_its_own_re
 ) -> None:
     """Fails on 223dafd: the delivery was abandoned as systemic (then nine more)."""
     transport = conflict_on(1)
-    runtime.configure(app_env, cosmos_options={"transport": transport}, **manual_time(clock))
+    bootstrap.configure(app_env, cosmos_options={"transport": transport}, **manual_time(clock))
     queue.send(message(order_body()))
     started = clock.now()
 

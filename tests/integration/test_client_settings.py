@@ -1,4 +1,4 @@
-"""The Cosmos DB client settings (``shared.cosmos_store``: ``OPERATION_TIMEOUT_S``,
+"""The Cosmos DB client settings (``shared.adapters.cosmos_orders``: ``OPERATION_TIMEOUT_S``,
 ``CLIENT_OPTIONS``): the relation that matters, held against the queue's lock as
 infra/messaging.json deploys it, and each setting's effect where the real azure-cosmos SDK hands
 a request to the azure-core transport (a recording transport below the SDK; nothing mocked).
@@ -26,9 +26,9 @@ from azure.cosmos.aio import ContainerProxy
 from local.broker import PeekLockQueue, QueueSettings
 from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
-from shared.core import RetryPolicy
-from shared.cosmos_store import CLIENT_OPTIONS, OPERATION_TIMEOUT_S
-from shared.settlement import SETTLEMENT_TIMEOUT_S
+from shared.adapters.cosmos_orders import CLIENT_OPTIONS, OPERATION_TIMEOUT_S
+from shared.adapters.servicebus_in import SETTLEMENT_TIMEOUT_S
+from shared.consumer.core import RetryPolicy
 from tests.conftest import ComposeApp
 from tests.integration.consumer_logs import consumer_records, retried_attempts
 from tests.orders import message, order_body
@@ -36,7 +36,7 @@ from tests.state import documents, settlements
 
 # The lock every delivery gets, as deployed (infra/messaging.json "lockDuration").
 LOCK_S = QueueSettings.from_messaging_file().lock_duration.total_seconds()
-# The consumer abandons this long before the lock expires (shared.core.RetryPolicy).
+# The consumer abandons this long before the lock expires (shared.consumer.core.RetryPolicy).
 LOCK_MARGIN_S = RetryPolicy().lock_margin_s
 
 
@@ -57,7 +57,8 @@ def test_one_attempt_and_the_throttling_waits_fit_inside_one_operation() -> None
 
 @pytest.mark.xfail(
     strict=True,
-    reason="product defect (shared/cosmos_store.py, reported): the SDK checks the absolute "
+    reason="product defect (shared/adapters/cosmos_orders.py, reported): the SDK checks the "
+    "absolute "
     "timeout only before an attempt and never shortens an attempt's read timeout, so one "
     "operation may last OPERATION_TIMEOUT_S + read_timeout (35 s), a duplicate 2 x 35 + 10 s",
 )

@@ -15,7 +15,7 @@ from azure.cosmos.aio import ContainerProxy
 
 from local.broker import ManualClock, PeekLockQueue, QueueSettings
 from local.host import LocalFunctionsHost
-from shared import runtime
+from shared import bootstrap
 from tests.conftest import FAST_SDK_BACKOFF, manual_time
 from tests.orders import message, order_body
 from tests.state import documents
@@ -202,7 +202,7 @@ async def test_unreachable_cosmos_abandons_and_never_completes(
     host: LocalFunctionsHost, queue: PeekLockQueue, app_env: dict[str, str], clock: ManualClock
 ) -> None:
     refused = {**app_env, "COSMOS_ENDPOINT": "https://127.0.0.1:9/"}  # nothing listens there
-    runtime.configure(refused, cosmos_options=FAST_SDK_BACKOFF, **manual_time(clock))
+    bootstrap.configure(refused, cosmos_options=FAST_SDK_BACKOFF, **manual_time(clock))
     queue.send(message(order_body()))
 
     delivery = queue.receive(1)[0]

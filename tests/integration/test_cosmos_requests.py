@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import CosmosClient
 
+from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S, CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.cosmos_store import OPERATION_TIMEOUT_S, CosmosOrderStore, create_client
-from shared.errors import OrderAlreadyExists
+from shared.consumer.errors import OrderAlreadyExists
 from tests.integration.test_client_settings import RecordingTransport, SeenRequest
 
 BATCH_HEADER = "x-ms-cosmos-is-batch-request"  # azure/cosmos/http_constants.py:90

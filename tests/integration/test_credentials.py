@@ -1,4 +1,4 @@
-"""Credentials in production, through the composition root (``shared.runtime``) and the real SDKs:
+"""Credentials in production, through the composition root (``shared.bootstrap``) and the real SDKs:
 with the host's ``<connection>__credential`` = ``managedidentity`` the app authenticates as the
 user-assigned identity of ``<connection>__clientId`` (``ManagedIdentityCredential``) and never
 walks the default chain; without it, the developer's default chain (``DefaultAzureCredential``).
@@ -24,9 +24,9 @@ from local.broker import PeekLockQueue
 from local.faults import FaultInjectingTransport
 from local.host import LocalFunctionsHost
 from local.world import World
-from shared import runtime
+from shared import bootstrap
 from shared.config import IdentitySettings, RelaySettings, Settings
-from shared.errors import ConfigurationError
+from shared.consumer.errors import ConfigurationError
 from tests.integration.identity_endpoint import IdentityEndpoint, identity_endpoint, token_for
 from tests.orders import message, order_body
 from tests.state import documents
@@ -118,7 +118,7 @@ async def test_the_relay_s_service_bus_client_has_the_queue_trigger_s_identity(
         "ServiceBusConnection__credential": "managedidentity",
         "ServiceBusConnection__clientId": UAMI,
     }
-    sender, closers = runtime._topic_sender(RelaySettings.from_env(env))
+    sender, closers = bootstrap._topic_sender(RelaySettings.from_env(env))
     try:
         # The credential the SDK will authenticate its CBS link with (BaseHandler keeps it as
         # _credential, azure/servicebus/aio/_base_handler_async.py:158): no namespace answers

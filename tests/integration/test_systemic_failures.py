@@ -26,8 +26,8 @@ from opentelemetry.trace import StatusCode
 from local.broker import ManualClock, PeekLockQueue
 from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
-from shared import runtime
-from shared.telemetry import ConsumerTelemetry
+from shared import bootstrap
+from shared.telemetry.consumer import ConsumerTelemetry
 from tests.conftest import FAST_SDK_BACKOFF, manual_time
 from tests.orders import message, order_body
 from tests.state import documents, settlements
@@ -102,7 +102,7 @@ async def test_a_rejected_credential_is_systemic_and_never_dead_letters(
     )
     env = {name: value for name, value in app_env.items() if name != "COSMOS_KEY"}
     options: dict[str, Any] = {"credential": credential, **FAST_SDK_BACKOFF}
-    runtime.configure(env, cosmos_options=options, **manual_time(clock))
+    bootstrap.configure(env, cosmos_options=options, **manual_time(clock))
     queue.send(message(order_body()))
 
     await host.invoke(queue.receive(1)[0])
@@ -154,7 +154,7 @@ async def test_invalid_configuration_holds_the_lock_then_abandons_and_names_the_
     # A malformed key used to surface as binascii.Error on the first request: unexpected,
     # abandoned at once, ten fast redeliveries to MaxDeliveryCountExceeded.
     monkeypatch.setenv(setting, value)
-    runtime.configure(**manual_time(clock))  # the worker's environment, the manual clock
+    bootstrap.configure(**manual_time(clock))  # the worker's environment, the manual clock
     queue.send(message(order_body()))
     delivery = queue.receive(1)[0]
 
@@ -186,7 +186,7 @@ async def test_invalid_configuration_is_recorded_as_a_systemic_delivery(
     telemetry = ConsumerTelemetry(
         "orders", tracer_provider=tracer_provider, meter_provider=MeterProvider([metrics])
     )
-    runtime.configure(
+    bootstrap.configure(
         {**app_env, "OUTBOX_ENABLED": "maybe"}, telemetry=telemetry, **manual_time(clock)
     )
     queue.send(message(order_body()))
@@ -197,7 +197,7 @@ async def test_invalid_configuration_is_recorded_as_a_systemic_delivery(
     attributes = dict(span.attributes or {})
     assert attributes["orders.outcome"] == "systemic"
     assert attributes["orders.settlement"] == "abandon"
-    assert attributes["error.type"] == "shared.errors.ConfigurationError"
+    assert attributes["error.type"] == "shared.consumer.errors.ConfigurationError"
     assert span.status.status_code is StatusCode.ERROR
     assert "OUTBOX_ENABLED" in (span.status.description or "")
     data = metrics.get_metrics_data()
@@ -224,7 +224,7 @@ def refuse_remote(self, address):
     return connect(self, address)
 connect, socket.socket.connect = socket.socket.connect, refuse_remote
 from opentelemetry import trace
-from shared.runtime import Runtime
+from shared.bootstrap import Runtime
 class Actions:
     settled = []
     def complete(self, message): raise AssertionError("completed")
@@ -283,12 +283,12 @@ async def test_a_replaced_or_closed_runtime_closes_its_client_and_credential(
     clock: ManualClock,
 ) -> None:
     first, second = (FaultInjectingTransport(connection_verify=False) for _ in range(2))
-    runtime.configure(app_env, cosmos_options={"transport": first}, **manual_time(clock))
+    bootstrap.configure(app_env, cosmos_options={"transport": first}, **manual_time(clock))
     queue.send(message(order_body()))
     await host.run_until_idle()
     assert first.session is not None  # the first client's connection pool is open
 
-    runtime.configure(app_env, cosmos_options={"transport": second}, **manual_time(clock))
+    bootstrap.configure(app_env, cosmos_options={"transport": second}, **manual_time(clock))
     queue.send(message(order_body("ord-1002"), message_id="ord-1002"))
     await host.run_until_idle()
 
@@ -299,9 +299,9 @@ async def test_a_replaced_or_closed_runtime_closes_its_client_and_credential(
     # CosmosClient.close() leaves its credential open: the runtime closes it too.
     credential = RecordingCredential("tenant", "client", "secret", authority="https://127.0.0.1:9")
     keyless = {name: value for name, value in app_env.items() if name != "COSMOS_KEY"}
-    runtime.configure(keyless, cosmos_options={"credential": credential})
-    await runtime.current().consumer()
-    await runtime.close()
+    bootstrap.configure(keyless, cosmos_options={"credential": credential})
+    await bootstrap.current().consumer()
+    await bootstrap.close()
 
     assert second.session is None
     assert RecordingCredential.closes == 1

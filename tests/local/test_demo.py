@@ -46,8 +46,8 @@ from ops.audit import (
     Invariant,
 )
 from ops.port import DeadLetter
-from shared.contract import parse_order
-from shared.core import IncomingMessage, build_documents, outbox_document_id
+from shared.consumer.contract import parse_order
+from shared.consumer.core import IncomingMessage, build_documents, outbox_document_id
 from tests.orders import message, order_body
 from tests.state import documents
 

@@ -37,8 +37,8 @@ from ops.cosmos import CosmosAuditReader, container_client
 from ops.local_broker import LocalDeadLetterQueue
 from ops.port import DeadLetter
 from ops.servicebus import ServiceBusEvents
-from shared.contract import parse_order
-from shared.core import IncomingMessage, build_documents
+from shared.consumer.contract import parse_order
+from shared.consumer.core import IncomingMessage, build_documents
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.orders import message, order_body
 

@@ -20,7 +20,7 @@ from local.world import World
 from ops.cli import main
 from ops.cosmos import CosmosOutboxDocuments, container_client
 from ops.parked import Outcome, StuckEvent, republish
-from shared.relay import PARKED_INVALID_EVENT, PARKED_REJECTED
+from shared.relay.core import PARKED_INVALID_EVENT, PARKED_REJECTED
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.relay.conftest import accept_order, new_order_ids, outbox_by_order
 

@@ -27,10 +27,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from local.change_feed import ChangeFeedEmulator, Lease
 from local.topic import OrderEventsTopic
 from local.world import World
-from shared import runtime
-from shared.contract import parse_order
-from shared.core import IncomingMessage, build_documents
-from shared.telemetry import RelayTelemetry
+from shared import bootstrap
+from shared.consumer.contract import parse_order
+from shared.consumer.core import IncomingMessage, build_documents
+from shared.telemetry.consumer import RelayTelemetry
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.orders import order_body
 from tests.state import documents
@@ -100,7 +100,7 @@ def relay_cosmos_options() -> dict[str, Any]:
 @pytest.fixture
 async def relay(
     world: World, captured_relay: RelayCaptured, relay_cosmos_options: dict[str, Any]
-) -> runtime.Runtime:
+) -> bootstrap.Runtime:
     """The app as the stand-in composes it: the world's clock and topic, the test's telemetry."""
     return world.compose(
         relay_telemetry=captured_relay.telemetry,
@@ -115,7 +115,7 @@ def lease(world: World) -> Lease:
 
 
 @pytest.fixture
-def change_feed(world: World, relay: runtime.Runtime) -> ChangeFeedEmulator:
+def change_feed(world: World, relay: bootstrap.Runtime) -> ChangeFeedEmulator:
     """The world's Cosmos DB trigger on the test's container, the app composed."""
     return world.change_feed
 

@@ -11,9 +11,9 @@ from azure.cosmos.aio import ContainerProxy
 from local.broker import ManualClock
 from local.change_feed import ChangeFeedEmulator
 from local.world import World
-from shared import runtime
+from shared import bootstrap
 from shared.config import RelaySettings
-from shared.errors import ConfigurationError
+from shared.consumer.errors import ConfigurationError
 from tests.relay.conftest import accept_order, new_order_ids
 from tests.state import documents
 
@@ -23,7 +23,7 @@ async def test_the_production_relay_is_built_with_the_identity_based_sender(
 ) -> None:
     # No sender passed: the azure-servicebus one, on the namespace, with managed identity;
     # built without connecting, and closed with the runtime.
-    composed = runtime.Runtime(relay_env)
+    composed = bootstrap.Runtime(relay_env)
     try:
         relay = await composed.relay()
         assert relay is await composed.relay()  # one per event loop

@@ -25,8 +25,8 @@ from local.change_feed import ChangeFeedEmulator, Lease
 from local.faults import FaultInjectingTransport, FaultKind, FaultRule
 from local.topic import OrderEventsTopic, WorkerCrashed
 from local.world import World
-from shared import runtime
-from shared.relay import RelayPolicy
+from shared import bootstrap
+from shared.relay.core import RelayPolicy
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 
@@ -61,7 +61,7 @@ class HeldPatches(FaultInjectingTransport):
 
 def compose(
     world: World, captured: RelayCaptured, transport: HeldPatches, bound: int | None
-) -> runtime.Runtime:
+) -> bootstrap.Runtime:
     policy = RelayPolicy() if bound is None else RelayPolicy(max_concurrent_updates=bound)
     return world.compose(
         transport=transport,

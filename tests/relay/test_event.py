@@ -12,9 +12,14 @@ from typing import Any
 
 import pytest
 
-from shared.contract import InvalidMessage, parse_order
-from shared.core import EVENT_ID_NAMESPACE, IncomingMessage, build_documents, order_event_id
-from shared.relay import build_event, is_pending_outbox
+from shared.consumer.contract import InvalidMessage, parse_order
+from shared.consumer.core import (
+    EVENT_ID_NAMESPACE,
+    IncomingMessage,
+    build_documents,
+    order_event_id,
+)
+from shared.relay.core import build_event, is_pending_outbox
 from tests.orders import order_body
 
 ACCEPTED = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)

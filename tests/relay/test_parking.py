@@ -12,7 +12,7 @@ from azure.servicebus.exceptions import MessagingEntityNotFoundError
 from local.broker import ManualClock
 from local.change_feed import ChangeFeedEmulator
 from local.topic import OrderEventsTopic
-from shared.relay import (
+from shared.relay.core import (
     PARKED_INVALID_EVENT,
     PARKED_RETRIES_EXHAUSTED,
     EventRejected,

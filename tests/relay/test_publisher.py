@@ -9,7 +9,7 @@ from azure.cosmos.aio import ContainerProxy
 from local.broker import ManualClock
 from local.change_feed import ChangeFeedEmulator
 from local.topic import OrderEventsTopic
-from shared.relay import PARKED_REJECTED
+from shared.relay.core import PARKED_REJECTED
 from tests.relay.conftest import accept_order, new_order_ids, outbox_by_order
 
 

@@ -15,7 +15,7 @@ from local.broker import ManualClock
 from local.change_feed import ChangeFeedEmulator
 from local.topic import OrderEventsTopic
 from local.world import World
-from shared.relay import DISPATCHED_TTL_S
+from shared.relay.core import DISPATCHED_TTL_S
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 from tests.state import documents
 

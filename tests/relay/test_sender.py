@@ -26,8 +26,8 @@ from azure.servicebus._pyamqp.error import ErrorCondition
 from local.broker import ManualClock
 from local.change_feed import ChangeFeedEmulator
 from local.world import World
-from shared.event_publisher import ServiceBusEventPublisher
-from shared.relay import PublishUnavailable, build_event
+from shared.adapters.servicebus_out import ServiceBusEventPublisher
+from shared.relay.core import PublishUnavailable, build_event
 from tests.relay.amqp_link import LinkNetwork, sender_on
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 

@@ -21,11 +21,11 @@ from local.broker import ManualClock
 from local.change_feed import ChangeFeedEmulator
 from local.topic import OrderEventsTopic
 from local.world import World
+from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
-from shared.core import document_timestamp
-from shared.errors import ConfigurationError
-from shared.outbox_store import CosmosOutboxStore
-from shared.watchdog import WATCHDOG_SCHEDULE, WatchdogPolicy
+from shared.consumer.core import document_timestamp
+from shared.consumer.errors import ConfigurationError
+from shared.relay.watchdog import WATCHDOG_SCHEDULE, WatchdogPolicy
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 
 MIN_AGE = timedelta(seconds=300)  # OUTBOX_WATCHDOG_MIN_AGE_SECONDS' default

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from local.broker import OutgoingMessage, PeekLockQueue
 from local.host import LocalFunctionsHost
 from local.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
-from shared.consumer import OrderConsumer
-from shared.contract import MAX_BODY_BYTES, MAX_DESCRIPTION_CHARS, DeadletterReason
-from shared.core import IncomingMessage, Outcome, Settlement, decide
-from shared.telemetry import ConsumerTelemetry
+from shared.consumer.contract import MAX_BODY_BYTES, MAX_DESCRIPTION_CHARS, DeadletterReason
+from shared.consumer.core import IncomingMessage, Outcome, Settlement, decide
+from shared.consumer.service import OrderConsumer
+from shared.telemetry.consumer import ConsumerTelemetry
 from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.state import documents

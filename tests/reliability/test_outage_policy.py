@@ -13,7 +13,7 @@ from azure.cosmos.aio import ContainerProxy
 from local.broker import ManualClock, PeekLockQueue
 from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
-from shared.core import RetryPolicy
+from shared.consumer.core import RetryPolicy
 from tests.orders import message, order_body
 from tests.state import documents, settlements
 

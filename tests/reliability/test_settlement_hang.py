@@ -21,9 +21,9 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
-from shared.core import Decision, Outcome
-from shared.settlement import HungSettlements, Settler
-from shared.telemetry import ConsumerTelemetry
+from shared.adapters.servicebus_in import HungSettlements, Settler
+from shared.consumer.core import Decision, Outcome
+from shared.telemetry.consumer import ConsumerTelemetry
 
 PROCESSED = Decision(Outcome.PROCESSED, order_id="ord-1")
 

@@ -23,10 +23,10 @@ from azure.cosmos.aio import ContainerProxy
 from local.broker import ManualClock, PeekLockQueue
 from local.faults import BATCHES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.core import RetryPolicy
-from shared.cosmos_store import CosmosOrderStore, create_client
-from shared.errors import (
+from shared.consumer.core import RetryPolicy
+from shared.consumer.errors import (
     OrderAlreadyExists,
     OrphanedDocument,
     SystemicStoreError,

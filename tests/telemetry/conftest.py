@@ -1,6 +1,6 @@
 """Telemetry fixtures: SDK providers with in-memory exporters, injected into a consumer that the
 local Functions host reaches through the real function (``function_app`` ->
-``runtime.handle_order_message`` -> ``Runtime.consumer``).
+``bootstrap.handle_order_message`` -> ``Runtime.consumer``).
 
 The consumer's own providers are injected (the global ones can be set only once per process).
 The Cosmos DB SDK's spans, though, always go to the *global* tracer provider: ``cosmos_spans``
@@ -31,9 +31,9 @@ from opentelemetry.sdk.trace.sampling import Sampler
 from local.broker import ManualClock, OutgoingMessage, PeekLockQueue
 from local.faults import FaultInjectingTransport
 from local.host import LocalFunctionsHost
-from shared import runtime
+from shared import bootstrap
 from shared.config import Settings
-from shared.telemetry import ConsumerTelemetry
+from shared.telemetry.consumer import ConsumerTelemetry
 from tests.conftest import FAST_SDK_BACKOFF, manual_time
 from tests.orders import message, order_body
 
@@ -74,7 +74,7 @@ class Captured:
                 yield from scope_metrics.metrics
 
 
-InstallConsumer = Callable[..., runtime.Runtime]
+InstallConsumer = Callable[..., bootstrap.Runtime]
 
 
 QUEUE_NAME = "orders"  # app_env's ORDERS_QUEUE_NAME
@@ -101,18 +101,18 @@ def captured() -> Captured:
 async def install_consumer(
     app_env: dict[str, str], captured: Captured, clock: ManualClock, fresh_runtime: None
 ) -> InstallConsumer:
-    """Install, for this event loop, a consumer built as ``runtime.build_consumer`` builds it
+    """Install, for this event loop, a consumer built as ``bootstrap.build_consumer`` builds it
     but with the test's telemetry; ``client_options`` go to the Cosmos client (a transport)."""
     loop = asyncio.get_running_loop()
 
     def install(
         telemetry: ConsumerTelemetry | None = None, **client_options: Any
-    ) -> runtime.Runtime:
+    ) -> bootstrap.Runtime:
         assert asyncio.get_running_loop() is loop
         settings = Settings.from_env(app_env)
         telemetry = telemetry or captured.telemetry
         assert telemetry.queue_name == settings.queue_name
-        return runtime.configure(
+        return bootstrap.configure(
             app_env, cosmos_options=client_options, telemetry=telemetry, **manual_time(clock)
         )
 

@@ -40,11 +40,11 @@ from local.broker import ManualClock, PeekLockQueue
 from local.faults import WRITES, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
 from local.world import World
-from shared import runtime
+from shared import bootstrap
+from shared.adapters.servicebus_in import Settler
 from shared.config import WatchdogSettings
-from shared.core import Decision, Outcome
-from shared.settlement import Settler
-from shared.telemetry import CONNECTION_STRING_SETTING, configure_exporters
+from shared.consumer.core import Decision, Outcome
+from shared.telemetry.consumer import CONNECTION_STRING_SETTING, configure_exporters
 from tests.conftest import InstallFaulty
 from tests.orders import message, order_body
 from tests.state import documents
@@ -139,7 +139,7 @@ async def test_drive_one_delivery_of_each_outcome(
     # One settlement call that hangs past the timeout, still hung at the flush below.
     release = threading.Event()
     settler = Settler(
-        max_workers=1, timeout_s=0.05, watcher=runtime.current().telemetry().settlements_hung
+        max_workers=1, timeout_s=0.05, watcher=bootstrap.current().telemetry().settlements_hung
     )
     hanging = HangingActions(release)
     with pytest.raises(TimeoutError):

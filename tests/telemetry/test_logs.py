@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 from local.broker import ManualClock, PeekLockQueue
 from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
-from shared import telemetry
+from shared.telemetry import consumer as telemetry
 from tests.orders import message, order_body
 from tests.telemetry.conftest import Captured, InstallConsumer, deliver_twice, make_captured
 

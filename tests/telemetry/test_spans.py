@@ -16,8 +16,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 from local.broker import ManualClock, PeekLockQueue
 from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.host import LocalFunctionsHost
-from shared import telemetry
-from shared.core import IncomingMessage
+from shared.consumer.core import IncomingMessage
+from shared.telemetry import consumer as telemetry
 from tests.orders import message, order_body
 from tests.telemetry.conftest import Captured, deliver_twice
 
@@ -189,8 +189,8 @@ async def test_a_transient_failure_is_an_error_span_without_an_exception_event(
             "orders.outcome": "transient",
             "orders.settlement": "abandon",
             "messaging.servicebus.disposition_status": "abandon",
-            "error.type": "shared.errors.TransientStoreError",
-            "orders.error_type": "shared.errors.TransientStoreError",
+            "error.type": "shared.consumer.errors.TransientStoreError",
+            "orders.error_type": "shared.consumer.errors.TransientStoreError",
         }.items()
     )
     assert exception_events(span) == []  # throttling and outages are routine: no stack traces
@@ -216,11 +216,11 @@ async def test_a_systemic_failure_is_an_error_span_with_the_exception(
         >= {
             "orders.outcome": "systemic",
             "messaging.servicebus.disposition_status": "abandon",
-            "error.type": "shared.errors.SystemicStoreError",
+            "error.type": "shared.consumer.errors.SystemicStoreError",
         }.items()
     )
     [event] = exception_events(span)
-    assert event["exception.type"] == "shared.errors.SystemicStoreError"
+    assert event["exception.type"] == "shared.consumer.errors.SystemicStoreError"
     assert "403" in event["exception.message"]
 
 

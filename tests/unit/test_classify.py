@@ -16,9 +16,9 @@ from azure.cosmos.aio import CosmosClient
 from azure.identity import ClientSecretCredential
 
 from local.cosmos_server import EMULATOR_KEY
+from shared.adapters.cosmos_orders import CosmosOrderStore, _classify, create_client
 from shared.config import Settings
-from shared.cosmos_store import CosmosOrderStore, _classify, create_client
-from shared.errors import StoreError, SystemicStoreError, TransientStoreError
+from shared.consumer.errors import StoreError, SystemicStoreError, TransientStoreError
 
 SYSTEMIC, TRANSIENT, UNKNOWN = SystemicStoreError, TransientStoreError, None
 

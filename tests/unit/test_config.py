@@ -6,7 +6,7 @@ import pytest
 
 from local.cosmos_server import EMULATOR_KEY
 from shared.config import Settings
-from shared.errors import ConfigurationError
+from shared.consumer.errors import ConfigurationError
 
 VALID = {"ORDERS_QUEUE_NAME": "orders", "COSMOS_ENDPOINT": "https://localhost:8081/"}
 

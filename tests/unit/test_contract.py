@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.contract import (
+from shared.consumer.contract import (
     CONTRACT_FIELDS,
     FINGERPRINT_ALGORITHMS,
     HASH_ALGORITHM,

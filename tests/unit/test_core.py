@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from local.broker import ManualClock, QueueSettings
-from shared.consumer import OrderConsumer
-from shared.core import (
+from shared.consumer.core import (
     SYSTEM_CLOCK,
     IncomingMessage,
     Outcome,
@@ -20,8 +19,9 @@ from shared.core import (
     decide,
     document_timestamp,
 )
-from shared.errors import SystemicStoreError, TransientStoreError
-from shared.telemetry import ConsumerTelemetry
+from shared.consumer.errors import SystemicStoreError, TransientStoreError
+from shared.consumer.service import OrderConsumer
+from shared.telemetry.consumer import ConsumerTelemetry
 from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.unit.doubles import CompletingActions, received
@@ -193,7 +193,7 @@ async def test_an_order_id_cosmos_db_would_refuse_is_dead_lettered_without_a_req
 
 async def test_a_long_store_error_is_cut_to_the_description_limit() -> None:
     # An SDK error message can carry a whole response body; what reaches a log, a span status
-    # or a dead-letter description stays bounded (shared.contract.MAX_DESCRIPTION_CHARS).
+    # or a dead-letter description stays bounded (shared.consumer.contract.MAX_DESCRIPTION_CHARS).
     store = InMemoryOrderStore()
     store.fail_next.append(TransientStoreError("x" * 5000))
 

@@ -28,9 +28,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from shared.consumer import OrderConsumer
-from shared.core import Outcome
-from shared.telemetry import LOGGER_NAME, ConsumerTelemetry
+from shared.consumer.core import Outcome
+from shared.consumer.service import OrderConsumer
+from shared.telemetry.consumer import LOGGER_NAME, ConsumerTelemetry
 from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.unit.doubles import CompletingActions, received

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from shared.consumer import OrderConsumer
-from shared.core import Decision, Outcome
-from shared.settlement import (
+from shared.adapters.servicebus_in import (
     DEFAULT_MAX_CONCURRENT_CALLS,
     HOST_JSON,
     Settler,
     max_concurrent_calls,
 )
-from shared.telemetry import ConsumerTelemetry
+from shared.consumer.core import Decision, Outcome
+from shared.consumer.service import OrderConsumer
+from shared.telemetry.consumer import ConsumerTelemetry
 from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.unit.doubles import received

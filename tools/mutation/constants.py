@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class ConstantMutant:
-    module: str  # a path in [tool.mutmut] only_mutate, e.g. "shared/core.py"
+    module: str  # a path in [tool.mutmut] only_mutate, e.g. "shared/consumer/core.py"
     what: str  # what the mutant does, kebab-case: part of its name
     old: str
     new: str
@@ -64,55 +64,72 @@ _SETTLEMENT = [
 ]
 
 CORE = [
-    *(_m("core", what, old, new) for what, old, new in _SETTLEMENT),
+    *(_m("consumer/core", what, old, new) for what, old, new in _SETTLEMENT),
     _m(
-        "core",
+        "consumer/core",
         "event-type-renamed",
         'OUTBOX_EVENT_TYPE = "OrderAccepted"',
         'OUTBOX_EVENT_TYPE = "Order"',
     ),
     _m(
-        "core",
+        "consumer/core",
         "event-id-namespace-changed",
         'uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")',
         'uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e12")',
     ),
     _m(
-        "core",
+        "consumer/core",
         "systemic-not-retried",
         "frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})",
         "frozenset({Outcome.TRANSIENT})",
     ),
     _m(
-        "core",
+        "consumer/core",
         "transient-not-retried",
         "frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})",
         "frozenset({Outcome.SYSTEMIC})",
     ),
     _m(
-        "core",
+        "consumer/core",
         "unexpected-not-held",
         "HELD_BEFORE_ABANDON = frozenset({Outcome.UNEXPECTED})",
         "HELD_BEFORE_ABANDON: frozenset[Outcome] = frozenset()",
     ),
-    _m("core", "first-delay-doubled", "first_delay_s: float = 1.0", "first_delay_s: float = 2.0"),
-    _m("core", "max-delay-raised", "max_delay_s: float = 8.0", "max_delay_s: float = 80.0"),
-    _m("core", "no-lock-margin", "lock_margin_s: float = 5.0", "lock_margin_s: float = 0.0"),
     _m(
-        "core",
+        "consumer/core",
+        "first-delay-doubled",
+        "first_delay_s: float = 1.0",
+        "first_delay_s: float = 2.0",
+    ),
+    _m(
+        "consumer/core", "max-delay-raised", "max_delay_s: float = 8.0", "max_delay_s: float = 80.0"
+    ),
+    _m(
+        "consumer/core",
+        "no-lock-margin",
+        "lock_margin_s: float = 5.0",
+        "lock_margin_s: float = 0.0",
+    ),
+    _m(
+        "consumer/core",
         "budget-without-lock-raised",
         "budget_without_lock_s: float = 50.0",
         "budget_without_lock_s: float = 500.0",
     ),
     _m(
-        "core",
+        "consumer/core",
         "unexpected-not-held-by-default",
         "unexpected_hold_s: float = 30.0",
         "unexpected_hold_s: float = 0.0",
     ),
-    _m("core", "exponent-uncapped", "_MAX_EXPONENT = 64", "_MAX_EXPONENT = 100_000"),
-    _m("core", "outcome-value-renamed", 'SYSTEMIC = "systemic"', 'SYSTEMIC = "system"'),
-    _m("core", "settlement-value-renamed", 'DEADLETTER = "deadletter"', 'DEADLETTER = "dead"'),
+    _m("consumer/core", "exponent-uncapped", "_MAX_EXPONENT = 64", "_MAX_EXPONENT = 100_000"),
+    _m("consumer/core", "outcome-value-renamed", 'SYSTEMIC = "systemic"', 'SYSTEMIC = "system"'),
+    _m(
+        "consumer/core",
+        "settlement-value-renamed",
+        'DEADLETTER = "deadletter"',
+        'DEADLETTER = "dead"',
+    ),
 ]
 
 _PAYLOAD = "class OrderAcceptedPayload(TypedDict):"
@@ -121,200 +138,210 @@ _ORDER_ID = (
 )
 
 CONTRACT = [
-    _m("contract", "schema-version-2", "\nSCHEMA_VERSION = 1\n", "\nSCHEMA_VERSION = 2\n"),
+    _m("consumer/contract", "schema-version-2", "\nSCHEMA_VERSION = 1\n", "\nSCHEMA_VERSION = 2\n"),
     _m(
-        "contract",
+        "consumer/contract",
         "body-limit-raised",
         "MAX_BODY_BYTES = 256 * 1024",
         "MAX_BODY_BYTES = 1024 * 1024",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "body-limit-off-by-one",
         "MAX_BODY_BYTES = 256 * 1024",
         "MAX_BODY_BYTES = 256 * 1024 - 1",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "description-limit-raised",
         "MAX_DESCRIPTION_CHARS = 1024",
         "MAX_DESCRIPTION_CHARS = 4096",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "hash-algorithm-renamed",
         'HASH_ALGORITHM = "sha256/canonical-v1"',
         'HASH_ALGORITHM = "sha256/canonical-v2"',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "currency-not-hashed",
         '"customerId", "currency", "placedAt", "lines")',
         '"customerId", "placedAt", "lines")',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "reason-invalid-payload-renamed",
         'INVALID_PAYLOAD = "InvalidPayload"',
         'INVALID_PAYLOAD = "Invalid"',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "reason-hash-mismatch-renamed",
         'HASH_MISMATCH = "HashMismatch"',
         'HASH_MISMATCH = "Mismatch"',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "reason-missing-message-id-renamed",
         'MISSING_MESSAGE_ID = "MissingMessageId"',
         'MISSING_MESSAGE_ID = "NoMessageId"',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "reason-message-id-mismatch-renamed",
         'MESSAGE_ID_MISMATCH = "MessageIdMismatch"',
         'MESSAGE_ID_MISMATCH = "IdMismatch"',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "reason-unsupported-schema-renamed",
         'UNSUPPORTED_SCHEMA_VERSION = "UnsupportedSchemaVersion"',
         'UNSUPPORTED_SCHEMA_VERSION = "UnsupportedSchema"',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "reason-too-large-renamed",
         'PAYLOAD_TOO_LARGE = "PayloadTooLarge"',
         'PAYLOAD_TOO_LARGE = "TooLarge"',
     ),
-    _m("contract", "fraction-to-microseconds", r"(?:\.(\d{1,9}))?", r"(?:\.(\d{1,6}))?"),
-    _m("contract", "lowercase-t-refused", "[Tt](\\d{2}", "T(\\d{2}"),
-    _m("contract", "lowercase-z-refused", "([Zz]|[+-]", "(Z|[+-]"),
+    _m("consumer/contract", "fraction-to-microseconds", r"(?:\.(\d{1,9}))?", r"(?:\.(\d{1,6}))?"),
+    _m("consumer/contract", "lowercase-t-refused", "[Tt](\\d{2}", "T(\\d{2}"),
+    _m("consumer/contract", "lowercase-z-refused", "([Zz]|[+-]", "(Z|[+-]"),
     _m(
-        "contract",
+        "consumer/contract",
         "sku-too-long-admitted",
         "Sku = Annotated[str, StringConstraints(min_length=1, max_length=64)]",
         "Sku = Annotated[str, StringConstraints(min_length=1, max_length=65)]",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "empty-sku-admitted",
         "Sku = Annotated[str, StringConstraints(min_length=1, max_length=64)]",
         "Sku = Annotated[str, StringConstraints(min_length=0, max_length=64)]",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "calendar-edge-admitted",
         "_EARLIEST = datetime.min + timedelta(days=1)",
         "_EARLIEST = datetime.min",
     ),
-    _m("contract", "quantity-zero-admitted", "Field(ge=1, le=10_000)", "Field(ge=0, le=10_000)"),
-    _m("contract", "quantity-limit-raised", "Field(ge=1, le=10_000)", "Field(ge=1, le=10_001)"),
     _m(
-        "contract",
+        "consumer/contract",
+        "quantity-zero-admitted",
+        "Field(ge=1, le=10_000)",
+        "Field(ge=0, le=10_000)",
+    ),
+    _m(
+        "consumer/contract",
+        "quantity-limit-raised",
+        "Field(ge=1, le=10_000)",
+        "Field(ge=1, le=10_001)",
+    ),
+    _m(
+        "consumer/contract",
         "negative-price-admitted",
         "Field(ge=0, le=1_000_000_000)",
         "Field(ge=-1, le=1_000_000_000)",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "price-limit-raised",
         "Field(ge=0, le=1_000_000_000)",
         "Field(ge=0, le=1_000_000_001)",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "line-not-strict",
         '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderLine',
         '@with_config(ConfigDict(strict=False, extra="ignore"))\nclass OrderLine',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "order-not-strict",
         '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderPlaced',
         '@with_config(ConfigDict(strict=False, extra="ignore"))\nclass OrderPlaced',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "order-unknown-fields-forbidden",
         '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderPlaced',
         '@with_config(ConfigDict(strict=True, extra="forbid"))\nclass OrderPlaced',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "order-id-admits-slash",
         f"schemaVersion: int\n    {_ORDER_ID}",
         f"schemaVersion: int\n    {_ORDER_ID.replace('._:-', '._:/-')}",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "order-id-length-65",
         f"schemaVersion: int\n    {_ORDER_ID}",
         f"schemaVersion: int\n    {_ORDER_ID.replace('{0,63}', '{0,64}')}",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "empty-line-list-admitted",
         "Field(min_length=1, max_length=100)]",
         "Field(min_length=0, max_length=100)]",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "line-count-limit-raised",
         "Field(min_length=1, max_length=100)]",
         "Field(min_length=1, max_length=101)]",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "payload-extra-ignored",
         '@with_config(ConfigDict(strict=True, extra="forbid"))\nclass OrderAcceptedPayload',
         '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderAcceptedPayload',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "payload-not-strict",
         '@with_config(ConfigDict(strict=True, extra="forbid"))\nclass OrderAcceptedPayload',
         '@with_config(ConfigDict(strict=False, extra="forbid"))\nclass OrderAcceptedPayload',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "event-extra-ignored",
         '@with_config(ConfigDict(strict=True, extra="forbid"))\nclass OrderAcceptedV1',
         '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderAcceptedV1',
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "payload-order-id-admits-slash",
         f"{_PAYLOAD}\n    {_ORDER_ID}",
         f"{_PAYLOAD}\n    {_ORDER_ID.replace('._:-', '._:/-')}",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "negative-total-admitted",
         "totalMinor: Annotated[int, Field(ge=0)]",
         "totalMinor: int",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "zero-line-count-admitted",
         "lineCount: Annotated[int, Field(ge=1, le=100)]",
         "lineCount: Annotated[int, Field(ge=0, le=100)]",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "line-count-101-admitted",
         "lineCount: Annotated[int, Field(ge=1, le=100)]",
         "lineCount: Annotated[int, Field(ge=1, le=101)]",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "event-schema-2-admitted",
         "schemaVersion: Literal[1]",
         "schemaVersion: Literal[1, 2]",
     ),
     _m(
-        "contract",
+        "consumer/contract",
         "event-id-any-hex",
         r'pattern=r"^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$"',
         r'pattern=r"^[0-9a-fA-F-]{36}$"',
@@ -323,29 +350,34 @@ CONTRACT = [
 
 COSMOS_STORE = [
     _m(
-        "cosmos_store",
+        "adapters/cosmos_orders",
         "operation-timeout-90",
         "OPERATION_TIMEOUT_S = 20",
         "OPERATION_TIMEOUT_S = 90",
     ),
     _m(
-        "cosmos_store",
+        "adapters/cosmos_orders",
         "connect-timeout-60",
         '"connection_timeout": 5,',
         '"connection_timeout": 60,',
     ),
-    _m("cosmos_store", "read-timeout-150", '"read_timeout": 15,', '"read_timeout": 150,'),
-    _m("cosmos_store", "retry-total-0", '"retry_total": 4,', '"retry_total": 0,'),
-    _m("cosmos_store", "backoff-cap-100", '"retry_backoff_max": 10,', '"retry_backoff_max": 100,'),
+    _m("adapters/cosmos_orders", "read-timeout-150", '"read_timeout": 15,', '"read_timeout": 150,'),
+    _m("adapters/cosmos_orders", "retry-total-0", '"retry_total": 4,', '"retry_total": 0,'),
     _m(
-        "cosmos_store",
+        "adapters/cosmos_orders",
+        "backoff-cap-100",
+        '"retry_backoff_max": 10,',
+        '"retry_backoff_max": 100,',
+    ),
+    _m(
+        "adapters/cosmos_orders",
         "response-on-write",
         '"no_response_on_write": True,',
         '"no_response_on_write": False,',
     ),
     *(
         _m(
-            "cosmos_store",
+            "adapters/cosmos_orders",
             f"{status}-not-transient",
             "_TRANSIENT_STATUS = {408, 410, 429, 449, 500, 502, 503, 504}",
             "_TRANSIENT_STATUS = {"
@@ -355,19 +387,19 @@ COSMOS_STORE = [
         for status in (408, 410, 429, 449, 500, 502, 503, 504)
     ),
     _m(
-        "cosmos_store",
+        "adapters/cosmos_orders",
         "401-not-systemic",
         "_SYSTEMIC_STATUS = {401, 403}",
         "_SYSTEMIC_STATUS = {403}",
     ),
     _m(
-        "cosmos_store",
+        "adapters/cosmos_orders",
         "403-not-systemic",
         "_SYSTEMIC_STATUS = {401, 403}",
         "_SYSTEMIC_STATUS = {401}",
     ),
     *(
-        _m("cosmos_store", f"{what}-not-authentication", f'    "{module}",\n', "")
+        _m("adapters/cosmos_orders", f"{what}-not-authentication", f'    "{module}",\n', "")
         for what, module in (
             ("cosmos-signing", "azure.cosmos.auth"),
             ("cosmos-policy", "azure.cosmos._auth_policy"),
@@ -418,51 +450,56 @@ CONFIG = [
 
 RELAY = [
     _m(
-        "relay",
+        "relay/core",
         "dispatched-ttl-1-minute",
         "DISPATCHED_TTL_S = 7 * 24 * 3600",
         "DISPATCHED_TTL_S = 60",
     ),
     _m(
-        "relay",
+        "relay/core",
         "parked-invalid-renamed",
         'PARKED_INVALID_EVENT = "InvalidOutboxEvent"',
         'PARKED_INVALID_EVENT = "Invalid"',
     ),
     _m(
-        "relay",
+        "relay/core",
         "parked-rejected-renamed",
         'PARKED_REJECTED = "RejectedByBroker"',
         'PARKED_REJECTED = "Rejected"',
     ),
     _m(
-        "relay",
+        "relay/core",
         "parked-exhausted-renamed",
         'PARKED_RETRIES_EXHAUSTED = "RetriesExhausted"',
         'PARKED_RETRIES_EXHAUSTED = "Exhausted"',
     ),
     _m(
-        "relay",
+        "relay/core",
         "status-dispatched-renamed",
         'STATUS_DISPATCHED = "dispatched"',
         'STATUS_DISPATCHED = "sent"',
     ),
-    _m("relay", "status-parked-renamed", 'STATUS_PARKED = "parked"', 'STATUS_PARKED = "held"'),
-    _m("relay", "status-pending-renamed", 'STATUS_PENDING = "pending"', 'STATUS_PENDING = "new"'),
+    _m("relay/core", "status-parked-renamed", 'STATUS_PARKED = "parked"', 'STATUS_PARKED = "held"'),
     _m(
-        "relay",
+        "relay/core",
+        "status-pending-renamed",
+        'STATUS_PENDING = "pending"',
+        'STATUS_PENDING = "new"',
+    ),
+    _m(
+        "relay/core",
         "runtime-retry-bounded",
         "max_retry_count: int = -1",
         "max_retry_count: int = 5",
     ),
     _m(
-        "relay",
+        "relay/core",
         "runtime-retry-fixed",
         'strategy: str = "exponential_backoff"',
         'strategy: str = "fixed_delay"',
     ),
     _m(
-        "relay",
+        "relay/core",
         "park-after-1",
         "park_after_attempts: int = 10",
         "park_after_attempts: int = 1",

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from shared.contract import (
+from shared.consumer.contract import (
     CONTRACT_FIELDS,
     FINGERPRINT_ALGORITHMS,
     DeadletterReason,
@@ -29,7 +29,7 @@ from shared.contract import (
     bound,
     parse_order,
 )
-from shared.errors import (
+from shared.consumer.errors import (
     OrderAlreadyExists,
     OrphanedDocument,
     SystemicStoreError,
@@ -38,7 +38,8 @@ from shared.errors import (
 
 OUTBOX_EVENT_TYPE = "OrderAccepted"
 # The dead-letter reason of an order whose outbox event exists without the order (a reason of
-# the consumer's bounded set; ``shared.contract.DeadletterReason`` holds the contract's own).
+# the consumer's bounded set; ``shared.consumer.contract.DeadletterReason`` holds the contract's
+# own).
 ORPHANED_DOCUMENT = "OrphanedDocument"
 # Fixed namespace so the outbox event id is the same on every delivery and every replica. Part of
 # the downstream contract (docs/events.md, "The eventId"): never change it.
@@ -192,7 +193,7 @@ _MAX_EXPONENT = 64
 
 
 class OrderStore(Protocol):
-    """The persistence port. Adapters translate their errors into ``shared.errors``."""
+    """The persistence port. Adapters translate their errors into ``shared.consumer.errors``."""
 
     async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
         """Write all documents of one order atomically. Raise ``OrderAlreadyExists`` if the

@@ -1,7 +1,8 @@
 """The Cosmos DB (NoSQL API) adapter of the ``OrderStore`` port, on the azure-cosmos aio client.
 
 A new order is one request: ``create_item`` (outbox off) or one ``execute_item_batch`` (outbox
-on, order first so a conflict surfaces at index 0). Errors are translated into ``shared.errors``
+on, order first so a conflict surfaces at index 0). Errors are translated into
+``shared.consumer.errors``
 by what a redelivery can fix, with one table (``classify_status``) for a single request's status
 and for the failing operation of a transactional batch; the request charge of every call goes
 to the telemetry adapter.
@@ -41,7 +42,7 @@ from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from shared.config import Settings
-from shared.errors import (
+from shared.consumer.errors import (
     OrderAlreadyExists,
     OrphanedDocument,
     StoreError,
@@ -92,7 +93,8 @@ def create_client(
 ) -> CosmosClient:
     """A Cosmos client with the account key, or else with ``credential``, which the caller
     owns and closes (``CosmosClient.close()`` leaves its credential open); the app passes the
-    one ``shared.identity.credential`` builds from ``settings.cosmos_identity``. ``overrides``
+    one ``shared.adapters.identity.credential`` builds from ``settings.cosmos_identity``.
+    ``overrides``
     are extra client options (the local stand-ins pass a transport). One client per worker
     process: it owns the connection pool."""
     if settings.cosmos_key:
@@ -100,7 +102,9 @@ def create_client(
     elif credential is not None:
         key_or_credential = credential
     else:
-        raise ValueError("COSMOS_KEY is unset: pass a credential (shared.identity.credential)")
+        raise ValueError(
+            "COSMOS_KEY is unset: pass a credential (shared.adapters.identity.credential)"
+        )
     return CosmosClient(
         settings.cosmos_endpoint,
         credential=key_or_credential,

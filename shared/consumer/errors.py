@@ -1,6 +1,6 @@
 """Every error the core understands, classified by what a redelivery can fix.
 
-- the message is wrong: the contract rejects it (``shared.contract.InvalidMessage``),
+- the message is wrong: the contract rejects it (``shared.consumer.contract.InvalidMessage``),
   dead-letter;
 - the moment is wrong: ``TransientStoreError``, abandon, a redelivery will likely succeed;
 - the system is wrong: ``SystemicStoreError`` / ``ConfigurationError``, abandon and alert, never

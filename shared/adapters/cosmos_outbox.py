@@ -12,7 +12,8 @@ infra/app/cosmos.bicep, which indexes nothing else), so the index narrows the qu
 pending outbox documents; ``createdAt`` is not indexed, so only those are loaded to compare it.
 Its cost therefore follows the pending documents (normally the few in flight), never the
 orders or the dispatched events in the container (README "Outbox watchdog" estimates it).
-``createdAt`` is ``shared.core.document_timestamp``: fixed width, UTC, ``Z``, so its string order
+``createdAt`` is ``shared.consumer.core.document_timestamp``: fixed width, UTC, ``Z``, so its
+string order
 is its time order. Never creates or deletes documents; never touches orders.
 """
 
@@ -26,17 +27,17 @@ from azure.core import MatchConditions
 from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy
 
-from shared.contract import ORDER_ACCEPTED_EVENT_TYPE
-from shared.core import document_timestamp
-from shared.cosmos_store import OPERATION_TIMEOUT_S  # the consumer's bound per operation
-from shared.relay import (
+from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S  # the consumer's bound per operation
+from shared.consumer.contract import ORDER_ACCEPTED_EVENT_TYPE
+from shared.consumer.core import document_timestamp
+from shared.relay.core import (
     OUTBOX_TYPE,
     STATUS_DISPATCHED,
     STATUS_PARKED,
     STATUS_PENDING,
     OutboundEvent,
 )
-from shared.watchdog import StuckOutbox, created_at
+from shared.relay.watchdog import StuckOutbox, created_at
 
 # WatchdogPolicy.is_stuck, as a query (tests/relay/test_watchdog.py holds the two together).
 _STUCK_FILTER = (

@@ -253,7 +253,7 @@ def _is_not_utf8(body: bytes) -> bool:
 #
 # Its body is built from the outbox document the consumer wrote with the order, validated here
 # strictly: an outbox document that does not make a valid v1 event is not published half-formed,
-# it is parked for an operator (shared/relay.py).
+# it is parked for an operator (shared/relay/core.py).
 # ---------------------------------------------------------------------------------------------
 
 ORDER_ACCEPTED_EVENT_TYPE = "OrderAccepted"

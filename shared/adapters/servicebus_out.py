@@ -3,13 +3,14 @@
 Owns: turning an ``OutboundEvent`` into a ``ServiceBusMessage`` (MessageId = eventId, content
 type, subject, correlation id, application properties), packing the events of one invocation
 into as few ``ServiceBusMessageBatch`` sends as their size allows, and translating the SDK's
-errors into ``shared.relay``'s classes. Never decides what to retry or park (``shared.relay``).
+errors into ``shared.relay.core``'s classes. Never decides what to retry or park
+(``shared.relay.core``).
 
-One ``ServiceBusClient`` and one topic sender per worker process (``shared.runtime``), identity
+One ``ServiceBusClient`` and one topic sender per worker process (``shared.bootstrap``), identity
 based on the namespace the queue trigger uses (``ServiceBusConnection__fullyQualifiedNamespace``)
 and with the trigger's identity (``ServiceBusConnection__credential`` = ``managedidentity`` and
 ``__clientId``: ``ManagedIdentityCredential``; unset: ``DefaultAzureCredential``, development;
-``shared.identity``); a connection string (``ServiceBusConnection``) only for emulators.
+``shared.adapters.identity``); a connection string (``ServiceBusConnection``) only for emulators.
 
 The sender is shared by every relay invocation of the process (the trigger runs one per lease,
 concurrently, and the watchdog too), and azure-servicebus does not make it safe for that: "We
@@ -55,7 +56,7 @@ from azure.servicebus.exceptions import (
     ServiceBusServerBusyError,
 )
 
-from shared.relay import (
+from shared.relay.core import (
     EventRejected,
     OutboundEvent,
     PublishMisconfigured,
@@ -175,7 +176,7 @@ def _retryable(error: Exception) -> bool:
 
 
 def translate(error: Exception) -> BaseException:
-    """The SDK's error as ``shared.relay`` classifies it (the original is the cause)."""
+    """The SDK's error as ``shared.relay.core`` classifies it (the original is the cause)."""
     translated: BaseException
     if isinstance(error, MessageSizeExceededError):
         translated = EventRejected(str(error))

@@ -4,7 +4,7 @@ This is where the core meets the adapters. It never raises for anything a messag
 a failed settlement is logged and swallowed (the lock lapses, the redelivery is recognised as a
 duplicate). Only cancellation propagates: then nothing is settled and the lock expires, exactly as
 when the worker process dies. It never builds its collaborators: the composition root
-(``shared.runtime``) passes them in, the clock included.
+(``shared.bootstrap``) passes them in, the clock included.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from shared.core import (
+from shared.adapters.servicebus_in import MessageActions, Settler, to_incoming
+from shared.consumer.core import (
     HELD_BEFORE_ABANDON,
     RETRIED_IN_DELIVERY,
     SYSTEM_CLOCK,
@@ -26,8 +27,7 @@ from shared.core import (
     RetryPolicy,
     decide,
 )
-from shared.settlement import MessageActions, Settler, to_incoming
-from shared.telemetry import ConsumerTelemetry, RelayTelemetry
+from shared.telemetry.consumer import ConsumerTelemetry, RelayTelemetry
 
 
 class OrderConsumer:

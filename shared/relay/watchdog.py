@@ -17,7 +17,8 @@ marks are conditional on the etag each read, so exactly one commits and the othe
 storage lock, learn.microsoft.com/azure/azure-functions/functions-bindings-timer, "Scale-out").
 
 What is stuck is decided here (``WatchdogPolicy.is_stuck``), by a rule the store's query
-implements (``shared.outbox_store``); never by the store alone. No Azure imports: the container
+implements (``shared.adapters.cosmos_outbox``); never by the store alone. No Azure imports: the
+container
 is reached through the ``OutboxScanner`` port.
 """
 
@@ -28,9 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from shared.core import SYSTEM_CLOCK, Clock
-from shared.relay import OutboxRelay, RelayReport, is_pending_outbox
-from shared.telemetry import RelayTelemetry
+from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.relay.core import OutboxRelay, RelayReport, is_pending_outbox
+from shared.telemetry.consumer import RelayTelemetry
 
 # Every five minutes (NCronTab, six fields: second minute hour day month day-of-week; UTC),
 # as the timer trigger reads it (learn.microsoft.com/azure/azure-functions/functions-bindings-timer,

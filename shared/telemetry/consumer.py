@@ -40,8 +40,8 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from shared.core import Decision, IncomingMessage, Outcome, Settlement
-from shared.settlement import HungSettlements
+from shared.adapters.servicebus_in import HungSettlements
+from shared.consumer.core import Decision, IncomingMessage, Outcome, Settlement
 
 INSTRUMENTATION_SCOPE = "orders.consumer"
 LOGGER_NAME = "orders.consumer"
@@ -444,7 +444,8 @@ class ConsumerTelemetry:
         )
 
     def settlements_hung(self, report: HungSettlements) -> None:
-        """The settler's watcher (``shared.settlement``): a settlement call outlived its timeout
+        """The settler's watcher (``shared.adapters.servicebus_in``): a settlement call outlived
+        its timeout
         and keeps its thread, or such a call has returned at last. May run on a pool thread."""
         fields = {
             "hung_settlements": report.hung,
@@ -529,7 +530,8 @@ METRIC_RELAY_PUBLISHED = "orders.relay.published"
 METRIC_RELAY_FAILED = "orders.relay.failed"
 METRIC_RELAY_PARKED = "orders.relay.parked"
 METRIC_RELAY_LAG = "orders.relay.lag"
-# The outbox watchdog's (shared/watchdog.py): one observation per run, so that a run that finds
+# The outbox watchdog's (shared/relay/watchdog.py): one observation per run, so that a run that
+# finds
 # nothing still reports (valueCount = runs: the alert reads a silent watchdog as stuck too).
 METRIC_RELAY_STUCK = "orders.relay.stuck"
 METRIC_RELAY_STUCK_AGE = "orders.relay.stuck_age"

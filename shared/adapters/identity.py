@@ -18,7 +18,7 @@ different identities:
   ``ServiceBusConnection__clientId``, the queue trigger's connection to the same namespace;
 - the Azure Monitor exporter: ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING``
   (``ClientId=...;Authorization=AAD``), the host's own, always a managed identity
-  (``shared.telemetry``).
+  (``shared.telemetry.consumer``).
 
 So a deployment gets ``ManagedIdentityCredential`` with the user-assigned client id, the
 credential Microsoft recommends in production ("replace DefaultAzureCredential with a specific

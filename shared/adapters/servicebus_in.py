@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from shared.core import Decision, IncomingMessage, Settlement
+from shared.consumer.core import Decision, IncomingMessage, Settlement
 from shared.message_body import read_body
 
 
@@ -70,7 +70,7 @@ def to_incoming(message: Any) -> IncomingMessage:
 # A settlement is one gRPC round trip to the host on the same machine: seconds mean it hangs.
 SETTLEMENT_TIMEOUT_S = 10.0
 DEFAULT_MAX_CONCURRENT_CALLS = 16  # the Service Bus extension's default
-HOST_JSON = Path(__file__).resolve().parent.parent / "host.json"  # next to function_app.py
+HOST_JSON = Path(__file__).resolve().parents[2] / "host.json"  # next to function_app.py
 
 
 def max_concurrent_calls(host_json: Path = HOST_JSON) -> int:

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.contract import (
+from shared.consumer.contract import (
     EVENT_CONTENT_TYPE,
     ORDER_ACCEPTED_EVENT_TYPE,
     ORDER_ACCEPTED_SCHEMA_VERSION,
@@ -68,8 +68,8 @@ from shared.contract import (
     encode_event,
     order_accepted_v1,
 )
-from shared.core import SYSTEM_CLOCK, Clock
-from shared.telemetry import RelayTelemetry
+from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.telemetry.consumer import RelayTelemetry
 
 logger = logging.getLogger("orders.relay")
 

@@ -19,8 +19,9 @@ process). The relay is built on its first change batch, so a consumer-only deplo
 needs the relay's settings. It owns what it builds and closes it: the Cosmos client, the
 credential the client does not close, the relay's Service Bus client, sender and credential
 (not a sender passed in: that stays the caller's), and the settlement pool. It must never decide
-anything about a message or an event: that is ``shared.core``, ``shared.consumer`` and
-``shared.relay``.
+anything about a message or an event: that is ``shared.consumer.core``, ``shared.consumer.service``
+and
+``shared.relay.core``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 from azure.cosmos.aio import CosmosClient
 
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
+from shared.adapters.cosmos_outbox import CosmosOutboxStore
+from shared.adapters.identity import credential as identity_credential
+from shared.adapters.servicebus_in import HungSettlements, MessageActions, Settler, to_incoming
+from shared.adapters.servicebus_out import MessageBatchSender, ServiceBusEventPublisher
 from shared.config import (
     SERVICE_BUS_CONNECTION_STRING_SETTING,
     TOPIC_SETTING,
@@ -43,22 +49,24 @@ from shared.config import (
     Settings,
     WatchdogSettings,
 )
-from shared.consumer import OrderConsumer
-from shared.core import SYSTEM_CLOCK, Clock, Decision, IncomingMessage, Outcome, RetryPolicy
-from shared.cosmos_store import CosmosOrderStore, create_client
-from shared.errors import ConfigurationError
-from shared.event_publisher import MessageBatchSender, ServiceBusEventPublisher
-from shared.identity import credential as identity_credential
-from shared.outbox_store import CosmosOutboxStore
-from shared.relay import OutboxRelay, RelayPolicy, RelayReport, is_pending_outbox
-from shared.settlement import HungSettlements, MessageActions, Settler, to_incoming
-from shared.telemetry import (
+from shared.consumer.core import (
+    SYSTEM_CLOCK,
+    Clock,
+    Decision,
+    IncomingMessage,
+    Outcome,
+    RetryPolicy,
+)
+from shared.consumer.errors import ConfigurationError
+from shared.consumer.service import OrderConsumer
+from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport, is_pending_outbox
+from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
+from shared.telemetry.consumer import (
     CONNECTION_STRING_SETTING,
     ConsumerTelemetry,
     RelayTelemetry,
     configure_exporters,
 )
-from shared.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -110,7 +118,8 @@ class Runtime:
     - ``clock``: now and sleep, for the consumer's backoff, the configuration-error hold, and the
       relay's ``dispatchedAt``, ``parkedAt`` and lag.
     - ``cosmos_options``: extra ``CosmosClient`` options (a fault-injecting ``transport``,
-      ``retry_backoff_factor``); ``credential`` replaces the one ``shared.identity`` builds from
+      ``retry_backoff_factor``); ``credential`` replaces the one ``shared.adapters.identity``
+      builds from
       the settings when no ``COSMOS_KEY`` is set (the runtime then closes it). One client
       serves every function.
     - ``telemetry``, ``relay_telemetry``: the telemetry adapters; default, on the global
@@ -118,7 +127,7 @@ class Runtime:
     - ``jitter``: the backoff jitter source, values in [0, 1].
     - ``topic_sender``: the relay's topic sender (``azure.servicebus.aio.ServiceBusSender``'s
       surface); default, one built from the relay's settings, identity-based
-      (``shared.identity``).
+      (``shared.adapters.identity``).
     - ``relay_policy``: when the relay parks an event instead of retrying it.
     """
 
