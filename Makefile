@@ -4,10 +4,10 @@ PYTHON ?= python3.13
 VENV := .venv
 PY := $(VENV)/bin/python
 INFRA_VENV := .venv-infra
-# The host-worker protocol messages the local host hands Microsoft's worker (local/worker.py),
+# The host-worker protocol messages the local host hands Microsoft's worker (local/standins/worker.py),
 # compiled with grpcio-tools; the generated module is git-ignored.
-PROTO := local/protos/function_rpc.proto
-PROTO_MODULE := local/protos/function_rpc_pb2.py
+PROTO := local/standins/protos/function_rpc.proto
+PROTO_MODULE := local/standins/protos/function_rpc_pb2.py
 DEMO_ARGS ?=
 CHAOS_ARGS ?=
 BENCH_ARGS ?=
@@ -27,7 +27,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 protos: $(PROTO_MODULE)
 $(PROTO_MODULE): $(PROTO) $(VENV)/.installed
-	$(PY) -m grpc_tools.protoc -Ilocal/protos --python_out=local/protos $(PROTO)
+	$(PY) -m grpc_tools.protoc -Ilocal/standins/protos --python_out=local/standins/protos $(PROTO)
 
 install-node: node_modules/.installed
 node_modules/.installed: package.json package-lock.json

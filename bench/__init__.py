@@ -17,7 +17,8 @@ Seven targets, each a verdict of one run on one machine, written to ``bench/resu
 7. Log Analytics: no row per healthy order outside the sampled traces, through the real exporter
    (``bench.ingestion``, ``bench.ingestion_scenario``).
 
-They run on the one local stand-in, ``local.world.local_world`` (through ``bench.standin``): every
+They run on the one local stand-in, ``local.assembly.world.local_world`` (through
+``bench.standin``): every
 function invocation goes through Microsoft's worker, ``azure_functions_runtime``. Nothing here is
 product code.
 """

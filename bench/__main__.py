@@ -28,8 +28,8 @@ from bench import (
     throughput,
 )
 from bench.standin import standin
-from local.cosmos_server import EMULATOR_KEY
-from local.world import cosmos_account
+from local.assembly.world import cosmos_account
+from local.standins.cosmos_server import EMULATOR_KEY
 
 TARGETS = ("requests", "cpu", "throughput", "coldstart", "memory", "relay", "ingestion")
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,7 @@ from azure.cosmos.aio import ContainerProxy
 from bench.floor_app import write_documents
 from bench.orders import order_bytes
 from bench.stats import distribution
-from local.host_binding import encode_amqp, host_binding_bytes
+from local.standins.host_binding import encode_amqp, host_binding_bytes
 from shared.consumer.contract import parse_order
 from shared.consumer.core import IncomingMessage, build_documents, decide
 from shared.consumer.errors import OrderAlreadyExists

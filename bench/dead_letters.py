@@ -1,7 +1,8 @@
 """``python -m bench.dead_letters`` (``make bench-dead-letters``): drain a dead-letter queue of
 ``--count`` dead letters with the operator tool, twice: a bulk ``resubmit --reason`` of all of
 them, and a ``purge --reason`` of all of them, through the tool's Service Bus adapter on the
-real azure-servicebus client over the local broker (``ops.local_broker``). The figure that
+real azure-servicebus client over the local broker (``local.assembly.dead_letter_queue``). The
+figure that
 carries to Azure is the count of broker round trips by kind and how many times each dead letter
 was received (one pass: once); the wall and CPU times are this machine's, of the SDK and the
 tool without network latency. Prints a table and the figures as JSON (docs/operations.md,
@@ -22,16 +23,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from local.broker import (
+from local.assembly.dead_letter_queue import LocalDeadLetterQueue
+from local.standins.broker import (
     MAX_DELIVERY_COUNT_EXCEEDED,
     ManualClock,
     OutgoingMessage,
     PeekLockQueue,
     QueueSettings,
 )
-from local.servicebus_link import LocalNamespace
+from local.standins.servicebus_link import LocalNamespace
 from ops.cli import main
-from ops.local_broker import LocalDeadLetterQueue
 from tests.orders import order_body
 
 

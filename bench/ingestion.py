@@ -1,7 +1,8 @@
 """Target 7: what the app's telemetry sends to Log Analytics per order, from the real exporter.
 
 ``bench.ingestion_scenario`` runs in a fresh interpreter with the project's own
-``configure_exporters`` pointed at the local ingestion endpoint (``local.ingestion``): ``orders``
+``configure_exporters`` pointed at the local ingestion endpoint (``local.standins.ingestion``):
+``orders``
 new orders and one invalid message through the host and the worker, then the relay. It runs
 twice, every trace sampled and none (``OTEL_TRACES_SAMPLER=microsoft.fixed_percentage``, 1.0 and
 0.0), and the envelopes are counted and weighed (compact JSON bytes; Log Analytics bills the
@@ -29,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from local.ingestion import ingestion_endpoint
+from local.standins.ingestion import ingestion_endpoint
 
 REPO = Path(__file__).resolve().parent.parent
 TABLES = {

@@ -4,7 +4,8 @@ distro configures the process's global providers once.
 
 It configures the project's own exporters (``configure_exporters``, from the environment the
 outer process sets: a connection string to the local ingestion endpoint and the trace sampler),
-starts the one stand-in (``local.world.local_world``), composes the app on the global providers,
+starts the one stand-in (``local.assembly.world.local_world``), composes the app on the global
+providers,
 sends ``orders`` new orders and one invalid message through the host and Microsoft's worker,
 relays every event through the change feed, flushes the providers and writes what it did.
 """
@@ -24,9 +25,9 @@ from opentelemetry import _logs as logs
 from opentelemetry import metrics, trace
 
 from bench.orders import INVALID_BODY, outgoing
-from local.broker import OutgoingMessage
-from local.cosmos_server import ensure_container
-from local.world import app_settings, cosmos_account, local_world
+from local.assembly.world import app_settings, cosmos_account, local_world
+from local.standins.broker import OutgoingMessage
+from local.standins.cosmos_server import ensure_container
 from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
 from shared.telemetry.consumer import configure_exporters

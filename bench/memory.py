@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.cpu import ForgetfulStore, NoopActions, host_bytes
 from bench.orders import INVALID_BODY, order_bytes
-from local.host_binding import decode_host_binding
+from local.standins.host_binding import decode_host_binding
 from shared.consumer.service import OrderConsumer
 from shared.telemetry.consumer import ConsumerTelemetry
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from local.broker import OutgoingMessage
+from local.standins.broker import OutgoingMessage
 
 INVALID_BODY = b'{"schemaVersion": 1, "orderId": "x", "currency": "eur"}'
 

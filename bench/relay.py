@@ -5,7 +5,7 @@ The Cosmos DB trigger runs one invocation at a time per lease and one instance p
 and "A lease is owned by one instance at any time"), so a lease's events per second is what one
 chain of invocations sustains. Each round: the consumer accepts ``orders`` new orders through
 the host and the worker (its CPU per order is the denominator), then a change feed on one lease
-(``local.change_feed``, the host's trigger) delivers the container's changes to
+(``local.standins.change_feed``, the host's trigger) delivers the container's changes to
 ``relay_outbox`` (the orders, their outbox documents, then the marks coming back as changes) in
 batches of the binding's ``maxItemsPerInvocation`` until nothing is left: events per second is
 ``orders`` over that drain's wall time, the relay's CPU per event that drain's process CPU over
@@ -58,9 +58,9 @@ from bench.latency import (
 from bench.orders import outgoing
 from bench.standin import StandIn
 from bench.stats import rounds
-from local.change_feed import ChangeFeedEmulator, Lease
-from local.cosmos_server import ensure_container
-from local.topic import OrderEventsTopic
+from local.standins.change_feed import ChangeFeedEmulator, Lease
+from local.standins.cosmos_server import ensure_container
+from local.standins.topic import OrderEventsTopic
 from shared.relay.core import RelayPolicy
 
 TARGET_CPU_RATIO = 1.0  # relay CPU per event / consumer CPU per order

@@ -1,4 +1,5 @@
-"""The benchmarks' view of the one local stand-in, ``local.world.local_world``: ``standin``.
+"""The benchmarks' view of the one local stand-in, ``local.assembly.world.local_world``:
+``standin``.
 
 One world (Cosmos DB API, peek-lock queue, gRPC settlement server, Microsoft's worker) whose worker
 loads ``bench/bench_app.py``: the product's ``function_app`` plus the platform floor, so that both
@@ -25,10 +26,10 @@ from typing import Literal
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from bench.transport import SharedCountingTransport
-from local.broker import OutgoingMessage, PeekLockQueue, QueueSettings
-from local.cosmos_server import ensure_container
-from local.host import LocalFunctionsHost
-from local.world import CosmosAccount, World, app_settings, local_world
+from local.assembly.world import CosmosAccount, World, app_settings, local_world
+from local.standins.broker import OutgoingMessage, PeekLockQueue, QueueSettings
+from local.standins.cosmos_server import ensure_container
+from local.standins.host import LocalFunctionsHost
 from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
 

@@ -1,6 +1,7 @@
 """A counting azure-core transport: the Cosmos DB requests the SDK actually sends, by kind.
 
-It subclasses ``local.faults.FaultInjectingTransport`` (so fault rules still work) and counts each
+It subclasses ``local.standins.faults.FaultInjectingTransport`` (so fault rules still work) and
+counts each
 request before forwarding it. Document requests (``/docs``) are told apart from the SDK's metadata
 reads (account, collection, partition key ranges), which happen once per client and are not part
 of a message's cost. It never changes a request.
@@ -14,7 +15,7 @@ from typing import Any
 
 from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 
-from local.faults import FaultInjectingTransport
+from local.standins.faults import FaultInjectingTransport
 
 METADATA = "metadata"  # anything not under /docs
 

@@ -1,6 +1,6 @@
 """``python -m local``: the local stand-ins' command line.
 
-- ``demo``: the whole flow offline (``make demo``), see ``local/demo.py``;
+- ``demo``: the whole flow offline (``make demo``), see ``local/scenarios/demo.py``;
 - ``chaos``: the same with every failure mixed in, 10,000 messages by default (``make chaos``);
 - ``send``: sample orders to a REAL Service Bus namespace or the Service Bus emulator, for people
   running ``func start``;
@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 # the user sets it.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from local import demo  # after the line above
+from local.scenarios import demo  # after the line above
 
 LEASES_CONTAINER = "leases"  # function_app.py's lease_container_name, infra's leasesContainerName
 
@@ -65,7 +65,7 @@ def _init_cosmos(arguments: argparse.Namespace) -> int:
     from azure.cosmos import PartitionKey
     from azure.cosmos.aio import CosmosClient
 
-    from local.cosmos_server import ensure_container
+    from local.standins.cosmos_server import ensure_container
     from shared.adapters.cosmos_orders import create_client
     from shared.config import Settings
     from shared.consumer.errors import ConfigurationError

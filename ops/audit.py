@@ -16,7 +16,7 @@ The five a live audit checks (``audit``):
 5. every dead letter with its reason: a non-empty reason this system or Service Bus gives.
 
 ``make demo`` runs ``audit`` itself over its own documents, dead letters and subscription
-messages (local/demo_invariants.py), and then ``python -m ops audit`` over the same data, which
+messages (local/scenarios/invariants.py), and then ``python -m ops audit`` over the same data, which
 must agree. The demo knows more than a live deployment (what it sent, what it meant to be
 rejected): the functions that take expectations (``no_order_lost``, ``orders_are_the_requests``,
 ``dead_lettered_as``, ``no_dead_letter_for``) express its extra checks with the same data.

@@ -1,7 +1,8 @@
 """The ports of the dead-letter tool: the dead-letter queue and the order store it reads.
 
 A port says what the tool needs, in its own terms; adapters translate (``ops.servicebus`` over
-``azure-servicebus``, for Azure and, through ``local.servicebus_link``, for the local broker;
+``azure-servicebus``, for Azure and, through ``local.standins.servicebus_link``, for the local
+broker;
 ``ops.cosmos``). No Azure import here.
 
 The queue port offers only what Service Bus offers: peeks (which lock and change nothing) and one

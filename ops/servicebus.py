@@ -1,7 +1,7 @@
 """The dead-letter port over Azure Service Bus (``azure-servicebus``, sync client): peeks to list
 and verify, one peek-lock scan of the dead-letter sub-queue to remove, one sender to copy. Entra
 ID (``DefaultAzureCredential``: Data Receiver + Data Sender on the queue) or a connection string
-(the emulator; and ``local.servicebus_link``, the same client over the local broker).
+(the emulator; and ``local.standins.servicebus_link``, the same client over the local broker).
 
 **Removal in one pass.** Service Bus removes a dead letter only when it is received under a lock
 and completed; there is no removal by sequence number. Abandoning what the scan passes over does

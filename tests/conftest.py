@@ -1,4 +1,5 @@
-"""Shared fixtures: the local stand-in built by ``local.world`` (the one entry point the demo,
+"""Shared fixtures: the local stand-in built by ``local.assembly.world`` (the one entry point the
+demo,
 chaos and bench use too) around the real app: the real azure-cosmos aio client against a local
 Cosmos DB API server, the peek-lock queue model, the gRPC settlement server, and the host's
 Service Bus trigger invoking the function through Microsoft's worker (``azure_functions_runtime``).
@@ -24,13 +25,13 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
-from local import world as stand_in
-from local.broker import ManualClock, PeekLockQueue
-from local.cosmos_server import EMULATOR_KEY, ensure_container
-from local.faults import FaultInjectingTransport
-from local.host import LocalFunctionsHost
-from local.settlement_server import SettlementServer
-from local.world import CosmosAccount, World, app_settings, local_world
+from local.assembly import world as stand_in
+from local.assembly.world import CosmosAccount, World, app_settings, local_world
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.cosmos_server import EMULATOR_KEY, ensure_container
+from local.standins.faults import FaultInjectingTransport
+from local.standins.host import LocalFunctionsHost
+from local.standins.settlement_server import SettlementServer
 from shared import bootstrap
 
 REAL_COSMOS = os.environ.get("COSMOS_EMULATOR_ENDPOINT", "")

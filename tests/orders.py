@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from local.broker import OutgoingMessage
+from local.standins.broker import OutgoingMessage
 
 
 def order_body(order_id: str = "ord-1001", **overrides: Any) -> dict[str, Any]:

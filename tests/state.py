@@ -6,7 +6,7 @@ from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import PeekLockQueue
+from local.standins.broker import PeekLockQueue
 
 
 async def documents(container: ContainerProxy) -> list[dict[str, Any]]:

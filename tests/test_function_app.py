@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from local.worker import FunctionsWorker
+from local.standins.worker import FunctionsWorker
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -154,7 +154,7 @@ resource topic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' = {
   }
 }
 
-// Name shared with the local topic model (local/topic.py RETAINED_SUBSCRIPTION).
+// Name shared with the local topic model (local/standins/topic.py RETAINED_SUBSCRIPTION).
 resource retainedSubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = if (retainedEventsTimeToLive != 'none') {
   parent: topic
   name: 'retained'

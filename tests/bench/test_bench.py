@@ -15,7 +15,7 @@ from bench import coldstart, report
 from bench.__main__ import main
 from bench.request_counts import count_outcomes
 from bench.standin import standin
-from local.world import CosmosAccount
+from local.assembly.world import CosmosAccount
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALLEST = [

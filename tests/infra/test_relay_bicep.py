@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from local.topic import RETAINED_SUBSCRIPTION
+from local.standins.topic import RETAINED_SUBSCRIPTION
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
 from shared.relay.core import DISPATCHED_TTL_S
 from tests.infra.infra_support import (

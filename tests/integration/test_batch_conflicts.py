@@ -5,7 +5,8 @@ exists, and no other order is concerned, so the message is dead-lettered at once
 reason, naming the document (held as systemic, it burned ten deliveries in about ten minutes
 and waited in the dead-letter queue as an anonymous ``MaxDeliveryCountExceeded``). The batch
 answers come from the transport below the real azure-cosmos SDK, shaped as Cosmos DB sends
-them (``local.faults``, ``FaultKind.BATCH_OPERATION``: 207, one result per operation), because
+them (``local.standins.faults``, ``FaultKind.BATCH_OPERATION``: 207, one result per operation),
+because
 cosmosdb-server's batches are not atomic; the whole path runs on the real emulator at the end.
 """
 
@@ -19,9 +20,9 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock, PeekLockQueue
-from local.faults import BATCHES, FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.faults import BATCHES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings

@@ -23,9 +23,9 @@ import pytest
 from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import PeekLockQueue, QueueSettings
-from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
+from local.standins.broker import PeekLockQueue, QueueSettings
+from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from shared.adapters.cosmos_orders import CLIENT_OPTIONS, OPERATION_TIMEOUT_S
 from shared.adapters.servicebus_in import SETTLEMENT_TIMEOUT_S
 from shared.consumer.core import RetryPolicy

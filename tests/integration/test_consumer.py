@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock, PeekLockQueue, QueueSettings
-from local.host import LocalFunctionsHost
+from local.standins.broker import ManualClock, PeekLockQueue, QueueSettings
+from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from tests.conftest import FAST_SDK_BACKOFF, manual_time
 from tests.orders import message, order_body

@@ -20,10 +20,10 @@ import pytest
 from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import PeekLockQueue
-from local.faults import FaultInjectingTransport
-from local.host import LocalFunctionsHost
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import PeekLockQueue
+from local.standins.faults import FaultInjectingTransport
+from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from shared.config import IdentitySettings, RelaySettings, Settings
 from shared.consumer.errors import ConfigurationError

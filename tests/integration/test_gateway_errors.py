@@ -15,9 +15,9 @@ from __future__ import annotations
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import PeekLockQueue
-from local.faults import POINT_READS, WRITES, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
+from local.standins.broker import PeekLockQueue
+from local.standins.faults import POINT_READS, WRITES, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from tests.conftest import InstallFaulty
 from tests.integration.consumer_logs import consumer_records, retried_attempts
 from tests.orders import message, order_body

@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from local.broker import ManualClock, PeekLockQueue
-from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from shared.telemetry.consumer import ConsumerTelemetry
 from tests.conftest import FAST_SDK_BACKOFF, manual_time

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from local.broker import (
+from local.standins.broker import (
     MAX_DELIVERY_COUNT_EXCEEDED,
     AmqpSequence,
     AmqpValue,

@@ -6,7 +6,7 @@ import dataclasses
 
 from rich.console import Console
 
-from local.demo import CHAOS, run_demo
+from local.scenarios.demo import CHAOS, run_demo
 
 
 async def test_chaos_run_keeps_every_invariant() -> None:

@@ -15,9 +15,9 @@ from typing import Any
 from azure.cosmos.aio import ContainerProxy
 from rich.console import Console
 
-from local.broker import OutgoingMessage
-from local.demo import POISON_KINDS, DemoOptions, _ParkedRun, plan, run_demo
-from local.demo_invariants import (
+from local.assembly.world import World
+from local.scenarios.demo import POISON_KINDS, DemoOptions, _ParkedRun, plan, run_demo
+from local.scenarios.invariants import (
     AUDIT,
     DEMO,
     STAND_IN,
@@ -29,10 +29,10 @@ from local.demo_invariants import (
     outbox_off,
     stand_in_checks,
 )
-from local.demo_tool import ToolRun
-from local.faults import FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
-from local.world import World
+from local.scenarios.tool_runs import ToolRun
+from local.standins.broker import OutgoingMessage
+from local.standins.faults import FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from ops.audit import (
     EVERY_REASON,
     NO_EVENT_FOR_REJECTED,
@@ -345,7 +345,7 @@ def letter(message_id: str | None, reason: str) -> DeadLetter:
 def test_the_watchdog_invariant_fails_when_a_skipped_event_stays_pending_or_nothing_skipped() -> (
     None
 ):
-    from local.demo import _WatchdogRun
+    from local.scenarios.demo import _WatchdogRun
 
     ids = {"ord-w1", "ord-w2"}
     assert _WatchdogRun(ids, skipped=2, ticks=1, left_pending=0).check().passed

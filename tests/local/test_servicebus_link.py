@@ -1,6 +1,8 @@
-"""The real azure-servicebus receiver and sender over the local broker (``local.servicebus_link``):
+"""The real azure-servicebus receiver and sender over the local broker
+(``local.standins.servicebus_link``):
 every public call below runs the SDK's own code down to its pyamqp client, and the broker answers
-with the Service Bus behaviour ``local.broker`` documents. What a user of the SDK would observe."""
+with the Service Bus behaviour ``local.standins.broker`` documents. What a user of the SDK would
+observe."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from azure.servicebus import (
 from azure.servicebus.amqp import AmqpMessageBodyType
 from azure.servicebus.exceptions import MessageLockLostError
 
-from local.broker import (
+from local.standins.broker import (
     AmqpSequence,
     AmqpValue,
     ManualClock,
@@ -25,7 +27,7 @@ from local.broker import (
     PeekLockQueue,
     QueueSettings,
 )
-from local.servicebus_link import LocalNamespace, servicebus_client
+from local.standins.servicebus_link import LocalNamespace, servicebus_client
 
 LOCK = timedelta(minutes=1)
 

@@ -32,14 +32,14 @@ from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions impo
     SettlementError,
 )
 
-from local.broker import (
+from local.standins.broker import (
     Delivery,
     ManualClock,
     OutgoingMessage,
     PeekLockQueue,
     QueueSettings,
 )
-from local.settlement_server import (
+from local.standins.settlement_server import (
     SettlementServer,
     bind_message_actions,
     worker_arguments_restored,

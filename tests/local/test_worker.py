@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from local.broker import PeekLockQueue
-from local.host import LocalFunctionsHost
-from local.worker import FunctionsWorker, Json, WorkerStartError
-from local.world import CosmosAccount, local_world
+from local.assembly.world import CosmosAccount, local_world
+from local.standins.broker import PeekLockQueue
+from local.standins.host import LocalFunctionsHost
+from local.standins.worker import FunctionsWorker, Json, WorkerStartError
 from tests.orders import message, order_body
 from tests.state import settlements
 
@@ -106,7 +106,7 @@ async def test_an_exception_in_the_function_is_a_failed_invocation_that_settles_
     assert host.stats.errors == ["ValueError: refusing ord-1001"]
     assert settlements(queue) == []  # autoCompleteMessages false: the lock will just lapse
     assert queue.active_count() == 1
-    [logged] = [r for r in caplog.records if r.name == "local.host"]
+    [logged] = [r for r in caplog.records if r.name == "local.standins.host"]
     assert logged.levelno == logging.ERROR
     assert "Executed 'Functions.consume_order' (Failed" in logged.getMessage()
 

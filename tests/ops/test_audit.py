@@ -2,7 +2,7 @@
 them), and ``python -m ops audit`` over the whole stand-in: the real function and relay through
 Microsoft's worker, the local Cosmos DB server through the real azure-cosmos SDK, the dead-letter
 queue and the topic's subscription through the real azure-servicebus SDK
-(``local.servicebus_link``).
+(``local.standins.servicebus_link``).
 Each FAIL case breaks the one thing its invariant guards and checks the offending id is named."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock, OutgoingMessage
-from local.servicebus_link import LocalNamespace, servicebus_client
-from local.topic import RETAINED_SUBSCRIPTION, topic_name
-from local.world import World
+from local.assembly.dead_letter_queue import LocalDeadLetterQueue
+from local.assembly.world import World
+from local.standins.broker import ManualClock, OutgoingMessage
+from local.standins.servicebus_link import LocalNamespace, servicebus_client
+from local.standins.topic import RETAINED_SUBSCRIPTION, topic_name
 from ops.audit import (
     SeenEvent,
     dead_lettered_as,
@@ -34,7 +35,6 @@ from ops.audit import (
 )
 from ops.cli import main
 from ops.cosmos import CosmosAuditReader, container_client
-from ops.local_broker import LocalDeadLetterQueue
 from ops.port import DeadLetter
 from ops.servicebus import ServiceBusEvents
 from shared.consumer.contract import parse_order

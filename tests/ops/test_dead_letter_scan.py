@@ -1,6 +1,7 @@
 """The dead-letter tool's one-pass scan, on the real azure-servicebus receiver and sender over the
-local broker (``ops.local_broker``: the Service Bus adapter itself, its AMQP handlers answered by
-``local.broker``): what an operator would check afterwards, in the broker's own state.
+local broker (``local.assembly.dead_letter_queue``: the Service Bus adapter itself, its AMQP
+handlers answered by
+``local.standins.broker``): what an operator would check afterwards, in the broker's own state.
 
 Each test names, in its docstring, the product line whose reversal makes it fail.
 """
@@ -14,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from local.broker import (
+from local.assembly.dead_letter_queue import LocalDeadLetterQueue
+from local.standins.broker import (
     MAX_DELIVERY_COUNT_EXCEEDED,
     AmqpSequence,
     AmqpValue,
@@ -24,9 +26,8 @@ from local.broker import (
     QueueSettings,
     SubQueue,
 )
-from local.servicebus_link import LocalNamespace, servicebus_client
+from local.standins.servicebus_link import LocalNamespace, servicebus_client
 from ops.cli import main
-from ops.local_broker import LocalDeadLetterQueue
 from ops.servicebus import ServiceBusDeadLetterQueue
 from tests.orders import message, order_body
 

@@ -15,17 +15,17 @@ from datetime import timedelta
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import (
+from local.assembly.dead_letter_queue import LocalDeadLetterQueue
+from local.standins.broker import (
     MAX_DELIVERY_COUNT_EXCEEDED,
     ManualClock,
     OutgoingMessage,
     PeekLockQueue,
 )
-from local.host import LocalFunctionsHost
-from local.servicebus_link import LocalNamespace
+from local.standins.host import LocalFunctionsHost
+from local.standins.servicebus_link import LocalNamespace
 from ops.cli import main, parse_duration
 from ops.cosmos import CosmosOrderLookup
-from ops.local_broker import LocalDeadLetterQueue
 from tests.orders import message, order_body
 
 WINDOW = timedelta(days=1)  # infra/messaging.json

@@ -10,7 +10,14 @@ import json
 
 from rich.console import Console
 
-from local.demo import POISON_KINDS, DemoOptions, extra_orders, plan, print_report, run_demo
+from local.scenarios.demo import (
+    POISON_KINDS,
+    DemoOptions,
+    extra_orders,
+    plan,
+    print_report,
+    run_demo,
+)
 
 SMALL = {"orders": 40, "seed": 5, "mismatch_rate": 0.1, "poison_rate": 0.1, "quiet": True}
 

@@ -21,7 +21,8 @@ from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
 OPS_REQUIREMENTS = REPO / "requirements-ops.txt"
-# Every module of the tool an operator runs (ops.local_broker is the stand-in's, not theirs),
+# Every module of the tool an operator runs (local.assembly.dead_letter_queue is the stand-in's,
+# not theirs),
 # and what the tool imports only when it needs it (DefaultAzureCredential).
 TOOL_MODULES = [
     "ops.cli",

@@ -15,8 +15,8 @@ import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import MessageSizeExceededError
 
-from local.broker import ManualClock
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock
 from ops.cli import main
 from ops.cosmos import CosmosOutboxDocuments, container_client
 from ops.parked import Outcome, StuckEvent, republish

@@ -1,7 +1,7 @@
 """The Service Bus adapter's reading of a dead letter, on a real ``ServiceBusReceivedMessage``
 (decoded by the extension from the bytes the host sends), and of the deployed queue's window.
 Its receive, peek, settle and send calls run on the real SDK in tests/ops/test_dead_letter_scan.py
-(over ``local.servicebus_link``)."""
+(over ``local.standins.servicebus_link``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from azure.core.pipeline.transport import HttpTransport
 from azure.core.pipeline.transport._requests_basic import RequestsTransportResponse
 from azure.servicebus.management import ServiceBusAdministrationClient
 
-from local.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
+from local.standins.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
 from ops.servicebus import to_dead_letter
 from ops.window import configured_window, deployed_window
 

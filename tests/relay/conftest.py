@@ -24,9 +24,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from local.change_feed import ChangeFeedEmulator, Lease
-from local.topic import OrderEventsTopic
-from local.world import World
+from local.assembly.world import World
+from local.standins.change_feed import ChangeFeedEmulator, Lease
+from local.standins.topic import OrderEventsTopic
 from shared import bootstrap
 from shared.consumer.contract import parse_order
 from shared.consumer.core import IncomingMessage, build_documents
@@ -80,7 +80,7 @@ def captured_relay() -> RelayCaptured:
 
 @pytest.fixture
 def relay_env(app_env: dict[str, str]) -> dict[str, str]:
-    """The app settings, the relay's included (``local.world.app_settings``), exported."""
+    """The app settings, the relay's included (``local.assembly.world.app_settings``), exported."""
     assert app_env["ORDER_EVENTS_TOPIC_NAME"] == TOPIC
     return app_env
 

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from local.world import World
+from local.assembly.world import World
 from shared.relay.core import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
 from tests.infra.infra_support import parse_bicep
 

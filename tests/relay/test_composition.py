@@ -8,9 +8,9 @@ import logging
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator
 from shared import bootstrap
 from shared.config import RelaySettings
 from shared.consumer.errors import ConfigurationError

@@ -20,11 +20,11 @@ import pytest
 from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator, Lease
-from local.faults import FaultInjectingTransport, FaultKind, FaultRule
-from local.topic import OrderEventsTopic, WorkerCrashed
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator, Lease
+from local.standins.faults import FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.topic import OrderEventsTopic, WorkerCrashed
 from shared import bootstrap
 from shared.relay.core import RelayPolicy
 from tests.conftest import FAST_SDK_BACKOFF

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator, Lease
-from local.faults import FaultInjectingTransport, FaultKind, FaultRule
-from local.topic import OrderEventsTopic, WorkerCrashed
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator, Lease
+from local.standins.faults import FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.topic import OrderEventsTopic, WorkerCrashed
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids
 from tests.state import documents
 

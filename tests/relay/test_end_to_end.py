@@ -9,11 +9,11 @@ import json
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import OperationTimeoutError
 
-from local.broker import ManualClock, PeekLockQueue
-from local.change_feed import ChangeFeedEmulator
-from local.host import LocalFunctionsHost
-from local.topic import OrderEventsTopic
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.change_feed import ChangeFeedEmulator
+from local.standins.host import LocalFunctionsHost
+from local.standins.topic import OrderEventsTopic
 from tests.orders import message, order_body
 from tests.relay.conftest import RelayCaptured, new_order_ids
 from tests.state import documents

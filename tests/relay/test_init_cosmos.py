@@ -12,7 +12,7 @@ from pathlib import Path
 
 from azure.cosmos.aio import CosmosClient
 
-from local.world import CosmosAccount
+from local.assembly.world import CosmosAccount
 
 REPO = Path(__file__).resolve().parents[2]
 

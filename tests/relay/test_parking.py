@@ -9,9 +9,9 @@ import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator
-from local.topic import OrderEventsTopic
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator
+from local.standins.topic import OrderEventsTopic
 from shared.relay.core import (
     PARKED_INVALID_EVENT,
     PARKED_RETRIES_EXHAUSTED,

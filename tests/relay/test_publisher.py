@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator
-from local.topic import OrderEventsTopic
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator
+from local.standins.topic import OrderEventsTopic
 from shared.relay.core import PARKED_REJECTED
 from tests.relay.conftest import accept_order, new_order_ids, outbox_by_order
 

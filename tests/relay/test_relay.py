@@ -11,10 +11,10 @@ from datetime import timedelta
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import ServiceBusConnectionError
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator
-from local.topic import OrderEventsTopic
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator
+from local.standins.topic import OrderEventsTopic
 from shared.relay.core import DISPATCHED_TTL_S
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 from tests.state import documents

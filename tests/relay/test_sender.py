@@ -23,9 +23,9 @@ import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus._pyamqp.error import ErrorCondition
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator
 from shared.adapters.servicebus_out import ServiceBusEventPublisher
 from shared.relay.core import PublishUnavailable, build_event
 from tests.relay.amqp_link import LinkNetwork, sender_on

@@ -1,7 +1,8 @@
 """Where the relay's trigger starts when no lease exists yet (a first deployment against a
 backlog, or a recreated ``leases`` container). The Cosmos DB trigger starts "from now" by
 default, and only then: its ``StartFromBeginning`` is read only while the lease store is empty
-(``local.change_feed`` cites the Learn pages). From now, every outbox document written before
+(``local.standins.change_feed`` cites the Learn pages). From now, every outbox document written
+before
 the leases existed stays ``pending`` for ever; ``relay_outbox`` therefore starts from the
 beginning.
 
@@ -14,10 +15,10 @@ from __future__ import annotations
 
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator
-from local.topic import OrderEventsTopic
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator
+from local.standins.topic import OrderEventsTopic
 from tests.relay.conftest import accept_order, new_order_ids, outbox_by_order
 from tests.state import documents
 

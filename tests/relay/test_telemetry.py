@@ -11,9 +11,9 @@ from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import ServiceBusServerBusyError
 from opentelemetry.trace import SpanKind, StatusCode
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator
-from local.topic import OrderEventsTopic
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator
+from local.standins.topic import OrderEventsTopic
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids
 
 

@@ -9,8 +9,8 @@ import pytest
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusServerBusyError
 
-from local.broker import ManualClock
-from local.topic import RETAINED_SUBSCRIPTION, OrderEventsTopic
+from local.standins.broker import ManualClock
+from local.standins.topic import RETAINED_SUBSCRIPTION, OrderEventsTopic
 from tests.infra.infra_support import iso_duration, messaging
 
 

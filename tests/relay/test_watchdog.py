@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock
-from local.change_feed import ChangeFeedEmulator
-from local.topic import OrderEventsTopic
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock
+from local.standins.change_feed import ChangeFeedEmulator
+from local.standins.topic import OrderEventsTopic
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
 from shared.consumer.core import document_timestamp

@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import Delivery, PeekLockQueue
-from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
-from local.settlement_server import SettlementServer
+from local.standins.broker import Delivery, PeekLockQueue
+from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
+from local.standins.settlement_server import SettlementServer
 from tests.orders import message, order_body
 from tests.state import documents, settlements
 

@@ -12,9 +12,9 @@ from azure.cosmos.aio import ContainerProxy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from local.broker import OutgoingMessage, PeekLockQueue
-from local.host import LocalFunctionsHost
-from local.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
+from local.standins.broker import OutgoingMessage, PeekLockQueue
+from local.standins.host import LocalFunctionsHost
+from local.standins.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
 from shared.consumer.contract import MAX_BODY_BYTES, MAX_DESCRIPTION_CHARS, DeadletterReason
 from shared.consumer.core import IncomingMessage, Outcome, Settlement, decide
 from shared.consumer.service import OrderConsumer

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock, PeekLockQueue
-from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from shared.consumer.core import RetryPolicy
 from tests.orders import message, order_body
 from tests.state import documents, settlements

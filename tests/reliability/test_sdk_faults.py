@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import PeekLockQueue
-from local.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
+from local.standins.broker import PeekLockQueue
+from local.standins.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from tests.conftest import InstallFaulty
 from tests.orders import message, order_body
 from tests.state import documents, settlements

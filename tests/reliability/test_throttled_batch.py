@@ -5,7 +5,7 @@ retries never see. Before this was read, every throttled batch was an *unexpecte
 30 s, abandoned, ten deliveries later dead-lettered as ``MaxDeliveryCountExceeded``): healthy
 orders burned their deliveries under any burst of a serverless account.
 
-Every case goes through the real SDK: ``local.faults`` answers the batch below it, at the
+Every case goes through the real SDK: ``local.standins.faults`` answers the batch below it, at the
 azure-core transport, with the body and headers the service sends (its docstring gives the
 source of each field). Fails on 223dafd: ``_classify`` returned None for every 207.
 """
@@ -20,9 +20,9 @@ import pytest
 from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy
 
-from local.broker import ManualClock, PeekLockQueue
-from local.faults import BATCHES, FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.faults import BATCHES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
 from shared.consumer.core import RetryPolicy

@@ -28,9 +28,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import Sampler
 
-from local.broker import ManualClock, OutgoingMessage, PeekLockQueue
-from local.faults import FaultInjectingTransport
-from local.host import LocalFunctionsHost
+from local.standins.broker import ManualClock, OutgoingMessage, PeekLockQueue
+from local.standins.faults import FaultInjectingTransport
+from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from shared.config import Settings
 from shared.telemetry.consumer import ConsumerTelemetry

@@ -1,5 +1,6 @@
 """Capture what the real Azure Monitor exporter posts: the local ingestion endpoint
-(``local.ingestion``) on 127.0.0.1, and a fresh interpreter running ``envelope_scenario.py`` with
+(``local.standins.ingestion``) on 127.0.0.1, and a fresh interpreter running
+``envelope_scenario.py`` with
 the project's own ``configure_exporters`` pointed at it. Used by ``test_envelopes.py`` and
 ``workbook_picture.py``.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local.ingestion import ingestion_endpoint
+from local.standins.ingestion import ingestion_endpoint
 from tests.telemetry.envelope_scenario import (
     CAPTURE_CONNECTION_SETTING,
     CAPTURE_SUMMARY_SETTING,

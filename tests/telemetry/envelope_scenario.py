@@ -36,10 +36,10 @@ from azure.servicebus.exceptions import OperationTimeoutError
 from opentelemetry import _logs as logs
 from opentelemetry import metrics, trace
 
-from local.broker import ManualClock, PeekLockQueue
-from local.faults import WRITES, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
-from local.world import World
+from local.assembly.world import World
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.faults import WRITES, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from shared.adapters.servicebus_in import Settler
 from shared.config import WatchdogSettings

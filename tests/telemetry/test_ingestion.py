@@ -12,7 +12,7 @@ delivery and each published event then sends an INFO row, sampled or not).
 from __future__ import annotations
 
 from bench.ingestion import capture
-from local.ingestion import INSTRUMENTATION_KEY
+from local.standins.ingestion import INSTRUMENTATION_KEY
 
 ORDERS = 10
 

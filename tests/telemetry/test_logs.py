@@ -12,9 +12,9 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
-from local.broker import ManualClock, PeekLockQueue
-from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from shared.telemetry import consumer as telemetry
 from tests.orders import message, order_body
 from tests.telemetry.conftest import Captured, InstallConsumer, deliver_twice, make_captured

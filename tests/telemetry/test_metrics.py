@@ -9,8 +9,8 @@ import pytest
 from opentelemetry.sdk.metrics import Meter
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, NumberDataPoint
 
-from local.broker import ManualClock, PeekLockQueue
-from local.host import LocalFunctionsHost
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.host import LocalFunctionsHost
 from tests.orders import message, order_body
 from tests.telemetry.conftest import (
     Captured,

@@ -13,9 +13,9 @@ from opentelemetry.semconv._incubating.attributes import messaging_attributes as
 from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
-from local.broker import ManualClock, PeekLockQueue
-from local.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
-from local.host import LocalFunctionsHost
+from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.host import LocalFunctionsHost
 from shared.consumer.core import IncomingMessage
 from shared.telemetry import consumer as telemetry
 from tests.orders import message, order_body

@@ -13,8 +13,8 @@ import pytest
 from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
-from local.broker import PeekLockQueue
-from local.host import LocalFunctionsHost
+from local.standins.broker import PeekLockQueue
+from local.standins.host import LocalFunctionsHost
 from shared.telemetry import consumer as telemetry
 from tests.orders import message, order_body
 from tests.telemetry.conftest import Captured

@@ -15,7 +15,7 @@ from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import CosmosClient
 from azure.identity import ClientSecretCredential
 
-from local.cosmos_server import EMULATOR_KEY
+from local.standins.cosmos_server import EMULATOR_KEY
 from shared.adapters.cosmos_orders import CosmosOrderStore, _classify, create_client
 from shared.config import Settings
 from shared.consumer.errors import StoreError, SystemicStoreError, TransientStoreError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from local.cosmos_server import EMULATOR_KEY
+from local.standins.cosmos_server import EMULATOR_KEY
 from shared.config import Settings
 from shared.consumer.errors import ConfigurationError
 

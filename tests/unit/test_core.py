@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from local.broker import ManualClock, QueueSettings
+from local.standins.broker import ManualClock, QueueSettings
 from shared.consumer.core import (
     SYSTEM_CLOCK,
     IncomingMessage,

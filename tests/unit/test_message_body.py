@@ -15,7 +15,7 @@ from azure.servicebus._pyamqp._encode import encode_payload
 from azure.servicebus._pyamqp.message import Message, Properties
 from uamqp.message import MessageProperties
 
-from local.host_binding import decode_host_binding, host_binding_bytes
+from local.standins.host_binding import decode_host_binding, host_binding_bytes
 from shared.adapters.servicebus_in import to_incoming
 from shared.message_body import BodyKind, read_body
 

@@ -21,7 +21,7 @@ def test_the_measured_modules_exist_and_are_copied_with_what_the_tests_need() ->
     for module in CONFIG.modules:
         assert (REPO / module).is_file(), module
         assert any(module.startswith(path) for path in CONFIG.source_paths), module
-    # Microsoft's worker loads the app from the copy's root (local/worker.py REPO_ROOT).
+    # Microsoft's worker loads the app from the copy's root (local/standins/worker.py REPO_ROOT).
     assert {"function_app.py", "host.json", "local/"} <= set(CONFIG.also_copy)
     assert all((REPO / path).exists() for path in CONFIG.also_copy)
 

@@ -9,7 +9,7 @@ work tree is never touched. What it solves for this project (docs/testing.md "Ho
 - Microsoft's worker imports ``function_app.py`` from the app directory, which ``local/`` takes
   to be its own parent: ``local/`` and ``function_app.py`` are copied beside the mutated
   ``shared/`` (``also_copy``), so the worker imports the mutated package, never the original.
-- cosmosdb-server is started by ``local/cosmos_server.py`` from ``<copy>/node_modules``: a
+- cosmosdb-server is started by ``local/standins/cosmos_server.py`` from ``<copy>/node_modules``: a
   symbolic link to the repo's, or to ``$MUTATION_NODE_MODULES`` (copying 400 MB per run would be
   the alternative). It is checked before the run, and the unmutated selection runs once more
   after each half: mutmut counts any failing run as a kill, so a dependency that went missing

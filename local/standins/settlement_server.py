@@ -21,7 +21,7 @@ from azurefunctions.extensions.bindings.protos import settlement_pb2_grpc
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 from google.protobuf.empty_pb2 import Empty
 
-from local.broker import MessageLockLostError, PeekLockQueue
+from local.standins.broker import MessageLockLostError, PeekLockQueue
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_LENGTH",

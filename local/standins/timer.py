@@ -1,8 +1,8 @@
 """The Functions host's timer trigger, for a timer-triggered function of a started worker
-(``local.worker.FunctionsWorker``): one ``tick`` is one occurrence of its schedule, invoked
+(``local.standins.worker.FunctionsWorker``): one ``tick`` is one occurrence of its schedule, invoked
 through Microsoft's worker as the host invokes it.
 
-It keeps only the host's side, as ``local.host`` and ``local.change_feed`` do:
+It keeps only the host's side, as ``local.standins.host`` and ``local.standins.change_feed`` do:
 - finds the timer-triggered function in the worker's metadata (its raw bindings: ``schedule``,
   ``useMonitor``, ``runOnStartup``);
 - sends each occurrence as one invocation request whose trigger is the timer object as
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from local.worker import FunctionsWorker, InvocationResult, Json
+from local.standins.worker import FunctionsWorker, InvocationResult, Json
 from shared.consumer.core import SYSTEM_CLOCK, Clock
 
 

@@ -1,6 +1,7 @@
 """``python -m ops`` over the demo's own data, one command at a time, as an operator runs it: a
 fresh set of the tool's adapters per command, the same ones it builds in Azure. The dead-letter
-queue through the tool's Service Bus adapter on the local broker (``ops.local_broker``, the real
+queue through the tool's Service Bus adapter on the local broker
+(``local.assembly.dead_letter_queue``, the real
 SDK's receive-and-settle path), the topic's subscriptions through its ``ServiceBusEvents`` (peek),
 and the demo's container through its Cosmos DB adapters (``ops.cosmos``, the real SDK). Nothing
 is confirmed: a ``purge`` without ``--yes`` removes nothing. Never reads the stand-in's state
@@ -18,12 +19,12 @@ from typing import Any
 from azure.cosmos import CosmosClient
 from urllib3.exceptions import InsecureRequestWarning
 
-from local.servicebus_link import LocalNamespace, servicebus_client
-from local.topic import topic_name
-from local.world import CosmosAccount, World
+from local.assembly.dead_letter_queue import LocalDeadLetterQueue
+from local.assembly.world import CosmosAccount, World
+from local.standins.servicebus_link import LocalNamespace, servicebus_client
+from local.standins.topic import topic_name
 from ops.cli import main as tool_main
 from ops.cosmos import CosmosAuditReader, CosmosOrderLookup, CosmosOutboxDocuments
-from ops.local_broker import LocalDeadLetterQueue
 from ops.servicebus import ServiceBusEvents
 
 

@@ -1,9 +1,10 @@
 """The Functions host's Cosmos DB trigger, emulated over a container that has no change feed
 (cosmosdb-server has none): read the changes, deliver them in batches to the Cosmos DB-triggered
-function through Microsoft's worker (``local.worker.FunctionsWorker``), checkpoint only after a
+function through Microsoft's worker (``local.standins.worker.FunctionsWorker``), checkpoint only
+after a
 successful invocation, re-run a failed one as the function's retry policy says.
 
-It keeps only the host's side, as ``local.host`` does for the Service Bus trigger:
+It keeps only the host's side, as ``local.standins.host`` does for the Service Bus trigger:
 - finds the Cosmos DB-triggered function in the worker's metadata (its raw bindings), resolves
   ``%COSMOS_CONTAINER%`` from the app settings and checks it is the container it reads;
 - sends each batch as one invocation request: the documents as ``json`` typed data (the list the
@@ -73,8 +74,8 @@ from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
-from local.host import resolve_setting
-from local.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json
+from local.standins.host import resolve_setting
+from local.standins.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json
 from shared.consumer.core import SYSTEM_CLOCK, Clock
 
 # RpcRetryOptions.RetryStrategy.fixed_delay (the host's enum; any other is exponential_backoff)

@@ -1,5 +1,5 @@
 """The Functions host's Service Bus trigger, on top of the peek-lock queue model, invoking the
-function through Microsoft's worker (``local.worker.FunctionsWorker`` over
+function through Microsoft's worker (``local.standins.worker.FunctionsWorker`` over
 ``azure_functions_runtime``).
 
 It keeps only the host's side:
@@ -13,7 +13,8 @@ It keeps only the host's side:
 - runs up to ``maxConcurrentCalls`` (host.json) invocations at once;
 - logs a failed invocation (the worker's own error) and, with ``autoCompleteMessages: false``,
   settles nothing: the lock expires and the message is redelivered.
-Settlement reaches the queue through ``local.settlement_server`` (the host's gRPC service), which
+Settlement reaches the queue through ``local.standins.settlement_server`` (the host's gRPC
+service), which
 the worker's ``ServiceBusMessageActions`` calls by itself.
 
 Not reproduced: automatic lock renewal while a function runs (locks only expire when the caller
@@ -34,17 +35,17 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from local.broker import Delivery, ManualClock, PeekLockQueue
-from local.host_binding import (
+from local.standins.broker import Delivery, ManualClock, PeekLockQueue
+from local.standins.host_binding import (
     ModelBindingData,
     encode_amqp,
     host_binding_bytes,
 )
-from local.worker import FunctionsWorker, InvocationResult, Json, TypedValue
+from local.standins.worker import FunctionsWorker, InvocationResult, Json, TypedValue
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 _SETTING_REFERENCE = re.compile(r"^%([^%]+)%$")
-logger = logging.getLogger("local.host")
+logger = logging.getLogger("local.standins.host")
 
 
 def host_settings(path: Path = REPO_ROOT / "host.json") -> dict[str, Any]:

@@ -56,7 +56,7 @@ from typing import Any
 from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.exceptions import OperationTimeoutError
 
-from local.broker import (
+from local.standins.broker import (
     OutgoingMessage,
     PeekLockQueue,
     PropertyValue,

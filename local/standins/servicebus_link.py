@@ -4,7 +4,7 @@ receivers and senders run all of their own code (``receive_messages``, ``peek_me
 ``complete_message``, ``abandon_message``, ``renew_message_lock``, ``send_messages``, message
 batches, retries, error mapping), and whose pyamqp ``ReceiveClient`` / ``SendClient`` (the
 "handler", created by ``PyamqpTransport.create_receive_client`` / ``create_send_client``) are
-replaced by the two classes below, which speak to ``local.broker.PeekLockQueue``.
+replaced by the two classes below, which speak to ``local.standins.broker.PeekLockQueue``.
 
 Why this boundary, the lowest one that lets the public methods run: everything above it is the
 SDK's own handling of Service Bus (``ServiceBusReceivedMessage`` built from the transfer frame and
@@ -53,7 +53,7 @@ from azure.servicebus._pyamqp.message import BatchMessage, Header, Message, Prop
 from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
 from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
 
-from local.broker import (
+from local.standins.broker import (
     AmqpSequence,
     AmqpValue,
     Delivery,
@@ -386,7 +386,7 @@ def _amqp(
     elif isinstance(message.amqp_body, AmqpSequence):
         body = {"sequence": [list(section) for section in message.amqp_body.sections]}
     # The header carries Service Bus's DeliveryCount, 1 on the first delivery, as the SDK reads
-    # it (message.py:1097), and as local/host_binding.py encodes it for the consumer.
+    # it (message.py:1097), and as local/standins/host_binding.py encodes it for the consumer.
     return Message(
         header=Header(delivery_count=delivery_count),
         message_annotations=annotations,

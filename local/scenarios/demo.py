@@ -1,7 +1,8 @@
 """``make demo``: orders in, exactly-once effect out, on local stand-ins, with realistic trouble.
 
 A seeded producer sends a stream of orders through the peek-lock queue model; the local stand-in
-(``local.world``) invokes the real function through Microsoft's worker runtime (its decoding of
+(``local.assembly.world``) invokes the real function through Microsoft's worker runtime (its
+decoding of
 the host's bytes, the real Cosmos SDK, the real settlement client). Trouble, each at its own rate:
 - producer retries: most arrive inside the duplicate-detection window and are dropped by the
   broker; some arrive after it (a day later) and reach the consumer, which completes them as
@@ -15,7 +16,8 @@ the host's bytes, the real Cosmos SDK, the real settlement client). Trouble, eac
 - poison messages (no id, not JSON, wrong schema, wrong version, id mismatch, too large).
 
 Then each order is followed to the ``order-events`` subscription: after each phase the host's
-Cosmos DB trigger (``local.change_feed``) delivers the container's changes to ``relay_outbox``
+Cosmos DB trigger (``local.standins.change_feed``) delivers the container's changes to
+``relay_outbox``
 through the worker, with relay trouble at its own seeded rates:
 - a crash between the send and the mark: the topic accepted the batch, the worker dies before
   marking; the restarted trigger redelivers from the last checkpoint, the republish is dropped by
@@ -28,7 +30,7 @@ through the worker, with relay trouble at its own seeded rates:
 Last, the relay's edge: a few more orders are accepted while the relay's lease store is empty,
 and its trigger then starts "from now" (as a binding without ``startFromBeginning`` does): the
 change feed never delivers their events. The outbox watchdog (its timer trigger, through the
-worker, ``local.timer``) finds them pending past ``OUTBOX_WATCHDOG_MIN_AGE_SECONDS`` and
+worker, ``local.standins.timer``) finds them pending past ``OUTBOX_WATCHDOG_MIN_AGE_SECONDS`` and
 publishes them; an invariant checks that it did. ``make chaos`` adds throttled transactional
 batches (207 with 429/449/503 on one operation) below the Cosmos SDK.
 
@@ -39,11 +41,12 @@ lists them and ``python -m ops parked republish --reason RetriesExhausted`` sets
 pending; the change feed delivers the new version and the relay publishes it.
 
 Time is a ``ManualClock``: lock expiry, backoff and "a day later" happen by advancing it, never
-by sleeping. At the end a summary and the table of invariants (``local.demo_invariants``: the
+by sleeping. At the end a summary and the table of invariants (``local.scenarios.invariants``: the
 live audit's, ``ops.audit.audit``, over the demo's own documents, dead letters and the events a
 downstream subscription received; the demo's expectations, with ``ops.audit``'s functions; the
 stand-in's own figures); exit status 1 if any fails. Last, the tool over the demo's own data
-(``local.demo_tool``): ``--dead-letters`` (``list`` by default), then ``python -m ops audit
+(``local.scenarios.tool_runs``): ``--dead-letters`` (``list`` by default), then ``python -m ops
+audit
 --since ...`` as an operator runs it, whose ``--json`` twin, run when the table is, must agree
 with the table.
 """
@@ -72,9 +75,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from local.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue
-from local.cosmos_server import ensure_container
-from local.demo_invariants import (
+from local.assembly.world import World, cosmos_account, local_world
+from local.scenarios.invariants import (
     AUDIT,
     DEMO,
     STAND_IN,
@@ -87,8 +89,10 @@ from local.demo_invariants import (
     outbox_off,
     stand_in_checks,
 )
-from local.demo_tool import ToolRun, run_tool
-from local.faults import (
+from local.scenarios.tool_runs import ToolRun, run_tool
+from local.standins.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue
+from local.standins.cosmos_server import ensure_container
+from local.standins.faults import (
     BATCHES,
     POINT_READS,
     WRITES,
@@ -96,8 +100,7 @@ from local.faults import (
     FaultKind,
     FaultRule,
 )
-from local.topic import RETAINED_SUBSCRIPTION, WorkerCrashed
-from local.world import World, cosmos_account, local_world
+from local.standins.topic import RETAINED_SUBSCRIPTION, WorkerCrashed
 from ops.audit import NO_ORDER_LOST, Invariant
 from shared.adapters.cosmos_orders import create_client
 from shared.config import WatchdogSettings

@@ -3,7 +3,8 @@ host drives it: worker init with the app directory, functions metadata, one func
 function, then one invocation request per call.
 
 Owns the host's side of that conversation: the protobuf module the host supplies (generated from
-``local/protos/function_rpc.proto`` by ``make install``), the request messages, and reading the
+``local/standins/protos/function_rpc.proto`` by ``make install``), the request messages, and
+reading the
 responses. It must never do the worker's part: no indexing of the app, no decoding of binding
 data, no parameter binding, no calling of a user function. The runtime does all of that, and
 refuses what the real worker refuses.
@@ -33,9 +34,9 @@ from typing import Any
 import azure_functions_runtime  # type: ignore[import-untyped]
 from azure_functions_runtime import otel as runtime_otel
 
-from local.host_binding import ModelBindingData
+from local.standins.host_binding import ModelBindingData
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PROTO = Path(__file__).resolve().parent / "protos" / "function_rpc.proto"
 _GENERATED = PROTO.with_name("function_rpc_pb2.py")
 _SCRIPT_FILE = "function_app.py"  # PYTHON_SCRIPT_FILE_NAME's default; this app uses it
@@ -56,7 +57,7 @@ def load_protos() -> ModuleType:
             f"{_GENERATED.relative_to(REPO_ROOT)} is missing or older than {PROTO.name}: "
             "run `make install` (it compiles the .proto with grpcio-tools)"
         )
-    return importlib.import_module("local.protos.function_rpc_pb2")
+    return importlib.import_module("local.standins.protos.function_rpc_pb2")
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from local.broker import DeadLetteredMessage, OutgoingMessage
-from local.demo_tool import ToolRun
+from local.scenarios.tool_runs import ToolRun
+from local.standins.broker import DeadLetteredMessage, OutgoingMessage
 from ops.audit import (
     NO_EVENT_FOR_REJECTED,
     NOTHING_PENDING,

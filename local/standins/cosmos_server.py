@@ -22,7 +22,7 @@ from types import TracebackType
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI = REPO_ROOT / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
 LIBRARY = CLI.parent / "index.js"
 # The Cosmos DB emulator's published, well-known key: not a secret. cosmosdb-server accepts any.

@@ -89,7 +89,7 @@ def parse_iso8601_duration(text: str) -> timedelta:
 
 def default_messaging_file() -> Path:
     """infra/messaging.json of this repository: the file the Bicep loads too."""
-    return Path(__file__).resolve().parent.parent / "infra" / "messaging.json"
+    return Path(__file__).resolve().parents[2] / "infra" / "messaging.json"
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@
 uses the account it is given), the peek-lock queue model on a clock, the host's gRPC settlement
 service, Microsoft's worker (``azure_functions_runtime``) started on the app directory with its
 ``ServiceBusMessageActions`` pointed at that service, and the host's two triggers: Service Bus
-(``local.host``) on the queue, and Cosmos DB (``local.change_feed``) on the app's container with
+(``local.standins.host``) on the queue, and Cosmos DB (``local.standins.change_feed``) on the app's
+container with
 its own Cosmos client, as the host's trigger has. The relay's side: the ``order-events`` topic
 model with its subscription and duplicate detection from ``infra/messaging.json``.
-The watchdog's side: the host's timer trigger (``local.timer``) for the app's timer-triggered
+The watchdog's side: the host's timer trigger (``local.standins.timer``) for the app's
+timer-triggered
 function, ticked by the caller on the world's clock. ``World.compose`` is the only place in
 ``local/`` that calls the app's composition root.
 
@@ -28,18 +30,18 @@ from typing import Any
 
 from azure.core.pipeline.transport import AsyncHttpTransport
 
-from local.broker import ManualClock, PeekLockQueue, QueueSettings
-from local.change_feed import ChangeFeedEmulator, Lease
-from local.cosmos_server import EMULATOR_KEY, LocalCosmosServer
-from local.host import LocalFunctionsHost
-from local.settlement_server import (
+from local.standins.broker import ManualClock, PeekLockQueue, QueueSettings
+from local.standins.change_feed import ChangeFeedEmulator, Lease
+from local.standins.cosmos_server import EMULATOR_KEY, LocalCosmosServer
+from local.standins.host import LocalFunctionsHost
+from local.standins.settlement_server import (
     SettlementServer,
     bind_message_actions,
     worker_arguments_restored,
 )
-from local.timer import TimerTriggerEmulator
-from local.topic import OrderEventsTopic, topic_name
-from local.worker import REPO_ROOT, FunctionsWorker
+from local.standins.timer import TimerTriggerEmulator
+from local.standins.topic import OrderEventsTopic, topic_name
+from local.standins.worker import REPO_ROOT, FunctionsWorker
 from shared import bootstrap
 from shared.adapters.cosmos_orders import create_client
 from shared.adapters.identity import credential as identity_credential

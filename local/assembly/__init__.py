@@ -1,0 +1,1 @@
+"""(package docstring follows in a later commit)"""
