@@ -36,9 +36,14 @@ from typing import Any
 
 from ops.port import DeadLetter
 from shared.consumer.contract import FINGERPRINT_ALGORITHMS, DeadletterReason
-from shared.consumer.core import outbox_document_id
 from shared.message_body import read_body
-from shared.relay.core import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
+from shared.relay.outbox import (
+    OUTBOX_TYPE,
+    STATUS_PARKED,
+    STATUS_PENDING,
+    OutboxField,
+    outbox_document_id,
+)
 
 Document = Mapping[str, Any]
 
@@ -96,7 +101,7 @@ class SeenEvent:
     @classmethod
     def from_body(cls, message_id: str | None, body: Any, body_type: Any = None) -> SeenEvent:
         try:
-            payload = json.loads(read_body(body, body_type).content).get("payload", {})
+            payload = json.loads(read_body(body, body_type).content).get(OutboxField.PAYLOAD, {})
         except (ValueError, AttributeError):
             payload = {}
         order_id = payload.get("orderId") if isinstance(payload, dict) else None
@@ -202,10 +207,10 @@ def one_event_per_accepted_order(
     delivered, each order exactly one of them (the topic's duplicate detection drops copies)."""
     order_ids = {str(d.get("orderId")) for d in orders}
     in_outbox = Counter(
-        str(d.get("orderId"))
+        str(d.get(OutboxField.ORDER_ID))
         for d in outbox
-        if d.get("type", OUTBOX_TYPE) == OUTBOX_TYPE
-        and d.get("id") == outbox_document_id(str(d.get("orderId")))
+        if d.get(OutboxField.TYPE, OUTBOX_TYPE) == OUTBOX_TYPE
+        and d.get(OutboxField.ID) == outbox_document_id(str(d.get(OutboxField.ORDER_ID)))
     )
     problems: dict[str, list[str]] = {
         "without an outbox event": _ids(order_ids - set(in_outbox)),
@@ -235,7 +240,9 @@ def no_event_for_rejected(
     known.update(referenced or {})
     problems = {
         "outbox events without an order": _ids(
-            str(d.get("orderId")) for d in outbox if str(d.get("orderId")) not in known
+            str(d.get(OutboxField.ORDER_ID))
+            for d in outbox
+            if str(d.get(OutboxField.ORDER_ID)) not in known
         )
     }
     if events is not None:
@@ -265,7 +272,7 @@ def nothing_pending(
 
     def overdue(document: Document) -> bool:
         try:
-            created = datetime.fromisoformat(str(document.get("createdAt")))
+            created = datetime.fromisoformat(str(document.get(OutboxField.CREATED_AT)))
         except ValueError:
             return True  # no readable creation time: cannot be young
         return grace <= timedelta(0) or now - created > grace
@@ -274,12 +281,14 @@ def nothing_pending(
         NOTHING_PENDING,
         {
             "parked": _ids(
-                str(d.get("orderId")) for d in outbox if d.get("status") == STATUS_PARKED
+                str(d.get(OutboxField.ORDER_ID))
+                for d in outbox
+                if d.get(OutboxField.STATUS) == STATUS_PARKED
             ),
             f"pending longer than {grace}": _ids(
-                str(d.get("orderId"))
+                str(d.get(OutboxField.ORDER_ID))
                 for d in outbox
-                if d.get("status") == STATUS_PENDING and overdue(d)
+                if d.get(OutboxField.STATUS) == STATUS_PENDING and overdue(d)
             ),
         },
         "none",
@@ -355,7 +364,7 @@ def no_dead_letter_for(
 
 
 def audit(data: AuditData, *, now: datetime, pending_grace: timedelta) -> list[Invariant]:
-    outbox = {str(d.get("id")): d for d in [*data.outbox, *data.stuck]}
+    outbox = {str(d.get(OutboxField.ID)): d for d in [*data.outbox, *data.stuck]}
     return [
         one_order_per_id(data.orders),
         one_event_per_accepted_order(data.orders, data.outbox, data.events),

@@ -22,7 +22,7 @@ from rich.table import Table
 from ops.audit import AuditData, Invariant, SeenEvent, audit
 from ops.durations import parse_duration
 from ops.port import DeadLetterQueue
-from shared.relay.core import DISPATCHED_TTL_S
+from shared.relay.outbox import DISPATCHED_TTL_S, OutboxField
 
 MAX_LOOKBACK = timedelta(seconds=DISPATCHED_TTL_S)
 
@@ -121,7 +121,7 @@ def read_and_check(
     stuck = reader.stuck_outbox()
     seen = events.events(subscription) if events is not None and subscription else None
     in_window = {str(d.get("orderId")) for d in orders}
-    pointed_to = {str(d.get("orderId")) for d in outbox} | {
+    pointed_to = {str(d.get(OutboxField.ORDER_ID)) for d in outbox} | {
         str(e.order_id) for e in seen or [] if e.order_id
     }
     referenced = reader.orders_by_id(pointed_to - in_window)

@@ -31,7 +31,7 @@ from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
 from ops.resubmit import Result, Run, body_order_id, field_diff, purge, purge_candidates, select
 from ops.resubmit import resubmit as resubmit_letters
 from ops.window import Window
-from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.clock import SYSTEM_CLOCK, Clock
 
 # A table of every result is printed up to this many rows; beyond, the ones not done (and
 # --json gives every one).

@@ -16,8 +16,16 @@ from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
 
-from shared.consumer.core import outbox_document_id
-from shared.relay.core import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
+from shared.consumer.core import ORDER_TYPE
+from shared.relay.outbox import (
+    OUTBOX_TYPE,
+    STATUS_PARKED,
+    STATUS_PENDING,
+    OutboxField,
+    outbox_document_id,
+    reference,
+    republish_patch,
+)
 
 
 def container_client(
@@ -64,7 +72,7 @@ class CosmosOrderLookup:
 
     def stored_orders(self, order_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         found = read_many(self._container, [(order_id, order_id) for order_id in set(order_ids)])
-        return {str(item["id"]): item for item in found if item.get("type") == "order"}
+        return {str(item["id"]): item for item in found if item.get(OutboxField.TYPE) == ORDER_TYPE}
 
 
 class CosmosOutboxDocuments:
@@ -76,7 +84,8 @@ class CosmosOutboxDocuments:
         # documents it returns, across partitions.
         return list(
             self._container.query_items(
-                "SELECT * FROM c WHERE c.type = @type AND c.status IN (@parked, @pending)",
+                f"SELECT * FROM c WHERE c.{OutboxField.TYPE} = @type"
+                f" AND c.{OutboxField.STATUS} IN (@parked, @pending)",
                 parameters=[
                     {"name": "@type", "value": OUTBOX_TYPE},
                     {"name": "@parked", "value": STATUS_PARKED},
@@ -94,11 +103,12 @@ class CosmosOutboxDocuments:
 
     def republish(self, document: dict[str, Any]) -> bool:
         try:
+            read = reference(document)
             self._container.patch_item(
-                str(document["id"]),
-                partition_key=str(document["orderId"]),
-                patch_operations=[{"op": "set", "path": "/status", "value": STATUS_PENDING}],
-                etag=str(document["_etag"]),
+                read.document_id,
+                partition_key=read.partition_key,
+                patch_operations=republish_patch(),
+                etag=str(read.etag),
                 match_condition=MatchConditions.IfNotModified,
             )
         except (CosmosAccessConditionFailedError, CosmosResourceNotFoundError):
@@ -141,15 +151,15 @@ class CosmosAuditReader:
     OUTBOX_FIELDS = ", ".join(
         f"c.{name}"
         for name in (
-            "id",
-            "type",
-            "orderId",
-            "eventId",
-            "status",
-            "createdAt",
-            "parkedReason",
-            "parkedDescription",
-            "parkedAt",
+            OutboxField.ID,
+            OutboxField.TYPE,
+            OutboxField.ORDER_ID,
+            OutboxField.EVENT_ID,
+            OutboxField.STATUS,
+            OutboxField.CREATED_AT,
+            OutboxField.PARKED_REASON,
+            OutboxField.PARKED_DESCRIPTION,
+            OutboxField.PARKED_AT,
         )
     )
 
@@ -190,15 +200,15 @@ class CosmosAuditReader:
         )
 
     def orders_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]:
-        return self._window("order", self.ORDER_FIELDS, since, until)
+        return self._window(ORDER_TYPE, self.ORDER_FIELDS, since, until)
 
     def outbox_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]:
         return self._window(OUTBOX_TYPE, self.OUTBOX_FIELDS, since, until)
 
     def stuck_outbox(self) -> list[dict[str, Any]]:
         return self._query(
-            f"SELECT {self.OUTBOX_FIELDS} FROM c WHERE c.type = @type "
-            "AND c.status IN (@parked, @pending)",
+            f"SELECT {self.OUTBOX_FIELDS} FROM c WHERE c.{OutboxField.TYPE} = @type "
+            f"AND c.{OutboxField.STATUS} IN (@parked, @pending)",
             [
                 {"name": "@type", "value": OUTBOX_TYPE},
                 {"name": "@parked", "value": STATUS_PARKED},
@@ -212,4 +222,8 @@ class CosmosAuditReader:
         found = self._container.read_items([(order_id, order_id) for order_id in set(order_ids)])
         self._charge(found.get_response_headers())
         self.documents_read += len(found)
-        return {str(item["id"]): dict(item) for item in found if item.get("type") == "order"}
+        return {
+            str(item["id"]): dict(item)
+            for item in found
+            if item.get(OutboxField.TYPE) == ORDER_TYPE
+        }

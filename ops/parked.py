@@ -1,7 +1,7 @@
 """Parked (and long-pending) outbox events: which ones, why, since when; and republishing them.
 
 The relay parks an outbox document it cannot publish (``status: parked``, with ``parkedReason``,
-``parkedDescription`` and ``parkedAt``, shared.adapters.cosmos_outbox.CosmosOutboxStore.park);
+``parkedDescription`` and ``parkedAt``, shared.relay.outbox.parked_patch);
 nothing
 publishes it again until its status is ``pending`` again. A document can also stay ``pending``
 with nobody publishing it (a change the trigger never delivered); the relay's watchdog catches
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from shared.relay.core import STATUS_PARKED, STATUS_PENDING
+from shared.relay.outbox import STATUS_PARKED, STATUS_PENDING, OutboxField
 
 
 class OutboxDocuments(Protocol):
@@ -54,31 +54,31 @@ class StuckEvent:
 
     @property
     def order_id(self) -> str:
-        return str(self.document.get("orderId"))
+        return str(self.document.get(OutboxField.ORDER_ID))
 
     @property
     def event_id(self) -> str:
-        return str(self.document.get("eventId"))
+        return str(self.document.get(OutboxField.EVENT_ID))
 
     @property
     def status(self) -> str:
-        return str(self.document.get("status"))
+        return str(self.document.get(OutboxField.STATUS))
 
     @property
     def reason(self) -> str:
         """The relay's ``parkedReason``, or ``pending`` for a document never parked."""
         if self.status == STATUS_PARKED:
-            return str(self.document.get("parkedReason") or "")
+            return str(self.document.get(OutboxField.PARKED_REASON) or "")
         return STATUS_PENDING
 
     @property
     def description(self) -> str:
-        return str(self.document.get("parkedDescription") or "")
+        return str(self.document.get(OutboxField.PARKED_DESCRIPTION) or "")
 
     @property
     def since(self) -> datetime | None:
         """Parked since ``parkedAt``; pending since ``createdAt``."""
-        key = "parkedAt" if self.status == STATUS_PARKED else "createdAt"
+        key = OutboxField.PARKED_AT if self.status == STATUS_PARKED else OutboxField.CREATED_AT
         try:
             return datetime.fromisoformat(str(self.document.get(key)))
         except ValueError:

@@ -59,7 +59,7 @@ from azure.servicebus.exceptions import (
 
 from ops.audit import SeenEvent
 from ops.port import BatchDecision, DeadLetter, PropertyValue, ScanResult
-from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.message_body import BodyKind, read_body
 
 PEEK_PAGE = 250  # messages per peek request

@@ -42,6 +42,7 @@ from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.adapters.identity import credential as identity_credential
 from shared.adapters.servicebus_in import HungSettlements, MessageActions, Settler, to_incoming
 from shared.adapters.servicebus_out import MessageBatchSender, ServiceBusEventPublisher
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.config import (
     SERVICE_BUS_CONNECTION_STRING_SETTING,
     TOPIC_SETTING,
@@ -49,17 +50,11 @@ from shared.config import (
     Settings,
     WatchdogSettings,
 )
-from shared.consumer.core import (
-    SYSTEM_CLOCK,
-    Clock,
-    Decision,
-    IncomingMessage,
-    Outcome,
-    RetryPolicy,
-)
+from shared.consumer.core import Decision, IncomingMessage, Outcome, RetryPolicy
 from shared.consumer.errors import ConfigurationError
 from shared.consumer.service import OrderConsumer
-from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport, is_pending_outbox
+from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
+from shared.relay.outbox import is_pending_outbox
 from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
 from shared.telemetry.consumer import (
     CONNECTION_STRING_SETTING,

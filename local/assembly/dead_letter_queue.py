@@ -12,7 +12,7 @@ from __future__ import annotations
 from local.standins.broker import PeekLockQueue
 from local.standins.servicebus_link import LocalNamespace, servicebus_client
 from ops.servicebus import ServiceBusDeadLetterQueue
-from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.clock import SYSTEM_CLOCK, Clock
 
 # The model delivers at once: a short wait tells "nothing left to give" quickly.
 LOCAL_RECEIVE_WAIT_S = 0.2

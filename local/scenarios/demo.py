@@ -105,7 +105,9 @@ from ops.audit import NO_ORDER_LOST, Invariant
 from shared.adapters.cosmos_orders import create_client
 from shared.config import WatchdogSettings
 from shared.consumer.contract import MAX_BODY_BYTES, parse_order
-from shared.relay.core import OUTBOX_TYPE, PARKED_RETRIES_EXHAUSTED, STATUS_PARKED
+from shared.relay.core import PARKED_RETRIES_EXHAUSTED
+from shared.relay.outbox import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
+from shared.relay.outbox import OutboxField as F
 
 POISON_KINDS = {
     "no-message-id": "MissingMessageId",
@@ -533,9 +535,13 @@ class _WatchdogRun:
         # Filtered in the query: a page of pending documents, not the whole container (a scan of
         # every document per watchdog run would dominate a chaos run of 10,000 orders).
         pending = container.query_items(
-            'SELECT c.orderId FROM c WHERE c.type = "outbox" AND c.status = "pending"'
+            f"SELECT c.{F.ORDER_ID} FROM c WHERE c.{F.TYPE} = @type AND c.{F.STATUS} = @pending",
+            parameters=[
+                {"name": "@type", "value": OUTBOX_TYPE},
+                {"name": "@pending", "value": STATUS_PENDING},
+            ],
         )
-        return [d["orderId"] async for d in pending if d.get("orderId") in self.order_ids]
+        return [d[F.ORDER_ID] async for d in pending if d.get(F.ORDER_ID) in self.order_ids]
 
     def figures(self) -> dict[str, int]:
         return {
@@ -590,13 +596,14 @@ class _ParkedRun:
         self.refused_sends = topic.stats.failed_sends - refused_before
         topic.heal()  # the cause fixed
         found = container.query_items(
-            "SELECT c.orderId, c.parkedReason FROM c WHERE c.type = @type AND c.status = @parked",
+            f"SELECT c.{F.ORDER_ID}, c.{F.PARKED_REASON} FROM c"
+            f" WHERE c.{F.TYPE} = @type AND c.{F.STATUS} = @parked",
             parameters=[
                 {"name": "@type", "value": OUTBOX_TYPE},
                 {"name": "@parked", "value": STATUS_PARKED},
             ],
         )
-        self.parked = {d["orderId"]: str(d.get("parkedReason")) async for d in found}
+        self.parked = {d[F.ORDER_ID]: str(d.get(F.PARKED_REASON)) async for d in found}
         self.listing = tool(["parked", "list"])
         self.republishing = tool(["parked", "republish", "--reason", PARKED_RETRIES_EXHAUSTED])
         await relay.until_idle(world)  # the republished version, published

@@ -41,7 +41,8 @@ from ops.audit import (
     orders_are_the_requests,
 )
 from ops.port import DeadLetter
-from shared.relay.core import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
+from shared.consumer.core import ORDER_TYPE
+from shared.relay.outbox import STATUS_PARKED, STATUS_PENDING, OutboxField, is_outbox
 
 AUDIT, DEMO, STAND_IN = "audit", "demo", "stand-in"
 # Without an outbox nothing is published: these live invariants do not apply (``outbox_off``).
@@ -78,12 +79,12 @@ def demo_data(
     """The demo's data as the audit reads it: every document of the container (the demo's own
     container, so no window), the model's dead letters, the messages downstream received
     (None: none read)."""
-    orders = [dict(d) for d in documents if d.get("type") == "order"]
-    outbox = [dict(d) for d in documents if d.get("type") == OUTBOX_TYPE]
+    orders = [dict(d) for d in documents if d.get(OutboxField.TYPE) == ORDER_TYPE]
+    outbox = [dict(d) for d in documents if is_outbox(d)]
     return AuditData(
         orders=orders,
         outbox=outbox,
-        stuck=[d for d in outbox if d.get("status") in (STATUS_PARKED, STATUS_PENDING)],
+        stuck=[d for d in outbox if d.get(OutboxField.STATUS) in (STATUS_PARKED, STATUS_PENDING)],
         referenced={},
         dead_letters=[
             DeadLetter(
@@ -118,7 +119,10 @@ def outbox_off(data: AuditData) -> Invariant:
     return Invariant(
         "no outbox event and no OrderAccepted (outbox off)",
         not data.outbox and not events,
-        sorted({str(d.get("orderId")) for d in data.outbox} | {str(e.order_id) for e in events}),
+        sorted(
+            {str(d.get(OutboxField.ORDER_ID)) for d in data.outbox}
+            | {str(e.order_id) for e in events}
+        ),
         f"{len(data.outbox)} outbox events, {len(events)} delivered",
     )
 

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.clock import SYSTEM_CLOCK, Clock
 
 __all__ = [
     "MAX_DELIVERY_COUNT_EXCEEDED",

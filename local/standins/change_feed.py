@@ -76,7 +76,7 @@ from azure.cosmos.aio import ContainerProxy
 
 from local.standins.host import resolve_setting
 from local.standins.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json
-from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.clock import SYSTEM_CLOCK, Clock
 
 # RpcRetryOptions.RetryStrategy.fixed_delay (the host's enum; any other is exponential_backoff)
 _FIXED_DELAY = 1

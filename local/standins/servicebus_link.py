@@ -65,7 +65,7 @@ from local.standins.broker import (
     PropertyValue,
     SubQueue,
 )
-from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.clock import SYSTEM_CLOCK, Clock
 
 HOSTNAME = "local-broker.servicebus.windows.net"
 # A well-formed connection string (a SAS signature is computed locally and never checked).

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from local.standins.worker import FunctionsWorker, InvocationResult, Json
-from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.clock import SYSTEM_CLOCK, Clock
 
 
 @dataclass

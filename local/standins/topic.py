@@ -64,7 +64,7 @@ from local.standins.broker import (
     default_messaging_file,
     parse_iso8601_duration,
 )
-from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.clock import SYSTEM_CLOCK, Clock
 
 # Standard tier: 256 KB per message (and per batch).
 MAX_BATCH_BYTES = 256 * 1024

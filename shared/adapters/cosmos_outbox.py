@@ -1,10 +1,10 @@
 """The Cosmos DB adapter of the relay's ``OutboxStore`` port and the watchdog's ``OutboxScanner``
 port (azure-cosmos aio).
 
-Owns the two conditional patches of an outbox document: dispatched (``status``, ``dispatchedAt``,
-``ttl``) and parked (``status``, ``parkedAt``, ``parkedReason``, ``parkedDescription``). Each is
-conditional on the etag the change feed (or the watchdog's query) delivered (If-Match), so a
-replayed batch never overwrites a newer state: a 412 means "already changed", not an error.
+Applies the two conditional patches of an outbox document that ``shared.relay.outbox`` defines
+(dispatched and parked), each on the version read (``OutboxRef``: If-Match on the etag the change
+feed or the watchdog's query delivered), so a replayed batch never overwrites a newer state: a
+412 means "already changed", not an error.
 
 And the watchdog's query for stuck documents (``stuck``): ``type``, ``status`` and ``eventType``
 equalities, all three range-indexed (``/type/?``, ``/status/?``, ``/eventType/?``:
@@ -12,14 +12,13 @@ infra/app/cosmos.bicep, which indexes nothing else), so the index narrows the qu
 pending outbox documents; ``createdAt`` is not indexed, so only those are loaded to compare it.
 Its cost therefore follows the pending documents (normally the few in flight), never the
 orders or the dispatched events in the container (README "Outbox watchdog" estimates it).
-``createdAt`` is ``shared.consumer.core.document_timestamp``: fixed width, UTC, ``Z``, so its
-string order
-is its time order. Never creates or deletes documents; never touches orders.
+``createdAt`` is ``shared.clock.document_timestamp``: fixed width, UTC, ``Z``, so its string
+order is its time order. Never creates or deletes documents; never touches orders; knows no field
+name of its own (``shared.relay.outbox`` owns them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -28,21 +27,24 @@ from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy
 
 from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S  # the consumer's bound per operation
+from shared.clock import document_timestamp
 from shared.consumer.contract import ORDER_ACCEPTED_EVENT_TYPE
-from shared.consumer.core import document_timestamp
-from shared.relay.core import (
+from shared.relay.outbox import (
     OUTBOX_TYPE,
-    STATUS_DISPATCHED,
-    STATUS_PARKED,
     STATUS_PENDING,
-    OutboundEvent,
+    OutboxField,
+    OutboxRef,
+    PatchOperation,
+    created_at,
+    dispatched_patch,
+    parked_patch,
 )
-from shared.relay.watchdog import StuckOutbox, created_at
+from shared.relay.watchdog import StuckOutbox
 
 # WatchdogPolicy.is_stuck, as a query (tests/relay/test_watchdog.py holds the two together).
 _STUCK_FILTER = (
-    "FROM c WHERE c.type = @type AND c.status = @status AND c.eventType = @eventType"
-    " AND c.createdAt <= @cutoff"
+    f"FROM c WHERE c.{OutboxField.TYPE} = @type AND c.{OutboxField.STATUS} = @status"
+    f" AND c.{OutboxField.EVENT_TYPE} = @eventType AND c.{OutboxField.CREATED_AT} <= @cutoff"
 )
 
 
@@ -51,38 +53,14 @@ class CosmosOutboxStore:
         self._container = container
 
     async def mark_dispatched(
-        self, event: OutboundEvent, *, dispatched_at: datetime, ttl_s: int
+        self, document: OutboxRef, *, dispatched_at: datetime, ttl_s: int
     ) -> bool:
-        return await self._patch(
-            event.document_id,
-            event.order_id,
-            event.etag,
-            [
-                {"op": "set", "path": "/status", "value": STATUS_DISPATCHED},
-                {"op": "set", "path": "/dispatchedAt", "value": document_timestamp(dispatched_at)},
-                {"op": "set", "path": "/ttl", "value": ttl_s},
-            ],
-        )
+        return await self._patch(document, dispatched_patch(dispatched_at, ttl_s))
 
     async def park(
-        self,
-        document: Mapping[str, Any],
-        *,
-        parked_at: datetime,
-        reason: str,
-        description: str,
+        self, document: OutboxRef, *, parked_at: datetime, reason: str, description: str
     ) -> bool:
-        return await self._patch(
-            str(document.get("id")),
-            str(document.get("orderId")),
-            document.get("_etag"),
-            [
-                {"op": "set", "path": "/status", "value": STATUS_PARKED},
-                {"op": "set", "path": "/parkedAt", "value": document_timestamp(parked_at)},
-                {"op": "set", "path": "/parkedReason", "value": reason},
-                {"op": "set", "path": "/parkedDescription", "value": description},
-            ],
-        )
+        return await self._patch(document, parked_patch(parked_at, reason, description))
 
     async def stuck(self, created_at_or_before: datetime, limit: int) -> StuckOutbox:
         parameters: list[dict[str, Any]] = [
@@ -108,11 +86,13 @@ class CosmosOutboxStore:
             return StuckOutbox(documents, len(documents), min(dates, default=None))
         # More than a page: count them, and find the oldest, from the index alone.
         count = await self._value(f"SELECT VALUE COUNT(1) {_STUCK_FILTER}", parameters)
-        oldest = await self._value(f"SELECT VALUE MIN(c.createdAt) {_STUCK_FILTER}", parameters)
+        oldest = await self._value(
+            f"SELECT VALUE MIN(c.{OutboxField.CREATED_AT}) {_STUCK_FILTER}", parameters
+        )
         return StuckOutbox(
             documents,
             max(len(documents), int(count or 0)),
-            created_at({"createdAt": oldest}),
+            created_at({OutboxField.CREATED_AT: oldest}),
         )
 
     async def _value(self, query: str, parameters: list[dict[str, Any]]) -> Any:
@@ -125,20 +105,15 @@ class CosmosOutboxStore:
         ]
         return values[0] if values else None
 
-    async def _patch(
-        self,
-        document_id: str,
-        partition_key: str,
-        etag: str | None,
-        operations: list[dict[str, Any]],
-    ) -> bool:
+    async def _patch(self, document: OutboxRef, operations: list[PatchOperation]) -> bool:
+        etag = document.etag
         conditions: dict[str, Any] = (
             {"etag": etag, "match_condition": MatchConditions.IfNotModified} if etag else {}
         )
         try:
             await self._container.patch_item(
-                document_id,
-                partition_key=partition_key,
+                document.document_id,
+                partition_key=document.partition_key,
                 patch_operations=operations,
                 timeout=OPERATION_TIMEOUT_S,
                 no_response=True,

@@ -12,14 +12,13 @@ the store confirmed the write or a stored order with the same fingerprint was re
 
 from __future__ import annotations
 
-import asyncio
 import enum
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
+from shared.clock import SYSTEM_CLOCK, Clock, document_timestamp
 from shared.consumer.contract import (
     CONTRACT_FIELDS,
     FINGERPRINT_ALGORITHMS,
@@ -35,38 +34,14 @@ from shared.consumer.errors import (
     SystemicStoreError,
     TransientStoreError,
 )
+from shared.relay.outbox import new_outbox_document
 
-OUTBOX_EVENT_TYPE = "OrderAccepted"
+# The order document's ``type`` (the outbox event's is ``shared.relay.outbox.OUTBOX_TYPE``).
+ORDER_TYPE = "order"
 # The dead-letter reason of an order whose outbox event exists without the order (a reason of
 # the consumer's bounded set; ``shared.consumer.contract.DeadletterReason`` holds the contract's
 # own).
 ORPHANED_DOCUMENT = "OrphanedDocument"
-# Fixed namespace so the outbox event id is the same on every delivery and every replica. Part of
-# the downstream contract (docs/events.md, "The eventId"): never change it.
-EVENT_ID_NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
-
-
-class Clock(Protocol):
-    """Time for everything that waits or stamps: the consumer's backoff, lock deadlines, the
-    configuration-error hold and ``acceptedAt``. One object, injected at the composition root,
-    so that tests and stand-ins run lock expiry and backoff on one manual time line."""
-
-    def now(self) -> datetime:
-        """Aware UTC."""
-        ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
-SYSTEM_CLOCK: Clock = SystemClock()
 
 
 class Outcome(enum.StrEnum):
@@ -204,12 +179,6 @@ class OrderStore(Protocol):
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None: ...
 
 
-def document_timestamp(moment: datetime) -> str:
-    """A time as the documents store it (``acceptedAt``, the relay's ``dispatchedAt`` and
-    ``parkedAt``): UTC, microseconds, ``Z``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def build_documents(
     valid: ValidOrder,
     message: IncomingMessage,
@@ -228,7 +197,7 @@ def build_documents(
     total_minor = valid.total_minor
     order = {
         "id": order_id,
-        "type": "order",
+        "type": ORDER_TYPE,
         "status": "accepted",
         **valid.fields,
         "totalMinor": total_minor,
@@ -241,42 +210,14 @@ def build_documents(
     }
     if not outbox_enabled:
         return [order]
-    event_id = order_event_id(order_id)
-    outbox = {
-        "id": outbox_document_id(order_id),
-        "orderId": order_id,
-        "type": "outbox",
-        "eventType": OUTBOX_EVENT_TYPE,
-        "eventId": event_id,
-        "status": "pending",
-        "payload": {
-            "orderId": order_id,
-            "customerId": valid.fields["customerId"],
-            "currency": valid.fields["currency"],
-            "totalMinor": total_minor,
-            "placedAt": valid.fields["placedAt"],
-            "lineCount": len(valid.fields["lines"]),
-        },
-        # What a relay needs to publish with trace continuity and idempotence downstream.
-        "correlationId": message.correlation_id,
-        "causationId": message.message_id,
-        "createdAt": accepted,
-    }
-    if traceparent:
-        outbox["traceparent"] = traceparent
+    outbox = new_outbox_document(
+        valid,
+        correlation_id=message.correlation_id,
+        causation_id=message.message_id,
+        created_at=accepted,
+        traceparent=traceparent,
+    )
     return [order, outbox]
-
-
-def order_event_id(order_id: str, event_type: str = OUTBOX_EVENT_TYPE) -> str:
-    """The event's id (its MessageId): UUIDv5 of ``EVENT_ID_NAMESPACE`` and the UTF-8 name
-    ``<orderId>/<eventType>``, lower-case, as downstream teams recompute it (docs/events.md)."""
-    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{order_id}/{event_type}"))
-
-
-def outbox_document_id(order_id: str) -> str:
-    # Cannot collide with an order: ids are unique per partition, and this partition's order id
-    # is ``order_id`` itself.
-    return f"{order_id}:{OUTBOX_EVENT_TYPE}"
 
 
 async def decide(

@@ -16,11 +16,10 @@ from datetime import timedelta
 from typing import Any
 
 from shared.adapters.servicebus_in import MessageActions, Settler, to_incoming
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.consumer.core import (
     HELD_BEFORE_ABANDON,
     RETRIED_IN_DELIVERY,
-    SYSTEM_CLOCK,
-    Clock,
     Decision,
     IncomingMessage,
     OrderStore,

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.consumer.contract import (
     EVENT_CONTENT_TYPE,
     ORDER_ACCEPTED_EVENT_TYPE,
@@ -68,19 +69,17 @@ from shared.consumer.contract import (
     encode_event,
     order_accepted_v1,
 )
-from shared.consumer.core import SYSTEM_CLOCK, Clock
+from shared.relay.outbox import (
+    DISPATCHED_TTL_S,
+    OutboxField,
+    OutboxRef,
+    is_pending_outbox,
+    optional_text,
+    reference,
+)
 from shared.telemetry.consumer import RelayTelemetry
 
 logger = logging.getLogger("orders.relay")
-
-OUTBOX_TYPE = "outbox"
-STATUS_PENDING = "pending"
-STATUS_DISPATCHED = "dispatched"
-STATUS_PARKED = "parked"
-# A dispatched outbox document expires a week after its dispatch (the container's defaultTtl is
-# -1: orders, which carry no ttl, never expire). Longer than the topic's duplicate detection
-# window, so an operator can still see what was sent while a duplicate could still arrive.
-DISPATCHED_TTL_S = 7 * 24 * 3600
 
 # Reasons a document is parked with (bounded set, like the consumer's dead-letter reasons).
 PARKED_INVALID_EVENT = "InvalidOutboxEvent"
@@ -186,8 +185,7 @@ class OutboundEvent:
 
     event_id: str
     order_id: str
-    document_id: str
-    etag: str | None
+    reference: OutboxRef  # the outbox document's version it was built from: marked or parked
     body: bytes
     created_at: datetime
     correlation_id: str | None
@@ -198,6 +196,10 @@ class OutboundEvent:
     # The consumer's trace context, if the outbox document carries it: the publish span links it.
     stored_traceparent: str | None = None
 
+    @property
+    def document_id(self) -> str:
+        return self.reference.document_id
+
     def with_traceparent(self, traceparent: str | None) -> OutboundEvent:
         if traceparent is None:
             return self
@@ -205,58 +207,43 @@ class OutboundEvent:
         return dataclasses.replace(self, application_properties=properties)
 
 
-def is_pending_outbox(document: Mapping[str, Any]) -> bool:
-    """The documents the relay publishes: OrderAccepted outbox entries not yet dispatched. Orders,
-    dispatched and parked entries (the relay's own marks come back through the change feed) are
-    ignored."""
-    return (
-        document.get("type") == OUTBOX_TYPE
-        and document.get("status") == STATUS_PENDING
-        and document.get("eventType") == ORDER_ACCEPTED_EVENT_TYPE
-    )
-
-
 def build_event(document: Mapping[str, Any]) -> OutboundEvent:
     """The OrderAccepted v1 message of one pending outbox document, or ``InvalidMessage``."""
     body = order_accepted_v1(
         {
             "schemaVersion": ORDER_ACCEPTED_SCHEMA_VERSION,
-            "eventId": document.get("eventId"),
-            "eventType": document.get("eventType"),
-            "occurredAt": document.get("createdAt"),
-            "payload": document.get("payload"),
+            "eventId": document.get(OutboxField.EVENT_ID),
+            "eventType": document.get(OutboxField.EVENT_TYPE),
+            "occurredAt": document.get(OutboxField.CREATED_AT),
+            "payload": document.get(OutboxField.PAYLOAD),
         }
     )
     order_id = body["payload"]["orderId"]
-    if document.get("orderId") != order_id:
+    stored_order_id = document.get(OutboxField.ORDER_ID)
+    if stored_order_id != order_id:
         raise InvalidMessage(
             "InvalidPayload",
-            f"outbox document's orderId {bound(str(document.get('orderId')), 80)!r} differs "
+            f"outbox document's orderId {bound(str(stored_order_id), 80)!r} differs "
             f"from its payload's {order_id!r}",
         )
     properties: dict[str, str | int] = {
         "eventType": body["eventType"],
         "schemaVersion": body["schemaVersion"],
     }
-    causation_id = _optional_text(document.get("causationId"))
+    causation_id = optional_text(document.get(OutboxField.CAUSATION_ID))
     if causation_id is not None:
         properties["causationId"] = causation_id
     return OutboundEvent(
         event_id=body["eventId"],
         order_id=order_id,
-        document_id=str(document.get("id")),
-        etag=_optional_text(document.get("_etag")),
+        reference=reference(document),
         body=encode_event(body),
         created_at=datetime.fromisoformat(body["occurredAt"]),
-        correlation_id=_optional_text(document.get("correlationId")),
+        correlation_id=optional_text(document.get(OutboxField.CORRELATION_ID)),
         causation_id=causation_id,
         application_properties=properties,
-        stored_traceparent=_optional_text(document.get("traceparent")),
+        stored_traceparent=optional_text(document.get(OutboxField.TRACEPARENT)),
     )
-
-
-def _optional_text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 # ---- ports ----------------------------------------------------------------------------------
@@ -270,25 +257,22 @@ class EventPublisher(Protocol):
 
 
 class OutboxStore(Protocol):
-    """Conditional updates of outbox documents (on the etag the change feed delivered)."""
+    """Conditional updates of outbox documents, each on the version read (``OutboxRef``: the
+    etag the change feed or the watchdog's query delivered); the fields are
+    ``shared.relay.outbox``'s patches."""
 
     async def mark_dispatched(
-        self, event: OutboundEvent, *, dispatched_at: datetime, ttl_s: int
+        self, document: OutboxRef, *, dispatched_at: datetime, ttl_s: int
     ) -> bool:
         """Set ``status: dispatched``, ``dispatchedAt`` and ``ttl``; False when the document
         changed since it was read (412: already marked by an earlier run) or is gone."""
         ...
 
     async def park(
-        self,
-        document: Mapping[str, Any],
-        *,
-        parked_at: datetime,
-        reason: str,
-        description: str,
+        self, document: OutboxRef, *, parked_at: datetime, reason: str, description: str
     ) -> bool:
         """Set ``status: parked``, ``parkedAt``, ``parkedReason``, ``parkedDescription``; False
-        when the document changed since it was read."""
+        when the document changed since it was read (or is gone)."""
         ...
 
 
@@ -358,13 +342,20 @@ class OutboxRelay:
         # Invalid documents are parked with the marks, after the send: one round of concurrent
         # updates per invocation, and nothing about them depends on the send.
         updates: list[Callable[[], Awaitable[None]]] = [
-            self._parking(document, PARKED_INVALID_EVENT, description, report)
+            self._parking(
+                reference(document),
+                PARKED_INVALID_EVENT,
+                description,
+                report,
+                event_id=optional_text(document.get(OutboxField.EVENT_ID)),
+                order_id=str(document.get(OutboxField.ORDER_ID)),
+            )
             for document, description in invalid
         ]
         if events:
             updates += await self._publish(events, attempt, report)
         await self._run_bounded(updates)
-        report.in_batch_order([str(document.get("id")) for document in documents])
+        report.in_batch_order([str(document.get(OutboxField.ID)) for document in documents])
         self._raise_if_incomplete(report)
         return report
 
@@ -403,9 +394,15 @@ class OutboxRelay:
                 reason = PARKED_REJECTED if kind is FailureKind.EVENT else PARKED_RETRIES_EXHAUSTED
                 description = bound(f"{type(failure).__name__}: {failure} (attempt {attempt})")
                 telemetry.publish_failed(span, event.event_id, event.order_id, failure, parked=True)
-                document = {"id": event.document_id, "orderId": event.order_id, "_etag": event.etag}
                 updates.append(
-                    self._parking(document, reason, description, report, event_id=event.event_id)
+                    self._parking(
+                        event.reference,
+                        reason,
+                        description,
+                        report,
+                        event_id=event.event_id,
+                        order_id=event.order_id,
+                    )
                 )
             else:
                 telemetry.publish_failed(span, event.event_id, event.order_id, failure)
@@ -442,28 +439,29 @@ class OutboxRelay:
 
     def _parking(
         self,
-        document: Mapping[str, Any],
+        document: OutboxRef,
         reason: str,
         description: str,
         report: RelayReport,
         *,
-        event_id: str | None = None,
+        event_id: str | None,
+        order_id: str,
     ) -> Callable[[], Awaitable[None]]:
-        document_id = str(document.get("id"))
-
         async def park() -> None:
-            outcome = await self._park(document, reason, description, event_id=event_id)
+            outcome = await self._park(
+                document, reason, description, event_id=event_id, order_id=order_id
+            )
             if outcome is _Update.DONE:
-                report.parked.append(document_id)
+                report.parked.append(document.document_id)
             elif outcome is _Update.FAILED:
-                report.retry.append(document_id)
+                report.retry.append(document.document_id)
 
         return park
 
     async def _mark_dispatched(self, event: OutboundEvent) -> _Update:
         try:
             marked = await self._store.mark_dispatched(
-                event, dispatched_at=self._clock.now(), ttl_s=self._ttl_s
+                event.reference, dispatched_at=self._clock.now(), ttl_s=self._ttl_s
             )
         except Exception as error:  # noqa: BLE001 - sent: the retry's republish is dropped
             self._telemetry.mark_failed(event.event_id, event.order_id, error)
@@ -479,15 +477,15 @@ class OutboxRelay:
 
     async def _park(
         self,
-        document: Mapping[str, Any],
+        document: OutboxRef,
         reason: str,
         description: str,
         *,
-        event_id: str | None = None,
+        event_id: str | None,
+        order_id: str,
     ) -> _Update:
-        document_id = str(document.get("id"))
-        order_id = str(document.get("orderId"))
-        event_id = event_id or _optional_text(document.get("eventId")) or document_id
+        document_id = document.document_id
+        event_id = event_id or document_id
         try:
             parked = await self._store.park(
                 document, parked_at=self._clock.now(), reason=reason, description=description

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from shared.consumer.core import SYSTEM_CLOCK, Clock
-from shared.relay.core import OutboxRelay, RelayReport, is_pending_outbox
+from shared.clock import SYSTEM_CLOCK, Clock
+from shared.relay.core import OutboxRelay, RelayReport
+from shared.relay.outbox import created_at, is_pending_outbox
 from shared.telemetry.consumer import RelayTelemetry
 
 # Every five minutes (NCronTab, six fields: second minute hour day month day-of-week; UTC),
@@ -58,16 +59,6 @@ class WatchdogPolicy:
         ``createdAt``. The store's query is held to it (tests/relay/test_watchdog.py)."""
         created = created_at(document)
         return is_pending_outbox(document) and created is not None and created <= self.cutoff(now)
-
-
-def created_at(document: Mapping[str, Any]) -> datetime | None:
-    value = document.get("createdAt")
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from local.standins.topic import RETAINED_SUBSCRIPTION
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
-from shared.relay.core import DISPATCHED_TTL_S
+from shared.relay.outbox import DISPATCHED_TTL_S
 from tests.infra.infra_support import (
     REPO,
     accessor,

@@ -13,13 +13,9 @@ from typing import Any
 import pytest
 
 from shared.consumer.contract import InvalidMessage, parse_order
-from shared.consumer.core import (
-    EVENT_ID_NAMESPACE,
-    IncomingMessage,
-    build_documents,
-    order_event_id,
-)
-from shared.relay.core import build_event, is_pending_outbox
+from shared.consumer.core import IncomingMessage, build_documents
+from shared.relay.core import build_event
+from shared.relay.outbox import EVENT_ID_NAMESPACE, is_pending_outbox, order_event_id
 from tests.orders import order_body
 
 ACCEPTED = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
@@ -41,7 +37,7 @@ def test_the_event_is_built_from_the_consumer_s_outbox_document() -> None:
     event = build_event({**outbox, "_etag": "etag-1"})
 
     assert event.event_id == outbox["eventId"]
-    assert event.etag == "etag-1"
+    assert event.reference.etag == "etag-1"
     assert event.created_at == ACCEPTED
     assert json.loads(event.body) == {
         "schemaVersion": 1,

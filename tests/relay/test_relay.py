@@ -15,7 +15,7 @@ from local.assembly.world import World
 from local.standins.broker import ManualClock
 from local.standins.change_feed import ChangeFeedEmulator
 from local.standins.topic import OrderEventsTopic
-from shared.relay.core import DISPATCHED_TTL_S
+from shared.relay.outbox import DISPATCHED_TTL_S
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 from tests.state import documents
 

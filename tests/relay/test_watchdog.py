@@ -22,8 +22,8 @@ from local.standins.broker import ManualClock
 from local.standins.change_feed import ChangeFeedEmulator
 from local.standins.topic import OrderEventsTopic
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
+from shared.clock import document_timestamp
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
-from shared.consumer.core import document_timestamp
 from shared.consumer.errors import ConfigurationError
 from shared.relay.watchdog import WATCHDOG_SCHEDULE, WatchdogPolicy
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order

@@ -10,14 +10,13 @@ from typing import Any
 import pytest
 
 from local.standins.broker import ManualClock, QueueSettings
+from shared.clock import SYSTEM_CLOCK, document_timestamp
 from shared.consumer.core import (
-    SYSTEM_CLOCK,
     IncomingMessage,
     Outcome,
     RetryPolicy,
     Settlement,
     decide,
-    document_timestamp,
 )
 from shared.consumer.errors import SystemicStoreError, TransientStoreError
 from shared.consumer.service import OrderConsumer

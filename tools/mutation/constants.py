@@ -67,18 +67,6 @@ CORE = [
     *(_m("consumer/core", what, old, new) for what, old, new in _SETTLEMENT),
     _m(
         "consumer/core",
-        "event-type-renamed",
-        'OUTBOX_EVENT_TYPE = "OrderAccepted"',
-        'OUTBOX_EVENT_TYPE = "Order"',
-    ),
-    _m(
-        "consumer/core",
-        "event-id-namespace-changed",
-        'uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")',
-        'uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e12")',
-    ),
-    _m(
-        "consumer/core",
         "systemic-not-retried",
         "frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})",
         "frozenset({Outcome.TRANSIENT})",
@@ -138,6 +126,12 @@ _ORDER_ID = (
 )
 
 CONTRACT = [
+    _m(
+        "consumer/contract",
+        "event-type-renamed",
+        'ORDER_ACCEPTED_EVENT_TYPE = "OrderAccepted"',
+        'ORDER_ACCEPTED_EVENT_TYPE = "Order"',
+    ),
     _m("consumer/contract", "schema-version-2", "\nSCHEMA_VERSION = 1\n", "\nSCHEMA_VERSION = 2\n"),
     _m(
         "consumer/contract",
@@ -451,12 +445,6 @@ CONFIG = [
 RELAY = [
     _m(
         "relay/core",
-        "dispatched-ttl-1-minute",
-        "DISPATCHED_TTL_S = 7 * 24 * 3600",
-        "DISPATCHED_TTL_S = 60",
-    ),
-    _m(
-        "relay/core",
         "parked-invalid-renamed",
         'PARKED_INVALID_EVENT = "InvalidOutboxEvent"',
         'PARKED_INVALID_EVENT = "Invalid"',
@@ -472,19 +460,6 @@ RELAY = [
         "parked-exhausted-renamed",
         'PARKED_RETRIES_EXHAUSTED = "RetriesExhausted"',
         'PARKED_RETRIES_EXHAUSTED = "Exhausted"',
-    ),
-    _m(
-        "relay/core",
-        "status-dispatched-renamed",
-        'STATUS_DISPATCHED = "dispatched"',
-        'STATUS_DISPATCHED = "sent"',
-    ),
-    _m("relay/core", "status-parked-renamed", 'STATUS_PARKED = "parked"', 'STATUS_PARKED = "held"'),
-    _m(
-        "relay/core",
-        "status-pending-renamed",
-        'STATUS_PENDING = "pending"',
-        'STATUS_PENDING = "new"',
     ),
     _m(
         "relay/core",
@@ -506,4 +481,44 @@ RELAY = [
     ),
 ]
 
-MUTANTS: tuple[ConstantMutant, ...] = (*CORE, *CONTRACT, *COSMOS_STORE, *CONFIG, *RELAY)
+OUTBOX = [
+    _m(
+        "relay/outbox",
+        "event-id-namespace-changed",
+        'uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")',
+        'uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e12")',
+    ),
+    _m(
+        "relay/outbox",
+        "dispatched-ttl-1-minute",
+        "DISPATCHED_TTL_S = 7 * 24 * 3600",
+        "DISPATCHED_TTL_S = 60",
+    ),
+    _m(
+        "relay/outbox",
+        "status-dispatched-renamed",
+        'STATUS_DISPATCHED = "dispatched"',
+        'STATUS_DISPATCHED = "sent"',
+    ),
+    _m(
+        "relay/outbox",
+        "status-parked-renamed",
+        'STATUS_PARKED = "parked"',
+        'STATUS_PARKED = "held"',
+    ),
+    _m(
+        "relay/outbox",
+        "status-pending-renamed",
+        'STATUS_PENDING = "pending"',
+        'STATUS_PENDING = "new"',
+    ),
+]
+
+MUTANTS: tuple[ConstantMutant, ...] = (
+    *CORE,
+    *CONTRACT,
+    *COSMOS_STORE,
+    *CONFIG,
+    *RELAY,
+    *OUTBOX,
+)

@@ -1,0 +1,42 @@
+"""Time, for everything that waits or stamps, and the one way a time is stored in a document.
+
+Owns ``Clock`` (injected at the composition root, so tests and stand-ins run lock expiry, backoff
+and ages on one manual time line) and ``document_timestamp`` (``acceptedAt``, ``createdAt``,
+``dispatchedAt``, ``parkedAt``). Imports nothing of this repository and no Azure library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Time for everything that waits or stamps: the consumer's backoff, lock deadlines, the
+    configuration-error hold and ``acceptedAt``. One object, injected at the composition root,
+    so that tests and stand-ins run lock expiry and backoff on one manual time line."""
+
+    def now(self) -> datetime:
+        """Aware UTC."""
+        ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+SYSTEM_CLOCK: Clock = SystemClock()
+
+
+def document_timestamp(moment: datetime) -> str:
+    """A time as the documents store it (``acceptedAt``, the outbox event's ``createdAt``, the
+    relay's ``dispatchedAt`` and ``parkedAt``): UTC, microseconds, ``Z``. Fixed width, so its
+    string order is its time order (the watchdog's query compares ``createdAt`` as a string)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

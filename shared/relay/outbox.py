@@ -1,0 +1,205 @@
+"""The outbox document: the one owner of its stored shape.
+
+An order's ``OrderAccepted`` event is written with the order, in the same transactional batch
+and partition (``shared.consumer.core``), as one outbox document; the relay publishes it and
+marks it, the watchdog finds it when the change feed did not, the operator tool parks and
+republishes it. Every one of them reads and writes it through this module: its field names
+(``OutboxField``), its type and statuses, its ids, how it is built, how it is read, and the
+patches that change it (dispatched, parked, pending again). Renaming a field is a change here.
+
+Lifecycle: ``pending`` (written with the order) -> ``dispatched`` (published, with a ``ttl``) or
+``parked`` (set aside for an operator, with a reason) -> ``pending`` again (an operator's
+republish). Every change is a patch conditional on the version read (``OutboxRef``: id,
+partition key, etag), so a replayed or concurrent writer never overwrites a newer state.
+
+Pure: imports only the contract and the clock; never Azure, telemetry or an adapter.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shared.clock import document_timestamp
+from shared.consumer.contract import ORDER_ACCEPTED_EVENT_TYPE, ValidOrder
+
+
+class OutboxField:
+    """The stored field names of an outbox document (its JSON keys)."""
+
+    ID = "id"
+    ORDER_ID = "orderId"  # the partition key, as for the order
+    TYPE = "type"
+    EVENT_TYPE = "eventType"
+    EVENT_ID = "eventId"
+    STATUS = "status"
+    PAYLOAD = "payload"
+    CORRELATION_ID = "correlationId"
+    CAUSATION_ID = "causationId"
+    CREATED_AT = "createdAt"
+    TRACEPARENT = "traceparent"
+    DISPATCHED_AT = "dispatchedAt"
+    TTL = "ttl"
+    PARKED_AT = "parkedAt"
+    PARKED_REASON = "parkedReason"
+    PARKED_DESCRIPTION = "parkedDescription"
+    ETAG = "_etag"  # the store's version, set by Cosmos DB on every write
+
+
+OUTBOX_TYPE = "outbox"
+STATUS_PENDING = "pending"
+STATUS_DISPATCHED = "dispatched"
+STATUS_PARKED = "parked"
+# A dispatched outbox document expires a week after its dispatch (the container's defaultTtl is
+# -1: orders, which carry no ttl, never expire). Longer than the topic's duplicate detection
+# window, so an operator can still see what was sent while a duplicate could still arrive.
+DISPATCHED_TTL_S = 7 * 24 * 3600
+# Fixed namespace so the outbox event id is the same on every delivery and every replica. Part of
+# the downstream contract (docs/events.md, "The eventId"): never change it.
+EVENT_ID_NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
+
+PatchOperation = dict[str, Any]
+
+
+# ---- ids -------------------------------------------------------------------------------------
+
+
+def order_event_id(order_id: str, event_type: str = ORDER_ACCEPTED_EVENT_TYPE) -> str:
+    """The event's id (its MessageId): UUIDv5 of ``EVENT_ID_NAMESPACE`` and the UTF-8 name
+    ``<orderId>/<eventType>``, lower-case, as downstream teams recompute it (docs/events.md)."""
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{order_id}/{event_type}"))
+
+
+def outbox_document_id(order_id: str) -> str:
+    # Cannot collide with an order: ids are unique per partition, and this partition's order id
+    # is ``order_id`` itself.
+    return f"{order_id}:{ORDER_ACCEPTED_EVENT_TYPE}"
+
+
+# ---- building --------------------------------------------------------------------------------
+
+
+def new_outbox_document(
+    valid: ValidOrder,
+    *,
+    correlation_id: str | None,
+    causation_id: str | None,
+    created_at: str,
+    traceparent: str | None = None,
+) -> dict[str, Any]:
+    """The pending ``OrderAccepted`` outbox document of an accepted order, in the order's
+    partition. ``created_at`` is the order's ``acceptedAt`` (``document_timestamp``);
+    ``traceparent`` the consumer span's W3C trace context, which the relay's publish span links
+    back to."""
+    order_id = valid.order_id
+    document: dict[str, Any] = {
+        OutboxField.ID: outbox_document_id(order_id),
+        OutboxField.ORDER_ID: order_id,
+        OutboxField.TYPE: OUTBOX_TYPE,
+        OutboxField.EVENT_TYPE: ORDER_ACCEPTED_EVENT_TYPE,
+        OutboxField.EVENT_ID: order_event_id(order_id),
+        OutboxField.STATUS: STATUS_PENDING,
+        OutboxField.PAYLOAD: {
+            "orderId": order_id,
+            "customerId": valid.fields["customerId"],
+            "currency": valid.fields["currency"],
+            "totalMinor": valid.total_minor,
+            "placedAt": valid.fields["placedAt"],
+            "lineCount": len(valid.fields["lines"]),
+        },
+        # What a relay needs to publish with trace continuity and idempotence downstream.
+        OutboxField.CORRELATION_ID: correlation_id,
+        OutboxField.CAUSATION_ID: causation_id,
+        OutboxField.CREATED_AT: created_at,
+    }
+    if traceparent:
+        document[OutboxField.TRACEPARENT] = traceparent
+    return document
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRef:
+    """The version of an outbox document a writer read: what every conditional patch names."""
+
+    document_id: str
+    partition_key: str
+    etag: str | None
+
+
+def reference(document: Mapping[str, Any]) -> OutboxRef:
+    """The version of ``document`` as it was read (its id, partition key and etag)."""
+    return OutboxRef(
+        str(document.get(OutboxField.ID)),
+        str(document.get(OutboxField.ORDER_ID)),
+        optional_text(document.get(OutboxField.ETAG)),
+    )
+
+
+def is_outbox(document: Mapping[str, Any]) -> bool:
+    return document.get(OutboxField.TYPE) == OUTBOX_TYPE
+
+
+def is_pending_outbox(document: Mapping[str, Any]) -> bool:
+    """The documents the relay publishes: OrderAccepted outbox entries not yet dispatched. Orders,
+    dispatched and parked entries (the relay's own marks come back through the change feed) are
+    ignored."""
+    return (
+        document.get(OutboxField.TYPE) == OUTBOX_TYPE
+        and document.get(OutboxField.STATUS) == STATUS_PENDING
+        and document.get(OutboxField.EVENT_TYPE) == ORDER_ACCEPTED_EVENT_TYPE
+    )
+
+
+def created_at(document: Mapping[str, Any]) -> datetime | None:
+    """``createdAt`` as a time; None when missing or unreadable."""
+    value = document.get(OutboxField.CREATED_AT)
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def optional_text(value: Any) -> str | None:
+    """A stored string field, None when missing, empty or not a string."""
+    return value if isinstance(value, str) and value else None
+
+
+# ---- the patches -----------------------------------------------------------------------------
+
+
+def _set(field: str, value: Any) -> PatchOperation:
+    return {"op": "set", "path": f"/{field}", "value": value}
+
+
+def dispatched_patch(dispatched_at: datetime, ttl_s: int) -> list[PatchOperation]:
+    """Published: ``status: dispatched``, ``dispatchedAt`` and the ``ttl`` that expires it."""
+    return [
+        _set(OutboxField.STATUS, STATUS_DISPATCHED),
+        _set(OutboxField.DISPATCHED_AT, document_timestamp(dispatched_at)),
+        _set(OutboxField.TTL, ttl_s),
+    ]
+
+
+def parked_patch(parked_at: datetime, reason: str, description: str) -> list[PatchOperation]:
+    """Set aside for an operator: ``status: parked``, ``parkedAt``, ``parkedReason``,
+    ``parkedDescription`` (no ttl: a parked event never expires)."""
+    return [
+        _set(OutboxField.STATUS, STATUS_PARKED),
+        _set(OutboxField.PARKED_AT, document_timestamp(parked_at)),
+        _set(OutboxField.PARKED_REASON, reason),
+        _set(OutboxField.PARKED_DESCRIPTION, description),
+    ]
+
+
+def republish_patch() -> list[PatchOperation]:
+    """An operator's republish: ``status`` back to ``pending`` and nothing else (the parked
+    fields stay, as the record of what happened; the eventId never changes)."""
+    return [_set(OutboxField.STATUS, STATUS_PENDING)]
