@@ -30,7 +30,7 @@ from local.standins.broker import OutgoingMessage
 from local.standins.cosmos_server import ensure_container
 from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
-from shared.telemetry.consumer import configure_exporters
+from shared.telemetry.exporters import configure_exporters
 
 
 async def drive(orders: int) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 from bench.cpu import ForgetfulStore, NoopActions, host_bytes
 from bench.orders import INVALID_BODY, order_bytes
 from local.standins.host_binding import decode_host_binding
+from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.service import OrderConsumer
 from shared.telemetry.consumer import ConsumerTelemetry
 
@@ -44,16 +45,21 @@ def _content(index: int, prefix: str) -> bytes:
 
 async def measure(messages: int = 10_000) -> dict[str, Any]:
     consumer = OrderConsumer(ForgetfulStore(), ConsumerTelemetry("orders"))
-    actions = NoopActions()
+    actions, settler = NoopActions(), Settler()
+
+    async def handle(content: bytes) -> None:
+        received = decode_host_binding(content)
+        await consumer.handle(to_incoming(received), settler.bound(actions, received))
+
     prefix = uuid.uuid4().hex[:8]
     sample_every = max(1, messages // 20)
     for index in range(min(1_000, messages)):
-        await consumer.handle(decode_host_binding(_content(index, f"w{prefix}")), actions)
+        await handle(_content(index, f"w{prefix}"))
     gc.collect()
     baseline = rss_bytes()
     samples = [(0, baseline)]
     for index in range(messages):
-        await consumer.handle(decode_host_binding(_content(index, prefix)), actions)
+        await handle(_content(index, prefix))
         if (index + 1) % sample_every == 0:
             samples.append((index + 1, rss_bytes()))
     deviation = max(abs(rss - baseline) for _, rss in samples) / baseline

@@ -2,9 +2,9 @@
 relay and the relay's watchdog, which shares the relay's publisher, store and telemetry) and
 their adapters from app settings.
 
-One shape for all: ``Runtime`` takes everything a caller may choose as parameters (the app
-settings mapping, the ``Clock``, extra Cosmos client options, the telemetry adapters, the jitter
-source, the relay's topic sender and policy); production uses the defaults, through
+One shape for all: ``Composition`` lists everything a caller may choose (the app settings
+mapping, the ``Clock``, extra Cosmos client options, the telemetry adapters, the jitter source,
+the relay's topic sender and policy); production uses the defaults, through
 ``handle_order_message``, ``handle_outbox_changes`` and ``handle_watchdog_tick``, and tests and
 stand-ins call ``configure`` once with theirs. There is no other way in: no module globals to
 patch. One ``configure`` for all the functions because they share the worker process, its
@@ -19,9 +19,7 @@ process). The relay is built on its first change batch, so a consumer-only deplo
 needs the relay's settings. It owns what it builds and closes it: the Cosmos client, the
 credential the client does not close, the relay's Service Bus client, sender and credential
 (not a sender passed in: that stays the caller's), and the settlement pool. It must never decide
-anything about a message or an event: that is ``shared.consumer.core``, ``shared.consumer.service``
-and
-``shared.relay.core``.
+anything about a message or an event: that is ``shared.consumer`` and ``shared.relay``.
 """
 
 from __future__ import annotations
@@ -30,9 +28,8 @@ import asyncio
 import logging
 import os
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from azure.cosmos.aio import CosmosClient
@@ -50,18 +47,15 @@ from shared.config import (
     Settings,
     WatchdogSettings,
 )
-from shared.consumer.core import Decision, IncomingMessage, Outcome, RetryPolicy
+from shared.consumer.core import Decision, RetryPolicy
 from shared.consumer.errors import ConfigurationError
-from shared.consumer.service import OrderConsumer
+from shared.consumer.service import OrderConsumer, hold_then_abandon
 from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
 from shared.relay.outbox import is_pending_outbox
 from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
-from shared.telemetry.consumer import (
-    CONNECTION_STRING_SETTING,
-    ConsumerTelemetry,
-    RelayTelemetry,
-    configure_exporters,
-)
+from shared.telemetry.consumer import ConsumerTelemetry
+from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
+from shared.telemetry.relay import RelayTelemetry
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -105,18 +99,19 @@ class _Wiring:
                 await self.credential.close()
 
 
-class Runtime:
-    """The consumer and the relay, built from ``env`` on the first message (or change batch) of
-    each event loop.
+@dataclass(frozen=True)
+class Composition:
+    """Everything a caller may choose when composing the app: production uses the defaults;
+    tests and the stand-in (``local.assembly.world.World.compose``) pass theirs. The one list of
+    the composition root's parameters.
 
     - ``env``: the app settings; ``None`` reads ``os.environ`` (production).
     - ``clock``: now and sleep, for the consumer's backoff, the configuration-error hold, and the
       relay's ``dispatchedAt``, ``parkedAt`` and lag.
     - ``cosmos_options``: extra ``CosmosClient`` options (a fault-injecting ``transport``,
       ``retry_backoff_factor``); ``credential`` replaces the one ``shared.adapters.identity``
-      builds from
-      the settings when no ``COSMOS_KEY`` is set (the runtime then closes it). One client
-      serves every function.
+      builds from the settings when no ``COSMOS_KEY`` is set (the runtime then closes it). One
+      client serves every function.
     - ``telemetry``, ``relay_telemetry``: the telemetry adapters; default, on the global
       providers.
     - ``jitter``: the backoff jitter source, values in [0, 1].
@@ -126,26 +121,30 @@ class Runtime:
     - ``relay_policy``: when the relay parks an event instead of retrying it.
     """
 
-    def __init__(
-        self,
-        env: Mapping[str, str] | None = None,
-        *,
-        clock: Clock = SYSTEM_CLOCK,
-        cosmos_options: Mapping[str, Any] | None = None,
-        telemetry: ConsumerTelemetry | None = None,
-        jitter: Callable[[], float] = random.random,
-        topic_sender: MessageBatchSender | None = None,
-        relay_telemetry: RelayTelemetry | None = None,
-        relay_policy: RelayPolicy | None = None,
-    ) -> None:
-        self._env: Mapping[str, str] = os.environ if env is None else env
-        self._clock = clock
-        self._cosmos_options = dict(cosmos_options or {})
-        self._telemetry = telemetry
-        self._jitter = jitter
-        self._topic_sender = topic_sender
-        self._relay_telemetry = relay_telemetry
-        self._relay_policy = relay_policy
+    env: Mapping[str, str] | None = None
+    clock: Clock = SYSTEM_CLOCK
+    cosmos_options: Mapping[str, Any] = field(default_factory=dict)
+    telemetry: ConsumerTelemetry | None = None
+    jitter: Callable[[], float] = random.random
+    topic_sender: MessageBatchSender | None = None
+    relay_telemetry: RelayTelemetry | None = None
+    relay_policy: RelayPolicy | None = None
+
+
+class Runtime:
+    """The consumer and the relay, composed as ``Composition`` says, built on the first message
+    (or change batch) of each event loop."""
+
+    def __init__(self, composition: Composition | None = None) -> None:
+        chosen = composition or Composition()
+        self._env: Mapping[str, str] = os.environ if chosen.env is None else chosen.env
+        self._clock = chosen.clock
+        self._cosmos_options = dict(chosen.cosmos_options)
+        self._telemetry = chosen.telemetry
+        self._jitter = chosen.jitter
+        self._topic_sender = chosen.topic_sender
+        self._relay_telemetry = chosen.relay_telemetry
+        self._relay_policy = chosen.relay_policy
         self._retry_policy = RetryPolicy()
         self._settler = Settler(watcher=self._settlements_hung)
         self._exporters_configured = False
@@ -153,11 +152,20 @@ class Runtime:
 
     async def handle(self, message: Any, actions: MessageActions) -> Decision:
         """The function body: one delivery, decided and settled; never raises for it."""
+        incoming = to_incoming(message)
+        settle = self._settler.bound(actions, message)
         try:
             consumer = await self.consumer()
         except ConfigurationError as error:
-            return await self._hold_then_abandon(message, actions, error)
-        return await consumer.handle(message, actions)
+            return await hold_then_abandon(
+                incoming,
+                settle,
+                error,
+                observer=self.telemetry(),
+                clock=self._clock,
+                retry_policy=self._retry_policy,
+            )
+        return await consumer.handle(incoming, settle)
 
     async def consumer(self) -> OrderConsumer:
         """This event loop's consumer, built on first use; raises ``ConfigurationError``."""
@@ -287,7 +295,6 @@ class Runtime:
             retry_policy=self._retry_policy,
             clock=self._clock,
             jitter=self._jitter,
-            settler=self._settler,
         )
         # No await between the check above and this assignment: concurrent first messages
         # cannot build two clients.
@@ -326,85 +333,19 @@ class Runtime:
             raise ConfigurationError(CONNECTION_STRING_SETTING, str(error)) from error
         self._exporters_configured = True
 
-    async def _hold_then_abandon(
-        self, message: Any, actions: MessageActions, error: ConfigurationError
-    ) -> Decision:
-        """Bad configuration is a systemic failure: the order is healthy, the app is not, so
-        the message must survive until an operator fixes the settings. Abandoning at once would
-        cycle every message through maxDeliveryCount deliveries in seconds and into the
-        dead-letter queue; like any systemic failure, the delivery holds its lock until shortly
-        before it expires (an app-settings change restarts the worker anyway), then abandons.
-        It is recorded as any systemic outcome is (span, ``orders.messages``, error log), plus
-        a critical log naming the setting."""
-        started = time.perf_counter()
-        incoming = to_incoming(message)
-        decision = Decision(
-            Outcome.SYSTEMIC, order_id=incoming.message_id, description=str(error), error=error
-        )
-        telemetry = self.telemetry()
-        with telemetry.processing(incoming) as span:
-            logger.critical(
-                "invalid configuration (%s), holding then abandoning message %s: %s",
-                error.setting,
-                incoming.message_id,
-                error,
-                extra={"message_id": incoming.message_id, "setting": error.setting},
-            )
-            await self._clock.sleep(self._hold_seconds(incoming))
-            try:
-                await self._settler.settle(actions, message, decision)
-                settled = True
-            except Exception as settle_error:  # noqa: BLE001 - the lock will lapse instead
-                settled = False
-                telemetry.settlement_failed(incoming, decision, settle_error)
-            telemetry.record_outcome(
-                span,
-                incoming,
-                decision,
-                settled=settled,
-                duration_s=time.perf_counter() - started,
-            )
-        return decision
-
-    def _hold_seconds(self, incoming: IncomingMessage) -> float:
-        policy = self._retry_policy
-        if incoming.locked_until is None:
-            return policy.budget_without_lock_s
-        remaining = (incoming.locked_until - self._clock.now()).total_seconds()
-        return max(0.0, remaining - policy.lock_margin_s)
-
 
 _runtime: Runtime | None = None
 _retired: list[Runtime] = []
 
 
-def configure(
-    env: Mapping[str, str] | None = None,
-    *,
-    clock: Clock = SYSTEM_CLOCK,
-    cosmos_options: Mapping[str, Any] | None = None,
-    telemetry: ConsumerTelemetry | None = None,
-    jitter: Callable[[], float] = random.random,
-    topic_sender: MessageBatchSender | None = None,
-    relay_telemetry: RelayTelemetry | None = None,
-    relay_policy: RelayPolicy | None = None,
-) -> Runtime:
-    """Make a ``Runtime`` with these parameters the process's, from the next message or change
+def configure(composition: Composition | None = None) -> Runtime:
+    """Make a ``Runtime`` of this composition the process's, from the next message or change
     batch on. Production never calls it: the first invocation configures one with the defaults.
     The replaced runtime is closed on the next ``close()`` or invocation."""
     global _runtime
     if _runtime is not None:
         _retired.append(_runtime)
-    _runtime = Runtime(
-        env,
-        clock=clock,
-        cosmos_options=cosmos_options,
-        telemetry=telemetry,
-        jitter=jitter,
-        topic_sender=topic_sender,
-        relay_telemetry=relay_telemetry,
-        relay_policy=relay_policy,
-    )
+    _runtime = Runtime(composition)
     return _runtime
 
 

@@ -22,7 +22,8 @@ is composed: uncomposed, the app would build a real ``ServiceBusClient``, as in 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+import dataclasses
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,10 +46,7 @@ from local.standins.worker import REPO_ROOT, FunctionsWorker
 from shared import bootstrap
 from shared.adapters.cosmos_orders import create_client
 from shared.adapters.identity import credential as identity_credential
-from shared.adapters.servicebus_out import MessageBatchSender
 from shared.config import Settings
-from shared.relay.core import RelayPolicy
-from shared.telemetry.consumer import ConsumerTelemetry, RelayTelemetry
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default start
 
@@ -171,34 +169,36 @@ class World:
         self,
         *,
         transport: AsyncHttpTransport[Any, Any] | None = None,
-        telemetry: ConsumerTelemetry | None = None,
-        jitter: Callable[[], float] | None = None,
-        env: Mapping[str, str] | None = None,
-        relay_telemetry: RelayTelemetry | None = None,
-        relay_policy: RelayPolicy | None = None,
-        topic_sender: MessageBatchSender | None = None,
         topic_model: bool = True,
-        **client_options: Any,
+        **choices: Any,
     ) -> bootstrap.Runtime:
         """Compose the app (consumer and relay) on the world's clock with the world's topic as
-        the relay's sender, optionally with a fault-injecting ``transport`` under the Cosmos SDK
-        and other client options: the stand-in's one call of the composition root. Until this
-        is called the app composes itself from the app settings on its first message, as in
-        Azure. ``topic_sender`` replaces the topic model (a real ``ServiceBusSender`` whose
-        link a test controls); ``topic_model=False`` passes none, so the app builds its own
-        from the settings, as in Azure."""
+        the relay's sender: the stand-in's one call of the composition root. Until this is
+        called the app composes itself from the app settings on its first message, as in Azure.
+
+        ``choices`` are ``bootstrap.Composition``'s fields (``env``, ``telemetry``, ``jitter``,
+        ``relay_telemetry``, ``relay_policy``, ``topic_sender`` ...); any other keyword is a
+        Cosmos client option, as is ``transport`` (a fault-injecting one under the Cosmos SDK).
+        ``topic_sender`` replaces the topic model (a real ``ServiceBusSender`` whose link a test
+        controls); ``topic_model=False`` passes none, so the app builds its own from the
+        settings, as in Azure."""
+        fields = {f.name for f in dataclasses.fields(bootstrap.Composition)}
+        chosen = {name: value for name, value in choices.items() if name in fields}
+        client_options = {name: value for name, value in choices.items() if name not in fields}
         if transport is not None:
             client_options["transport"] = transport
-        sender = topic_sender or (self.topic if topic_model else None)
+        if chosen.get("topic_sender") is None:
+            chosen["topic_sender"] = self.topic if topic_model else None
+        if chosen.get("env") is None:
+            chosen["env"] = self.env
+        chosen.setdefault("clock", self.clock)
         return bootstrap.configure(
-            self.env if env is None else env,
-            clock=self.clock,
-            cosmos_options=client_options,
-            telemetry=telemetry,
-            topic_sender=sender,
-            relay_telemetry=relay_telemetry,
-            relay_policy=relay_policy,
-            **({} if jitter is None else {"jitter": jitter}),
+            bootstrap.Composition(
+                **{
+                    **chosen,
+                    "cosmos_options": {**chosen.get("cosmos_options", {}), **client_options},
+                }
+            )
         )
 
 

@@ -28,7 +28,7 @@ import functools
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +133,11 @@ class Settler:
         """Settlement calls past their timeout that have not returned yet."""
         with self._lock:
             return len(self._hung)
+
+    def bound(self, actions: MessageActions, message: Any) -> Callable[[Decision], Awaitable[None]]:
+        """The settlement of one received message, as the consumer service calls it
+        (``shared.consumer.service.Settle``)."""
+        return functools.partial(self.settle, actions, message)
 
     async def settle(self, actions: MessageActions, message: Any, decision: Decision) -> None:
         """Apply the decision's settlement; raises what the settlement call raised, or

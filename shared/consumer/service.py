@@ -1,21 +1,27 @@
 """The application service: one delivery in, decided, settled exactly once, and recorded.
 
-This is where the core meets the adapters. It never raises for anything a message can cause;
-a failed settlement is logged and swallowed (the lock lapses, the redelivery is recognised as a
-duplicate). Only cancellation propagates: then nothing is settled and the lock expires, exactly as
-when the worker process dies. It never builds its collaborators: the composition root
-(``shared.bootstrap``) passes them in, the clock included.
+This is where the core meets its ports: the ``OrderStore`` (``shared.consumer.core``), the
+settlement (``Settle``: a callable the Service Bus adapter binds to one received message) and the
+observer (``ConsumerObserver``: spans, metrics and logs, ``shared.telemetry.consumer``). It never
+raises for anything a message can cause; a failed settlement is reported and swallowed (the lock
+lapses, the redelivery is recognised as a duplicate). Only cancellation propagates: then nothing
+is settled and the lock expires, exactly as when the worker process dies.
+
+Every delivery, decided or held because the app is misconfigured (``hold_then_abandon``), ends
+through one path, ``_settle_and_record``: settle, report a failed settlement, record the
+outcome. It never builds its collaborators (the composition root, ``shared.bootstrap``, passes
+them in, the clock included), and it imports no adapter, no telemetry and no Azure library.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
-from typing import Any
+from typing import Protocol
 
-from shared.adapters.servicebus_in import MessageActions, Settler, to_incoming
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.consumer.core import (
     HELD_BEFORE_ABANDON,
@@ -23,54 +29,73 @@ from shared.consumer.core import (
     Decision,
     IncomingMessage,
     OrderStore,
+    Outcome,
     RetryPolicy,
     decide,
 )
-from shared.telemetry.consumer import ConsumerTelemetry, RelayTelemetry
+from shared.consumer.errors import ConfigurationError
+
+# Settles the delivery as the decision says; raises what the settlement raised.
+Settle = Callable[[Decision], Awaitable[None]]
+
+
+class ConsumerObserver(Protocol):
+    """What the consumer reports. ``processing`` wraps one delivery and yields its W3C
+    traceparent (None when tracing is off), which the core stores on the outbox event; the other
+    calls happen inside it."""
+
+    def processing(self, message: IncomingMessage) -> AbstractContextManager[str | None]: ...
+
+    def retrying(
+        self, message: IncomingMessage, decision: Decision, attempt: int, delay_s: float
+    ) -> None: ...
+
+    def settlement_failed(
+        self, message: IncomingMessage, decision: Decision, error: Exception
+    ) -> None: ...
+
+    def record_outcome(
+        self,
+        message: IncomingMessage,
+        decision: Decision,
+        *,
+        settled: bool,
+        duration_s: float,
+        attempts: int = 1,
+    ) -> None: ...
+
+    def configuration_invalid(
+        self, message: IncomingMessage, error: ConfigurationError
+    ) -> None: ...
 
 
 class OrderConsumer:
     def __init__(
         self,
         store: OrderStore,
-        telemetry: ConsumerTelemetry,
+        observer: ConsumerObserver,
         *,
         outbox_enabled: bool = True,
         retry_policy: RetryPolicy | None = None,
         clock: Clock = SYSTEM_CLOCK,
         jitter: Callable[[], float] = random.random,
-        settler: Settler | None = None,
     ) -> None:
         self._store = store
-        self._telemetry = telemetry
+        self._observer = observer
         self._outbox_enabled = outbox_enabled
         self._retry_policy = retry_policy or RetryPolicy()
         # One clock for backoff, lock deadlines and acceptedAt: tests and the local stand-in
         # ride out outages on a manual clock.
         self._clock = clock
         self._jitter = jitter
-        self._settler = settler or Settler()
 
-    async def handle(self, message: Any, actions: MessageActions) -> Decision:
+    async def handle(self, incoming: IncomingMessage, settle: Settle) -> Decision:
         started = time.perf_counter()
-        incoming = to_incoming(message)
-        with self._telemetry.processing(incoming) as span:
-            # Stored on the outbox event: the relay's publish span links this trace.
-            traceparent = RelayTelemetry.traceparent(span)
+        # The traceparent is stored on the outbox event: the relay's publish span links it.
+        with self._observer.processing(incoming) as traceparent:
             decision, attempts = await self._decide_with_retries(incoming, traceparent)
-            try:
-                await self._settler.settle(actions, message, decision)
-                settled = True
-            except Exception as error:  # noqa: BLE001 - lock lost, host gone: never fatal
-                settled = False
-                self._telemetry.settlement_failed(incoming, decision, error)
-            self._telemetry.record_outcome(
-                span,
-                incoming,
-                decision,
-                settled=settled,
-                duration_s=time.perf_counter() - started,
-                attempts=attempts,
+            await _settle_and_record(
+                self._observer, incoming, decision, settle, started=started, attempts=attempts
             )
         return decision
 
@@ -106,6 +131,66 @@ class OrderConsumer:
             )
             if delay is None:
                 return decision, attempts
-            self._telemetry.retrying(incoming, decision, attempts, delay)
+            self._observer.retrying(incoming, decision, attempts, delay)
             await clock.sleep(delay)
             attempts += 1
+
+
+async def hold_then_abandon(
+    incoming: IncomingMessage,
+    settle: Settle,
+    error: ConfigurationError,
+    *,
+    observer: ConsumerObserver,
+    clock: Clock,
+    retry_policy: RetryPolicy,
+) -> Decision:
+    """A delivery the app cannot even decide: a setting is invalid, so no consumer exists.
+
+    Bad configuration is a systemic failure: the order is healthy, the app is not, so the
+    message must survive until an operator fixes the settings. Abandoning at once would cycle
+    every message through maxDeliveryCount deliveries in seconds and into the dead-letter queue;
+    like any systemic failure, the delivery holds its lock until shortly before it expires (an
+    app-settings change restarts the worker anyway), then abandons. It is recorded as any
+    systemic outcome is, plus ``configuration_invalid`` (a critical log naming the setting)."""
+    started = time.perf_counter()
+    decision = Decision(
+        Outcome.SYSTEMIC, order_id=incoming.message_id, description=str(error), error=error
+    )
+    with observer.processing(incoming):
+        observer.configuration_invalid(incoming, error)
+        await clock.sleep(_hold_seconds(incoming, clock, retry_policy))
+        await _settle_and_record(observer, incoming, decision, settle, started=started)
+    return decision
+
+
+def _hold_seconds(incoming: IncomingMessage, clock: Clock, policy: RetryPolicy) -> float:
+    if incoming.locked_until is None:
+        return policy.budget_without_lock_s
+    remaining = (incoming.locked_until - clock.now()).total_seconds()
+    return max(0.0, remaining - policy.lock_margin_s)
+
+
+async def _settle_and_record(
+    observer: ConsumerObserver,
+    incoming: IncomingMessage,
+    decision: Decision,
+    settle: Settle,
+    *,
+    started: float,
+    attempts: int = 1,
+) -> None:
+    """Settle as decided, then record the outcome: the one ending of every delivery."""
+    try:
+        await settle(decision)
+        settled = True
+    except Exception as error:  # noqa: BLE001 - lock lost, host gone: never fatal
+        settled = False
+        observer.settlement_failed(incoming, decision, error)
+    observer.record_outcome(
+        incoming,
+        decision,
+        settled=settled,
+        duration_s=time.perf_counter() - started,
+        attempts=attempts,
+    )

@@ -53,7 +53,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -77,9 +76,6 @@ from shared.relay.outbox import (
     optional_text,
     reference,
 )
-from shared.telemetry.consumer import RelayTelemetry
-
-logger = logging.getLogger("orders.relay")
 
 # Reasons a document is parked with (bounded set, like the consumer's dead-letter reasons).
 PARKED_INVALID_EVENT = "InvalidOutboxEvent"
@@ -276,6 +272,44 @@ class OutboxStore(Protocol):
         ...
 
 
+class PublishObservation(Protocol):
+    """One event's publish, as the observer follows it: started before the message is built."""
+
+    @property
+    def traceparent(self) -> str | None:
+        """The W3C trace context the message carries (None: tracing is off)."""
+        ...
+
+    def published(self, lag_s: float) -> None:
+        """Sent; ``lag_s`` from the order's acceptance to now."""
+        ...
+
+    def failed(self, error: BaseException, *, parked: bool = False) -> None:
+        """Not sent; ``parked``: it will not be retried (``RelayObserver.parked`` follows)."""
+        ...
+
+
+class RelayObserver(Protocol):
+    """What the relay reports (``shared.telemetry.relay.RelayTelemetry``: spans, metrics, logs).
+    The core hands over facts and trace-context strings, never a span."""
+
+    def start_publish(
+        self, event_id: str, order_id: str, stored_traceparent: str | None = None
+    ) -> PublishObservation:
+        """``stored_traceparent``: the consumer's, from the outbox document, to link to."""
+        ...
+
+    def parked(self, event_id: str, order_id: str, reason: str, description: str) -> None: ...
+
+    def mark_failed(self, event_id: str, order_id: str, error: BaseException) -> None:
+        """Marking (or parking) an outbox document failed: the batch comes back."""
+        ...
+
+    def already_marked(self, document_id: str, event_id: str, order_id: str) -> None: ...
+
+    def not_parked_again(self, document_id: str, event_id: str, order_id: str) -> None: ...
+
+
 # ---- the application service ----------------------------------------------------------------
 
 
@@ -308,7 +342,7 @@ class OutboxRelay:
         self,
         publisher: EventPublisher,
         store: OutboxStore,
-        telemetry: RelayTelemetry,
+        observer: RelayObserver,
         *,
         clock: Clock = SYSTEM_CLOCK,
         policy: RelayPolicy | None = None,
@@ -316,7 +350,7 @@ class OutboxRelay:
     ) -> None:
         self._publisher = publisher
         self._store = store
-        self._telemetry = telemetry
+        self._observer = observer
         self._clock = clock  # the composition root's one clock (dispatchedAt, parkedAt, lag)
         self._policy = policy or RelayPolicy()
         self._ttl_s = dispatched_ttl_s
@@ -363,29 +397,27 @@ class OutboxRelay:
         self, events: Sequence[OutboundEvent], attempt: int, report: RelayReport
     ) -> list[Callable[[], Awaitable[None]]]:
         """Send the events in batches; the updates their results call for (marks, parks)."""
-        telemetry = self._telemetry
-        spans = [
-            telemetry.start_publish(event.event_id, event.order_id, event.stored_traceparent)
+        observations = [
+            self._observer.start_publish(event.event_id, event.order_id, event.stored_traceparent)
             for event in events
         ]
         stamped = [
-            event.with_traceparent(telemetry.traceparent(span) or event.stored_traceparent)
-            for event, span in zip(events, spans, strict=True)
+            event.with_traceparent(observation.traceparent or event.stored_traceparent)
+            for event, observation in zip(events, observations, strict=True)
         ]
         try:
             results = await self._publisher.publish(stamped)
         except BaseException as error:
-            # The publisher reports per event; an escape (cancellation, a bug) ends every span.
-            for event, span in zip(stamped, spans, strict=True):
-                telemetry.publish_failed(span, event.event_id, event.order_id, error)
+            # The publisher reports per event; an escape (cancellation, a bug) ends every one.
+            for observation in observations:
+                observation.failed(error)
             raise
 
         now = self._clock.now()
         updates: list[Callable[[], Awaitable[None]]] = []
-        for event, span, failure in zip(stamped, spans, results, strict=True):
+        for event, observation, failure in zip(stamped, observations, results, strict=True):
             if failure is None:
-                lag_s = (now - event.created_at).total_seconds()
-                telemetry.published(span, event.event_id, event.order_id, lag_s)
+                observation.published((now - event.created_at).total_seconds())
                 report.published.append(event.document_id)
                 updates.append(self._marking(event, report))
                 continue
@@ -393,7 +425,7 @@ class OutboxRelay:
             if self._policy.should_park(kind, attempt):
                 reason = PARKED_REJECTED if kind is FailureKind.EVENT else PARKED_RETRIES_EXHAUSTED
                 description = bound(f"{type(failure).__name__}: {failure} (attempt {attempt})")
-                telemetry.publish_failed(span, event.event_id, event.order_id, failure, parked=True)
+                observation.failed(failure, parked=True)
                 updates.append(
                     self._parking(
                         event.reference,
@@ -405,7 +437,7 @@ class OutboxRelay:
                     )
                 )
             else:
-                telemetry.publish_failed(span, event.event_id, event.order_id, failure)
+                observation.failed(failure)
                 report.retry.append(event.document_id)
         return updates
 
@@ -464,14 +496,10 @@ class OutboxRelay:
                 event.reference, dispatched_at=self._clock.now(), ttl_s=self._ttl_s
             )
         except Exception as error:  # noqa: BLE001 - sent: the retry's republish is dropped
-            self._telemetry.mark_failed(event.event_id, event.order_id, error)
+            self._observer.mark_failed(event.event_id, event.order_id, error)
             return _Update.FAILED
         if not marked:
-            logger.info(
-                "outbox document %s changed since it was read: already marked",
-                event.document_id,
-                extra={"event_id": event.event_id, "order_id": event.order_id},
-            )
+            self._observer.already_marked(event.document_id, event.event_id, event.order_id)
             return _Update.ALREADY
         return _Update.DONE
 
@@ -491,19 +519,15 @@ class OutboxRelay:
                 document, parked_at=self._clock.now(), reason=reason, description=description
             )
         except Exception as error:  # noqa: BLE001 - not parked: it must be retried, never skipped
-            self._telemetry.mark_failed(event_id, order_id, error)
+            self._observer.mark_failed(event_id, order_id, error)
             return _Update.FAILED
         if not parked:
             # Changed since it was read: a retry of this batch meets the document an earlier
             # run parked (counting it again would page twice), or an operator's newer version,
             # which the change feed delivers on its own.
-            logger.info(
-                "outbox document %s changed since it was read: not parked again",
-                document_id,
-                extra={"event_id": event_id, "order_id": order_id},
-            )
+            self._observer.not_parked_again(document_id, event_id, order_id)
             return _Update.ALREADY
-        self._telemetry.parked(event_id, order_id, reason, description)
+        self._observer.parked(event_id, order_id, reason, description)
         return _Update.DONE
 
     @staticmethod

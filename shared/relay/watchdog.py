@@ -32,7 +32,6 @@ from typing import Any, Protocol
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.relay.core import OutboxRelay, RelayReport
 from shared.relay.outbox import created_at, is_pending_outbox
-from shared.telemetry.consumer import RelayTelemetry
 
 # Every five minutes (NCronTab, six fields: second minute hour day month day-of-week; UTC),
 # as the timer trigger reads it (learn.microsoft.com/azure/azure-functions/functions-bindings-timer,
@@ -70,6 +69,14 @@ class StuckOutbox:
     oldest_created_at: datetime | None
 
 
+class WatchdogObserver(Protocol):
+    """What the watchdog reports (``shared.telemetry.relay.RelayTelemetry``)."""
+
+    def watchdog_checked(self, stuck: int, oldest_age_s: float, min_age_s: float) -> None:
+        """One run: how many are stuck and the oldest one's age (0 when none); every run."""
+        ...
+
+
 class OutboxScanner(Protocol):
     async def stuck(self, created_at_or_before: datetime, limit: int) -> StuckOutbox:
         """The pending OrderAccepted outbox documents created at or before the cutoff: at most
@@ -90,14 +97,14 @@ class OutboxWatchdog:
         self,
         scanner: OutboxScanner,
         relay: OutboxRelay,
-        telemetry: RelayTelemetry,
+        observer: WatchdogObserver,
         *,
         clock: Clock = SYSTEM_CLOCK,
         policy: WatchdogPolicy | None = None,
     ) -> None:
         self._scanner = scanner
         self._relay = relay
-        self._telemetry = telemetry
+        self._observer = observer
         self._clock = clock
         self._policy = policy or WatchdogPolicy()
 
@@ -111,7 +118,7 @@ class OutboxWatchdog:
         report = WatchdogReport(stuck=stuck.count)
         if stuck.oldest_created_at is not None:
             report.oldest_age_s = max(0.0, (now - stuck.oldest_created_at).total_seconds())
-        self._telemetry.watchdog_checked(stuck.count, report.oldest_age_s, policy.min_age_s)
+        self._observer.watchdog_checked(stuck.count, report.oldest_age_s, policy.min_age_s)
         for _ in range(MAX_PAGES_PER_RUN):
             page = [d for d in stuck.documents if policy.is_stuck(d, now)]
             if not page:

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from shared.telemetry.consumer import LOGGER_NAME
+from shared.telemetry.names import LOGGER_NAME
 
 
 class _Records(logging.Handler):

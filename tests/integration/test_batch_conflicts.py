@@ -87,7 +87,11 @@ async def test_an_orphaned_outbox_event_is_dead_lettered_at_once_with_its_own_re
 ) -> None:
     """Fails on 223dafd: the delivery was abandoned as systemic (then nine more)."""
     transport = conflict_on(1)
-    bootstrap.configure(app_env, cosmos_options={"transport": transport}, **manual_time(clock))
+    bootstrap.configure(
+        bootstrap.Composition(
+            app_env, cosmos_options={"transport": transport}, **manual_time(clock)
+        )
+    )
     queue.send(message(order_body()))
     started = clock.now()
 

@@ -202,7 +202,9 @@ async def test_unreachable_cosmos_abandons_and_never_completes(
     host: LocalFunctionsHost, queue: PeekLockQueue, app_env: dict[str, str], clock: ManualClock
 ) -> None:
     refused = {**app_env, "COSMOS_ENDPOINT": "https://127.0.0.1:9/"}  # nothing listens there
-    bootstrap.configure(refused, cosmos_options=FAST_SDK_BACKOFF, **manual_time(clock))
+    bootstrap.configure(
+        bootstrap.Composition(refused, cosmos_options=FAST_SDK_BACKOFF, **manual_time(clock))
+    )
     queue.send(message(order_body()))
 
     delivery = queue.receive(1)[0]

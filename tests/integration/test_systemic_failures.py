@@ -102,7 +102,7 @@ async def test_a_rejected_credential_is_systemic_and_never_dead_letters(
     )
     env = {name: value for name, value in app_env.items() if name != "COSMOS_KEY"}
     options: dict[str, Any] = {"credential": credential, **FAST_SDK_BACKOFF}
-    bootstrap.configure(env, cosmos_options=options, **manual_time(clock))
+    bootstrap.configure(bootstrap.Composition(env, cosmos_options=options, **manual_time(clock)))
     queue.send(message(order_body()))
 
     await host.invoke(queue.receive(1)[0])
@@ -154,7 +154,9 @@ async def test_invalid_configuration_holds_the_lock_then_abandons_and_names_the_
     # A malformed key used to surface as binascii.Error on the first request: unexpected,
     # abandoned at once, ten fast redeliveries to MaxDeliveryCountExceeded.
     monkeypatch.setenv(setting, value)
-    bootstrap.configure(**manual_time(clock))  # the worker's environment, the manual clock
+    bootstrap.configure(
+        bootstrap.Composition(**manual_time(clock))
+    )  # the worker's environment, the manual clock
     queue.send(message(order_body()))
     delivery = queue.receive(1)[0]
 
@@ -187,7 +189,9 @@ async def test_invalid_configuration_is_recorded_as_a_systemic_delivery(
         "orders", tracer_provider=tracer_provider, meter_provider=MeterProvider([metrics])
     )
     bootstrap.configure(
-        {**app_env, "OUTBOX_ENABLED": "maybe"}, telemetry=telemetry, **manual_time(clock)
+        bootstrap.Composition(
+            {**app_env, "OUTBOX_ENABLED": "maybe"}, telemetry=telemetry, **manual_time(clock)
+        )
     )
     queue.send(message(order_body()))
 
@@ -224,7 +228,7 @@ def refuse_remote(self, address):
     return connect(self, address)
 connect, socket.socket.connect = socket.socket.connect, refuse_remote
 from opentelemetry import trace
-from shared.bootstrap import Runtime
+from shared.bootstrap import Composition, Runtime
 class Actions:
     settled = []
     def complete(self, message): raise AssertionError("completed")
@@ -239,7 +243,7 @@ env = {
 }
 received = SimpleNamespace(message_id="ord-1", body=b"{}", correlation_id=None,
     delivery_count=1, application_properties={}, locked_until_utc=datetime.now(UTC))
-decision = asyncio.run(Runtime(env).handle(received, Actions()))
+decision = asyncio.run(Runtime(Composition(env)).handle(received, Actions()))
 assert decision.outcome == "systemic", decision
 assert Actions.settled == ["abandon"]
 print(type(trace.get_tracer_provider()).__module__, flush=True)
@@ -283,12 +287,16 @@ async def test_a_replaced_or_closed_runtime_closes_its_client_and_credential(
     clock: ManualClock,
 ) -> None:
     first, second = (FaultInjectingTransport(connection_verify=False) for _ in range(2))
-    bootstrap.configure(app_env, cosmos_options={"transport": first}, **manual_time(clock))
+    bootstrap.configure(
+        bootstrap.Composition(app_env, cosmos_options={"transport": first}, **manual_time(clock))
+    )
     queue.send(message(order_body()))
     await host.run_until_idle()
     assert first.session is not None  # the first client's connection pool is open
 
-    bootstrap.configure(app_env, cosmos_options={"transport": second}, **manual_time(clock))
+    bootstrap.configure(
+        bootstrap.Composition(app_env, cosmos_options={"transport": second}, **manual_time(clock))
+    )
     queue.send(message(order_body("ord-1002"), message_id="ord-1002"))
     await host.run_until_idle()
 
@@ -299,7 +307,7 @@ async def test_a_replaced_or_closed_runtime_closes_its_client_and_credential(
     # CosmosClient.close() leaves its credential open: the runtime closes it too.
     credential = RecordingCredential("tenant", "client", "secret", authority="https://127.0.0.1:9")
     keyless = {name: value for name, value in app_env.items() if name != "COSMOS_KEY"}
-    bootstrap.configure(keyless, cosmos_options={"credential": credential})
+    bootstrap.configure(bootstrap.Composition(keyless, cosmos_options={"credential": credential}))
     await bootstrap.current().consumer()
     await bootstrap.close()
 

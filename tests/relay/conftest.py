@@ -30,7 +30,7 @@ from local.standins.topic import OrderEventsTopic
 from shared import bootstrap
 from shared.consumer.contract import parse_order
 from shared.consumer.core import IncomingMessage, build_documents
-from shared.telemetry.consumer import RelayTelemetry
+from shared.telemetry.relay import RelayTelemetry
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.orders import order_body
 from tests.state import documents

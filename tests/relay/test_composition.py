@@ -23,7 +23,7 @@ async def test_the_production_relay_is_built_with_the_identity_based_sender(
 ) -> None:
     # No sender passed: the azure-servicebus one, on the namespace, with managed identity;
     # built without connecting, and closed with the runtime.
-    composed = bootstrap.Runtime(relay_env)
+    composed = bootstrap.Runtime(bootstrap.Composition(relay_env))
     try:
         relay = await composed.relay()
         assert relay is await composed.relay()  # one per event loop

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from local.standins.broker import OutgoingMessage, PeekLockQueue
 from local.standins.host import LocalFunctionsHost
 from local.standins.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
+from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.contract import MAX_BODY_BYTES, MAX_DESCRIPTION_CHARS, DeadletterReason
 from shared.consumer.core import IncomingMessage, Outcome, Settlement, decide
 from shared.consumer.service import OrderConsumer
@@ -261,7 +262,12 @@ async def test_the_function_path_settles_exactly_once_whatever_arrives(
     consumer = OrderConsumer(store, ConsumerTelemetry("orders"))
     actions = RecordingActions()
 
-    decision = await consumer.handle(decode_host_binding(content), actions)
+    received = decode_host_binding(content)
+    settler = Settler()
+    try:
+        decision = await consumer.handle(to_incoming(received), settler.bound(actions, received))
+    finally:
+        settler.close()
 
     assert len(actions.calls) == 1
     operation, reason = actions.calls[0]

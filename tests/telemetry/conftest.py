@@ -113,7 +113,9 @@ async def install_consumer(
         telemetry = telemetry or captured.telemetry
         assert telemetry.queue_name == settings.queue_name
         return bootstrap.configure(
-            app_env, cosmos_options=client_options, telemetry=telemetry, **manual_time(clock)
+            bootstrap.Composition(
+                app_env, cosmos_options=client_options, telemetry=telemetry, **manual_time(clock)
+            )
         )
 
     return install

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.telemetry import consumer as telemetry
+from shared.telemetry import exporters as telemetry
 from tests.integration.identity_endpoint import identity_endpoint, token_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def test_without_a_connection_string_nothing_is_configured(tmp_path: Path) -> No
         f"""
         import opentelemetry._logs as logs, opentelemetry.metrics as metrics
         import opentelemetry.trace as trace
-        from shared.telemetry.consumer import configure_exporters
+        from shared.telemetry.exporters import configure_exporters
 
         assert configure_exporters({{}}) is False
         assert configure_exporters({{"APPLICATIONINSIGHTS_CONNECTION_STRING": "  "}}) is False
@@ -113,7 +113,7 @@ def test_with_a_connection_string_it_configures_exactly_once(tmp_path: Path) -> 
                     warnings.append(record.getMessage())
         logging.getLogger().addHandler(Collect())
 
-        from shared.telemetry.consumer import configure_exporters
+        from shared.telemetry.exporters import configure_exporters
         env = {{"APPLICATIONINSIGHTS_CONNECTION_STRING": {FAKE_CONNECTION_STRING!r}}}
         assert configure_exporters(env) is True
         assert configure_exporters(env) is True
@@ -131,7 +131,7 @@ def test_with_a_connection_string_it_configures_exactly_once(tmp_path: Path) -> 
         assert isinstance(logs.get_logger_provider(), LoggerProvider)
         handlers = logging.getLogger("orders").handlers
         assert [type(h) for h in handlers] == [LoggingHandler], handlers
-        # Healthy INFO records leave with their sampled traces only (shared.telemetry.consumer).
+        # Healthy INFO records leave with their sampled traces only (shared.telemetry.exporters).
         assert [type(f).__name__ for f in handlers[0].filters] == ["ExportedLogRecords"]
         assert not any(isinstance(h, LoggingHandler) for h in logging.getLogger().handlers)
         # The distro turns on azure-core's OpenTelemetry plugin: Cosmos calls become spans.
@@ -188,7 +188,7 @@ def test_the_exporter_authenticates_as_the_user_assigned_identity(tmp_path: Path
                 return _configure(**options)
             distro.configure_azure_monitor = counting
 
-            from shared.telemetry.consumer import configure_exporters
+            from shared.telemetry.exporters import configure_exporters
             assert configure_exporters({{
                 "APPLICATIONINSIGHTS_CONNECTION_STRING": {FAKE_CONNECTION_STRING!r},
                 "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "ClientId={uami};Authorization=AAD",

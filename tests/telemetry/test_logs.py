@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
-from shared.telemetry import consumer as telemetry
+from shared.telemetry import names as telemetry
+from shared.telemetry.exporters import ExportedLogRecords
 from tests.orders import message, order_body
 from tests.telemetry.conftest import Captured, InstallConsumer, deliver_twice, make_captured
 
@@ -199,7 +200,7 @@ async def test_only_a_sampled_delivery_s_healthy_outcome_is_exported_and_every_w
     provider = LoggerProvider()
     provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     handler = LoggingHandler(level=logging.NOTSET, logger_provider=provider)
-    handler.addFilter(telemetry.ExportedLogRecords())
+    handler.addFilter(ExportedLogRecords())
     exported = logging.getLogger(telemetry.EXPORTED_LOGGER_NAME)
     exported.addHandler(handler)
     caplog.set_level(logging.INFO, logger=telemetry.LOGGER_NAME)

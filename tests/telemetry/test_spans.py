@@ -17,7 +17,8 @@ from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
 from shared.consumer.core import IncomingMessage
-from shared.telemetry import consumer as telemetry
+from shared.telemetry import names as telemetry
+from shared.telemetry.spans import producer_links
 from tests.orders import message, order_body
 from tests.telemetry.conftest import Captured, deliver_twice
 
@@ -136,7 +137,7 @@ async def test_diagnostic_id_links_the_span_to_the_producer(
     ],
 )
 def test_producer_links(properties: dict[str, Any], linked_trace: str | None) -> None:
-    links = telemetry.producer_links(properties)
+    links = producer_links(properties)
 
     if linked_trace is None:
         assert links == []

@@ -15,7 +15,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 
 from local.standins.broker import PeekLockQueue
 from local.standins.host import LocalFunctionsHost
-from shared.telemetry import consumer as telemetry
+from shared.telemetry import names as telemetry
 from tests.orders import message, order_body
 from tests.telemetry.conftest import Captured
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from local.standins.broker import ManualClock, QueueSettings
+from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.clock import SYSTEM_CLOCK, document_timestamp
 from shared.consumer.core import (
     IncomingMessage,
@@ -168,7 +169,11 @@ async def test_the_consumer_stamps_accepted_at_with_its_own_clock() -> None:
     store = InMemoryOrderStore()
     consumer = OrderConsumer(store, ConsumerTelemetry("orders"), clock=clock)
 
-    await consumer.handle(received(order_body()), CompletingActions())
+    message, settler = received(order_body()), Settler()
+    try:
+        await consumer.handle(to_incoming(message), settler.bound(CompletingActions(), message))
+    finally:
+        settler.close()
 
     assert store.documents[("ord-1001", "ord-1001")]["acceptedAt"] == "2031-01-02T03:04:05.000000Z"
 

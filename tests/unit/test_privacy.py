@@ -28,9 +28,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.core import Outcome
 from shared.consumer.service import OrderConsumer
-from shared.telemetry.consumer import LOGGER_NAME, ConsumerTelemetry
+from shared.telemetry.consumer import ConsumerTelemetry
+from shared.telemetry.names import LOGGER_NAME
 from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.unit.doubles import CompletingActions, received
@@ -131,8 +133,12 @@ def test_no_input_value_reaches_a_dead_letter_description_a_log_or_a_span(
     logger.addHandler(records)
     level, logger.level = logger.level, logging.DEBUG
     try:
-        decision = asyncio.run(consumer.handle(message, actions))
+        settler = Settler()
+        decision = asyncio.run(
+            consumer.handle(to_incoming(message), settler.bound(actions, message))
+        )
     finally:
+        settler.close()
         logger.removeHandler(records)
         logger.setLevel(level)
 

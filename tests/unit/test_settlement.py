@@ -17,6 +17,7 @@ from shared.adapters.servicebus_in import (
     HOST_JSON,
     Settler,
     max_concurrent_calls,
+    to_incoming,
 )
 from shared.consumer.core import Decision, Outcome
 from shared.consumer.service import OrderConsumer
@@ -98,9 +99,12 @@ async def test_the_consumer_logs_and_swallows_a_timed_out_settlement(
     release = threading.Event()
     store = InMemoryOrderStore()
     settler = Settler(max_workers=2, timeout_s=0.2)
-    consumer = OrderConsumer(store, ConsumerTelemetry("orders"), settler=settler)
+    consumer = OrderConsumer(store, ConsumerTelemetry("orders"))
+    message = received(order_body())
     try:
-        decision = await consumer.handle(received(order_body()), BlockingActions(release))
+        decision = await consumer.handle(
+            to_incoming(message), settler.bound(BlockingActions(release), message)
+        )
     finally:
         release.set()
         settler.close()

@@ -1,0 +1,82 @@
+"""Every name the app's telemetry exports: span, attribute, metric, logger and scope names, and
+the values operators filter on. They are the contract of the KQL queries, alert rules and
+workbook in ``infra/`` and of docs/operations.md: change them together
+(``tests/telemetry/test_envelopes.py`` holds each name read in infra/ against what the real
+exporter sends).
+
+Span attributes follow the OpenTelemetry messaging semantic conventions (``messaging.*``, as of
+semconv 1.27+: ``messaging.operation.type``, ``messaging.message.conversation_id``,
+``messaging.servicebus.*``). The Azure Monitor exporter drops attributes with the standard
+prefixes (``messaging.``, ``db.``, ``http.`` ...) and ``error.type`` from ``customDimensions``, so
+every field an operator filters on is ALSO set under a kept ``orders.*`` name
+(``orders.message_id``, ``orders.delivery_count`` ...).
+
+Names only: no import, no behaviour.
+"""
+
+from __future__ import annotations
+
+# ---- the consumer -----------------------------------------------------------------------------
+
+INSTRUMENTATION_SCOPE = "orders.consumer"
+LOGGER_NAME = "orders.consumer"
+# The distro's logging handler goes on this logger: our records only, not every library's.
+EXPORTED_LOGGER_NAME = "orders"
+
+# Span names and attributes (semconv messaging, Azure Service Bus).
+MESSAGING_SYSTEM = "servicebus"
+OPERATION_TYPE = "process"
+ATTR_SYSTEM = "messaging.system"
+ATTR_OPERATION_TYPE = "messaging.operation.type"
+ATTR_OPERATION_NAME = "messaging.operation.name"
+ATTR_DESTINATION = "messaging.destination.name"
+ATTR_MESSAGE_ID = "messaging.message.id"
+ATTR_CONVERSATION_ID = "messaging.message.conversation_id"
+ATTR_DELIVERY_COUNT = "messaging.servicebus.message.delivery_count"
+ATTR_DISPOSITION = "messaging.servicebus.disposition_status"
+ATTR_ERROR_TYPE = "error.type"
+# The kept copies of the semconv fields operators filter on (the exporter drops the originals).
+ATTR_KEPT_QUEUE = "orders.queue"
+ATTR_KEPT_MESSAGE_ID = "orders.message_id"
+ATTR_KEPT_CORRELATION_ID = "orders.correlation_id"
+ATTR_KEPT_DELIVERY_COUNT = "orders.delivery_count"
+ATTR_KEPT_ERROR_TYPE = "orders.error_type"
+# Ours: what the consumer decided, in the vocabulary of the README and the metrics.
+ATTR_ORDER_ID = "orders.order_id"
+ATTR_OUTCOME = "orders.outcome"
+ATTR_SETTLEMENT = "orders.settlement"
+ATTR_ATTEMPTS = "orders.attempts"
+ATTR_DEADLETTER_REASON = "orders.deadletter_reason"
+ATTR_REQUEST_CHARGE = "orders.cosmos.request_charge"
+
+# Metric names: the alert rules and KQL in infra/ query these.
+METRIC_MESSAGES = "orders.messages"
+METRIC_DURATION = "orders.processing.duration"
+METRIC_REQUEST_CHARGE = "orders.cosmos.request_charge"
+METRIC_DELIVERY_COUNT = "orders.delivery_count"
+METRIC_RETRIES = "orders.retries"
+METRIC_SETTLEMENT_HUNG = "orders.settlement.hung"
+# The settlement attribute when the settlement call itself failed (lock lost, host gone).
+NOT_SETTLED = "none"
+
+# ---- the outbox relay and its watchdog --------------------------------------------------------
+
+
+RELAY_INSTRUMENTATION_SCOPE = "orders.relay"
+RELAY_LOGGER_NAME = "orders.relay"
+RELAY_OPERATION_TYPE = "send"
+ATTR_EVENT_ID = "orders.event_id"
+ATTR_TOPIC = "orders.topic"
+ATTR_RELAY_OUTCOME = "orders.relay.outcome"
+METRIC_RELAY_PUBLISHED = "orders.relay.published"
+METRIC_RELAY_FAILED = "orders.relay.failed"
+METRIC_RELAY_PARKED = "orders.relay.parked"
+METRIC_RELAY_LAG = "orders.relay.lag"
+# The outbox watchdog's (shared/relay/watchdog.py): one observation per run, so that a run that
+# finds
+# nothing still reports (valueCount = runs: the alert reads a silent watchdog as stuck too).
+METRIC_RELAY_STUCK = "orders.relay.stuck"
+METRIC_RELAY_STUCK_AGE = "orders.relay.stuck_age"
+RELAY_PUBLISHED = "published"
+RELAY_FAILED = "failed"
+RELAY_PARKED = "parked"
