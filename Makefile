@@ -42,9 +42,11 @@ $(INFRA_VENV)/.installed: requirements-infra.txt
 	$(INFRA_VENV)/bin/python -m pip install --quiet -r requirements-infra.txt
 	touch $@
 
+# lint-imports: the dependency contracts of pyproject.toml ([tool.importlinter], README "Layout").
 lint: install-python
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-logo
 
 typecheck: install-python
 	$(VENV)/bin/mypy
@@ -69,7 +71,8 @@ azurite: install-node
 	npx azurite --silent --location .local/azurite
 
 clean:
-	rm -rf $(VENV) $(INFRA_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(INFRA_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis \
+		.import_linter_cache
 
 # The operator tool draining a 10,000-message dead-letter queue (docs/operations.md); long run.
 .PHONY: bench-dead-letters
