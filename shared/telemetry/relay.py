@@ -67,9 +67,7 @@ class PublishSpan:
 
     def failed(self, error: BaseException, *, parked: bool = False) -> None:
         """A failed send; ``parked``: it will not be retried (``parked`` logs it)."""
-        self.telemetry._end_failed(
-            self.span, self.event_id, self.order_id, error, parked=parked
-        )
+        self.telemetry._end_failed(self.span, self.event_id, self.order_id, error, parked=parked)
 
 
 class RelayTelemetry:
