@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ops import audit_cli, parked_cli
+from ops import audit_cli, init_cosmos, parked_cli, send
 from ops.durations import parse_duration
 from ops.parked import OutboxDocuments
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
@@ -59,7 +59,8 @@ class Adapters:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ops",
-        description="The orders queue's dead-letter sub-queue, parked outbox events, audit.",
+        description="The orders queue's dead-letter sub-queue, parked outbox events, audit; "
+        "sample orders to a deployment (send) and its containers (init-cosmos).",
     )
     env = os.environ.get
     parser.add_argument("--namespace", default=env("SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"))
@@ -103,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     purging.add_argument("--json", action="store_true", help="every result, as JSON")
     parked_cli.add_commands(commands)
     audit_cli.add_commands(commands)
+    send.add_command(commands)
+    commands.add_parser(
+        "init-cosmos",
+        help="create the database, the orders and the leases containers from app settings",
+    )
     return parser
 
 
@@ -129,6 +135,11 @@ def main(
     nothing is built from the arguments. ``clock`` dates ages and windows (default: the
     dead-letter queue's, else the system's)."""
     args = build_parser().parse_args(argv)
+    # Against a deployment's own services, with the app's settings: no adapter of the tool.
+    if args.command == "send":
+        return send.run(args, out or sys.stdout)
+    if args.command == "init-cosmos":
+        return init_cosmos.run(out or sys.stdout)
     console = Console(file=out or sys.stdout, width=160, soft_wrap=True)
     adapters = Adapters(queue=queue, orders=orders, outbox=outbox, audit=audit, events=events)
     try:

@@ -13,7 +13,6 @@ The tool's own roles (Data Receiver, Data Sender) do not: the fallback is the us
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -21,9 +20,7 @@ from pathlib import Path
 from azure.core.exceptions import AzureError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
-from ops.durations import parse_duration
-
-MESSAGING_FILE = Path(__file__).resolve().parent.parent / "infra" / "messaging.json"
+from ops.messaging import MESSAGING_FILE, read_messaging
 
 
 @dataclass(frozen=True)
@@ -34,8 +31,7 @@ class Window:
 
 def configured_window(path: Path = MESSAGING_FILE) -> timedelta:
     """``duplicateDetectionHistoryTimeWindow`` of infra/messaging.json."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return parse_duration(str(data["duplicateDetectionHistoryTimeWindow"]))
+    return read_messaging(path).duplicate_detection_window
 
 
 def deployed_window(

@@ -45,9 +45,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlparse
 
 from shared.consumer.errors import ConfigurationError
@@ -234,3 +236,21 @@ def _integer(env: Mapping[str, str], name: str, default: int, *, minimum: int) -
     if value < minimum:
         raise ConfigurationError(name, f"must be at least {minimum}, got {value}")
     return value
+
+
+# ---- host.json ---------------------------------------------------------------------------------
+# The host's own configuration file, deployed next to function_app.py: the app reads the Service
+# Bus extension's section of it (the settlement pool is sized from maxConcurrentCalls), and so do
+# the local stand-in host (``local.standins.host``) and the tests. The one reader of that file.
+
+HOST_JSON = Path(__file__).resolve().parent.parent / "host.json"
+DEFAULT_MAX_CONCURRENT_CALLS = 16  # the Service Bus extension's default
+
+
+def max_concurrent_calls(host_json: Path = HOST_JSON) -> int:
+    """host.json ``extensions.serviceBus.maxConcurrentCalls``, or the extension's default."""
+    try:
+        value = json.loads(host_json.read_text())["extensions"]["serviceBus"]["maxConcurrentCalls"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return DEFAULT_MAX_CONCURRENT_CALLS
+    return value if isinstance(value, int) and value >= 1 else DEFAULT_MAX_CONCURRENT_CALLS

@@ -1,4 +1,5 @@
-"""Sample OrderPlaced bodies for tests."""
+"""Sample OrderPlaced messages for tests; the bodies are ``ops.sample_orders``'s (the one
+factory, for the demo, the tests and the benchmarks)."""
 
 from __future__ import annotations
 
@@ -6,22 +7,7 @@ import json
 from typing import Any
 
 from local.standins.broker import OutgoingMessage
-
-
-def order_body(order_id: str = "ord-1001", **overrides: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "schemaVersion": 1,
-        "orderId": order_id,
-        "customerId": "cust-42",
-        "currency": "EUR",
-        "placedAt": "2026-11-29T10:15:00+01:00",
-        "lines": [
-            {"sku": "SKU-1", "quantity": 2, "unitPriceMinor": 1250},
-            {"sku": "SKU-2", "quantity": 1, "unitPriceMinor": 999},
-        ],
-    }
-    body.update(overrides)
-    return body
+from ops.sample_orders import order_body as order_body  # re-exported: the tests' import
 
 
 def message(

@@ -53,12 +53,10 @@ with the table.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import json
 import logging
-import os
 import random
 import shlex
 import uuid
@@ -89,6 +87,7 @@ from local.scenarios.invariants import (
     outbox_off,
     stand_in_checks,
 )
+from local.scenarios.options import DemoOptions
 from local.scenarios.tool_runs import ToolRun, run_tool
 from local.standins.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue
 from local.standins.cosmos_server import ensure_container
@@ -102,6 +101,7 @@ from local.standins.faults import (
 )
 from local.standins.topic import RETAINED_SUBSCRIPTION, WorkerCrashed
 from ops.audit import NO_ORDER_LOST, Invariant
+from ops.sample_orders import random_order
 from shared.adapters.cosmos_orders import create_client
 from shared.config import WatchdogSettings
 from shared.consumer.contract import MAX_BODY_BYTES, parse_order
@@ -126,40 +126,6 @@ REFUSED_SENDS_BOUND = 1_000
 REFUSED_SENDS = "topic sends refused (injected: timeouts and the stall)"
 
 Tool = Callable[[Sequence[str]], ToolRun]
-
-
-@dataclass
-class DemoOptions:
-    orders: int = 500
-    seed: int = 7
-    concurrency: int = 16
-    duplicate_rate: float = 0.2
-    crash_rate: float = 0.05
-    lock_expiry_rate: float = 0.02
-    mismatch_rate: float = 0.02
-    poison_rate: float = 0.02
-    transport_fault_rate: float = 0.0  # chaos: 429/503/timeouts/resets below the Cosmos SDK
-    relay_crash_rate: float = 0.1  # of topic sends: accepted, then the worker dies before marking
-    send_failure_rate: float = 0.1  # of topic sends: refused with a timeout
-    # Documents per relay invocation (the trigger's maxItemsPerInvocation). The real feed hands
-    # over what accumulated since its last poll; the demo runs the relay after each phase, so a
-    # smaller bound stands for the many small batches of a relay polling alongside the consumer.
-    relay_batch: int = 20
-    relay_stall: int = 0  # sends refused in a row by a disabled topic, in phase 1's relay
-    # Orders accepted while the relay's lease store is empty, its trigger then started "from
-    # now": their events are left to the outbox watchdog.
-    skipped_orders: int = 5
-    # Orders whose events the topic refuses until the operator's fix: parked, then listed and
-    # republished with ``python -m ops parked``.
-    parked_events: int = 1
-    outbox: bool = True
-    cosmos_endpoint: str | None = None
-    cosmos_key: str | None = None
-    verify_tls: bool = True
-    quiet: bool = False
-    # ``python -m ops`` arguments run over the demo's data at the end, before the audit; ""
-    # skips it.
-    dead_letters: str = "list"
 
 
 @dataclass
@@ -196,24 +162,6 @@ class _Plan:
     poison: list[tuple[str, OutgoingMessage]]
 
 
-def order_document(rng: random.Random, order_id: str, placed: datetime) -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "orderId": order_id,
-        "customerId": f"cust-{rng.randrange(1, 200):04d}",
-        "currency": rng.choice(["EUR", "USD", "GBP"]),
-        "placedAt": placed.isoformat(timespec="seconds"),
-        "lines": [
-            {
-                "sku": f"SKU-{rng.randrange(1, 5000):05d}",
-                "quantity": rng.randrange(1, 5),
-                "unitPriceMinor": rng.randrange(100, 50_000),
-            }
-            for _ in range(rng.randrange(1, 11))
-        ],
-    }
-
-
 def plan(options: DemoOptions) -> _Plan:
     rng = random.Random(options.seed)
     start = datetime(2026, 11, 29, 8, 0, tzinfo=timezone(timedelta(hours=1)))
@@ -221,7 +169,7 @@ def plan(options: DemoOptions) -> _Plan:
     for index in range(options.orders):
         order_id = f"ord-{options.seed}-{index:05d}"
         placed = start + timedelta(seconds=17 * index)
-        bodies[order_id] = json.dumps(order_document(rng, order_id, placed)).encode()
+        bodies[order_id] = json.dumps(random_order(rng, order_id, placed)).encode()
     ids = list(bodies)
 
     def pick(rate: float) -> list[str]:
@@ -253,7 +201,7 @@ def plan(options: DemoOptions) -> _Plan:
 
 
 def _poison(kind: str, message_id: str, rng: random.Random, start: datetime) -> OutgoingMessage:
-    valid = order_document(rng, message_id, start)
+    valid = random_order(rng, message_id, start)
     if kind == "no-message-id":
         return OutgoingMessage(message_id=None, body=json.dumps(valid).encode())
     if kind == "not-json":
@@ -495,7 +443,7 @@ def extra_orders(options: DemoOptions, tag: str, count: int) -> dict[str, bytes]
     placed = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
     return {
         f"ord-{options.seed}-{tag}{index:03d}": json.dumps(
-            order_document(rng, f"ord-{options.seed}-{tag}{index:03d}", placed)
+            random_order(rng, f"ord-{options.seed}-{tag}{index:03d}", placed)
         ).encode()
         for index in range(count)
     }
@@ -841,124 +789,7 @@ def print_report(report: DemoReport, console: Console) -> None:
         )
 
 
-_RATES = (
-    "duplicate",
-    "crash",
-    "lock-expiry",
-    "mismatch",
-    "poison",
-    "relay-crash",
-    "send-failure",
-)
-
-
-def _add_run_arguments(
-    parser: argparse.ArgumentParser, defaults: DemoOptions, rates: tuple[str, ...]
-) -> None:
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
-    parser.add_argument(
-        "--relay-batch",
-        type=int,
-        default=defaults.relay_batch,
-        help="documents per relay invocation (the trigger's maxItemsPerInvocation)",
-    )
-    parser.add_argument(
-        "--relay-stall",
-        type=int,
-        default=defaults.relay_stall,
-        help="sends refused in a row by a disabled topic (a relay stall, retried)",
-    )
-    parser.add_argument(
-        "--skipped-orders",
-        type=int,
-        default=defaults.skipped_orders,
-        help="orders whose events the change feed skips (lease started from now): the "
-        "watchdog publishes them",
-    )
-    parser.add_argument(
-        "--parked-events",
-        type=int,
-        default=defaults.parked_events,
-        help="orders whose events the topic refuses until fixed: parked by the relay, then "
-        "listed and republished with python -m ops parked",
-    )
-    for rate in rates:
-        attribute = f"{rate.replace('-', '_')}_rate"
-        parser.add_argument(f"--{rate}-rate", type=float, default=getattr(defaults, attribute))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = DemoOptions()
-    parser.add_argument("--orders", type=int, default=defaults.orders)
-    _add_run_arguments(parser, defaults, _RATES)
-    parser.add_argument("--no-outbox", action="store_true", help="write the order alone")
-    parser.add_argument(
-        "--dead-letters",
-        default=defaults.dead_letters,
-        metavar="ARGS",
-        help="python -m ops arguments run over the demo's data at the end, before the audit "
-        '(default "list"; e.g. "show <MessageId>", "resubmit --reason X --dry-run"; "" skips)',
-    )
-    parser.add_argument(
-        "--cosmos-endpoint", help="a real Cosmos DB account or emulator instead of the local server"
-    )
-    parser.add_argument(
-        "--cosmos-key",
-        default=os.environ.get("COSMOS_KEY") or None,
-        help="account key (default: $COSMOS_KEY); omit both to use DefaultAzureCredential",
-    )
-    parser.add_argument(
-        "--no-verify-tls",
-        action="store_true",
-        help="accept a self-signed certificate (the Cosmos DB emulator)",
-    )
-
-
-CHAOS = DemoOptions(
-    orders=10_000,
-    duplicate_rate=0.2,
-    crash_rate=0.05,
-    lock_expiry_rate=0.02,
-    mismatch_rate=0.01,
-    poison_rate=0.01,
-    transport_fault_rate=0.05,
-    relay_crash_rate=0.1,
-    send_failure_rate=0.1,
-    relay_stall=30,
-    skipped_orders=20,
-)
-
-
-def add_chaos_arguments(parser: argparse.ArgumentParser) -> None:
-    """``make chaos``: the demo's machinery with every failure mixed in, at volume."""
-    parser.add_argument("--messages", type=int, default=CHAOS.orders, dest="orders")
-    _add_run_arguments(parser, CHAOS, (*_RATES, "transport-fault"))
-
-
-def main(arguments: argparse.Namespace) -> int:
-    options = DemoOptions(
-        orders=arguments.orders,
-        seed=arguments.seed,
-        concurrency=arguments.concurrency,
-        duplicate_rate=arguments.duplicate_rate,
-        crash_rate=arguments.crash_rate,
-        lock_expiry_rate=arguments.lock_expiry_rate,
-        mismatch_rate=arguments.mismatch_rate,
-        poison_rate=arguments.poison_rate,
-        transport_fault_rate=getattr(arguments, "transport_fault_rate", 0.0),
-        relay_crash_rate=arguments.relay_crash_rate,
-        send_failure_rate=arguments.send_failure_rate,
-        relay_batch=arguments.relay_batch,
-        relay_stall=arguments.relay_stall,
-        skipped_orders=arguments.skipped_orders,
-        parked_events=arguments.parked_events,
-        outbox=not getattr(arguments, "no_outbox", False),
-        cosmos_endpoint=getattr(arguments, "cosmos_endpoint", None),
-        cosmos_key=getattr(arguments, "cosmos_key", None),
-        verify_tls=not getattr(arguments, "no_verify_tls", False),
-        dead_letters=getattr(arguments, "dead_letters", ""),  # make chaos: not at volume
-    )
+def main(options: DemoOptions) -> int:
     logging.basicConfig(level=logging.ERROR)  # the summary tells the story, not library logs
     console = Console()
     report = asyncio.run(run_demo(options, console))

@@ -21,8 +21,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import json
-import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -31,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ops.messaging import read_messaging
 from shared.clock import SYSTEM_CLOCK, Clock
 
 __all__ = [
@@ -49,8 +48,6 @@ __all__ = [
     "QueueStats",
     "SettlementRecord",
     "SubQueue",
-    "default_messaging_file",
-    "parse_iso8601_duration",
 ]
 
 #: The dead-letter reason Service Bus itself uses when the delivery count is exhausted.
@@ -61,35 +58,6 @@ PropertyValue = str | int | float | bool
 # ---------------------------------------------------------------------------------------
 # Settings
 # ---------------------------------------------------------------------------------------
-
-_DURATION = re.compile(
-    r"^P(?:(?P<days>\d+)D)?"
-    r"(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
-)
-
-
-def parse_iso8601_duration(text: str) -> timedelta:
-    """Parse the PnDTnHnMnS subset of ISO-8601 that ARM/Bicep uses for queue properties.
-
-    Hand-rolled so that reading infra/messaging.json needs no extra dependency; years, months
-    and weeks are rejected because their length is ambiguous and Service Bus never uses them.
-    """
-    text = text.strip()
-    match = _DURATION.match(text)
-    if match is None or text == "P" or text.endswith("T"):  # the regex allows empty parts
-        raise ValueError(f"unsupported ISO-8601 duration: {text!r} (expected PnDTnHnMnS)")
-    parts = match.groupdict()
-    return timedelta(
-        days=int(parts["days"] or 0),
-        hours=int(parts["hours"] or 0),
-        minutes=int(parts["minutes"] or 0),
-        seconds=float(parts["seconds"] or 0),
-    )
-
-
-def default_messaging_file() -> Path:
-    """infra/messaging.json of this repository: the file the Bicep loads too."""
-    return Path(__file__).resolve().parents[2] / "infra" / "messaging.json"
 
 
 @dataclass(frozen=True)
@@ -116,14 +84,12 @@ class QueueSettings:
         Keyword overrides use the field names (e.g. ``lock_duration=timedelta(seconds=5)``)
         and exist for tests and demos that need a short lock or a low delivery limit.
         """
-        raw = json.loads((path or default_messaging_file()).read_text(encoding="utf-8"))
+        messaging = read_messaging(path)
         settings = cls(
-            lock_duration=parse_iso8601_duration(raw["lockDuration"]),
-            max_delivery_count=int(raw["maxDeliveryCount"]),
-            duplicate_detection_window=parse_iso8601_duration(
-                raw["duplicateDetectionHistoryTimeWindow"]
-            ),
-            queue_name=str(raw["queueName"]),
+            lock_duration=messaging.lock_duration,
+            max_delivery_count=messaging.max_delivery_count,
+            duplicate_detection_window=messaging.duplicate_detection_window,
+            queue_name=messaging.queue_name,
         )
         return dataclasses.replace(settings, **overrides) if overrides else settings
 

@@ -25,7 +25,6 @@ function timeout, and the worker's cancellation.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -33,7 +32,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from local.standins.broker import Delivery, ManualClock, PeekLockQueue
 from local.standins.host_binding import (
@@ -42,17 +40,11 @@ from local.standins.host_binding import (
     host_binding_bytes,
 )
 from local.standins.worker import FunctionsWorker, InvocationResult, Json, TypedValue
+from shared.config import max_concurrent_calls as host_max_concurrent_calls
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _SETTING_REFERENCE = re.compile(r"^%([^%]+)%$")
 logger = logging.getLogger("local.standins.host")
-
-
-def host_settings(path: Path = REPO_ROOT / "host.json") -> dict[str, Any]:
-    """``extensions.serviceBus`` of host.json: the same file the real host reads."""
-    document = json.loads(path.read_text())
-    settings: dict[str, Any] = document.get("extensions", {}).get("serviceBus", {})
-    return settings
 
 
 def resolve_setting(value: str, app_settings: Mapping[str, str]) -> str:
@@ -153,7 +145,7 @@ class LocalFunctionsHost:
         if trigger.get("autoCompleteMessages", True):
             raise ValueError("this stand-in only models autoCompleteMessages: false")
         self.max_concurrent_calls = int(
-            max_concurrent_calls or host_settings().get("maxConcurrentCalls", 16)
+            max_concurrent_calls or host_max_concurrent_calls(REPO_ROOT / "host.json")
         )
         self.stats = HostStats()
 

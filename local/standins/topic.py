@@ -44,7 +44,6 @@ errors other than those injected, real latency.
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 from collections.abc import Callable
@@ -61,9 +60,8 @@ from local.standins.broker import (
     PeekLockQueue,
     PropertyValue,
     QueueSettings,
-    default_messaging_file,
-    parse_iso8601_duration,
 )
+from ops.messaging import MESSAGING_FILE, read_messaging
 from shared.clock import SYSTEM_CLOCK, Clock
 
 # Standard tier: 256 KB per message (and per batch).
@@ -75,8 +73,10 @@ RETAINED_SUBSCRIPTION = "retained"
 
 def topic_name(path: Path | None = None) -> str:
     """``topicName`` of infra/messaging.json."""
-    raw = json.loads((path or default_messaging_file()).read_text(encoding="utf-8"))
-    return str(raw["topicName"])
+    name = read_messaging(path).topic_name
+    if name is None:
+        raise KeyError(f"topicName is not in {path or MESSAGING_FILE}")
+    return name
 
 
 @dataclass
@@ -151,12 +151,12 @@ class OrderEventsTopic:
         *,
         subscriptions: tuple[str, ...] = (RETAINED_SUBSCRIPTION,),
     ) -> OrderEventsTopic:
-        file = path or default_messaging_file()
-        raw = json.loads(file.read_text(encoding="utf-8"))
-        window = parse_iso8601_duration(raw["duplicateDetectionHistoryTimeWindow"])
+        file = path or MESSAGING_FILE
         topic = cls(
-            name=str(raw["topicName"]),
-            duplicate_detection_window_s=window.total_seconds(),
+            name=topic_name(file),
+            duplicate_detection_window_s=read_messaging(
+                file
+            ).duplicate_detection_window.total_seconds(),
             subscriptions={},
             clock=clock or SYSTEM_CLOCK,
             messaging_file=file,
@@ -174,7 +174,7 @@ class OrderEventsTopic:
         """A new, empty subscription: it receives what is sent from now on."""
         # A subscription delivers what the topic accepted: no duplicate detection of its own.
         settings = QueueSettings.from_messaging_file(
-            self.messaging_file or default_messaging_file(),
+            self.messaging_file or MESSAGING_FILE,
             queue_name=f"{self.name}/subscriptions/{name}",
             duplicate_detection_window=timedelta(0),
         )

@@ -25,15 +25,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
+from shared.config import max_concurrent_calls
 from shared.consumer.core import Decision, IncomingMessage, Settlement
 from shared.message_body import read_body
 
@@ -69,17 +68,6 @@ def to_incoming(message: Any) -> IncomingMessage:
 
 # A settlement is one gRPC round trip to the host on the same machine: seconds mean it hangs.
 SETTLEMENT_TIMEOUT_S = 10.0
-DEFAULT_MAX_CONCURRENT_CALLS = 16  # the Service Bus extension's default
-HOST_JSON = Path(__file__).resolve().parents[2] / "host.json"  # next to function_app.py
-
-
-def max_concurrent_calls(host_json: Path = HOST_JSON) -> int:
-    """host.json ``extensions.serviceBus.maxConcurrentCalls``, or the extension's default."""
-    try:
-        value = json.loads(host_json.read_text())["extensions"]["serviceBus"]["maxConcurrentCalls"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return DEFAULT_MAX_CONCURRENT_CALLS
-    return value if isinstance(value, int) and value >= 1 else DEFAULT_MAX_CONCURRENT_CALLS
 
 
 # Pools a settler may create over its life (the first and its replacements): hung threads are

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from datetime import timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,6 @@ INFRA = REPO / "infra"
 EMULATORS = REPO / "emulators"
 
 _PARSER = BicepParser()
-
-_ISO_DURATION = re.compile(
-    r"^P(?:(?P<days>\d+)D)?(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+)S)?)?$"
-)
 
 
 @cache
@@ -65,15 +60,6 @@ def int_literal(expr: Any) -> int:
     operator = expr["operator"]
     assert operator["type"] == "minus", expr
     return -int_literal(operator["operands"]["integer_value"])
-
-
-def iso_duration(value: str) -> timedelta:
-    """Parse the ISO 8601 durations Service Bus uses (PnD, PTnHnMnS); years/months are rejected."""
-    match = _ISO_DURATION.match(value)
-    if match is None or value in ("P", "PT") or value.endswith("T"):
-        raise ValueError(f"not a day/time ISO 8601 duration: {value!r}")
-    parts = {name: int(number) for name, number in match.groupdict().items() if number}
-    return timedelta(**parts)
 
 
 def _scalar(token: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ops.durations import parse_iso8601_duration as iso_duration  # the one parser
 from tests.infra.infra_support import (
     INFRA,
     REPO,
@@ -22,7 +23,6 @@ from tests.infra.infra_support import (
     body,
     doc,
     int_literal,
-    iso_duration,
     load_yaml,
     messaging,
     parse_bicep,

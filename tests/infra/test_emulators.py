@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.infra.infra_support import EMULATORS, iso_duration, load_yaml, messaging
+from ops.durations import parse_iso8601_duration as iso_duration  # the one parser
+from tests.infra.infra_support import EMULATORS, load_yaml, messaging
 
 COMPOSE = EMULATORS / "docker-compose.yml"
 SERVICEBUS_CONFIG = EMULATORS / "servicebus-config.json"

@@ -8,6 +8,7 @@ import json
 from datetime import timedelta
 
 from local.standins.topic import RETAINED_SUBSCRIPTION
+from ops.durations import parse_iso8601_duration as iso_duration  # the one parser
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
 from shared.relay.outbox import DISPATCHED_TTL_S
 from tests.infra.infra_support import (
@@ -16,7 +17,6 @@ from tests.infra.infra_support import (
     body,
     doc,
     int_literal,
-    iso_duration,
     messaging,
 )
 

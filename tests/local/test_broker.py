@@ -21,8 +21,8 @@ from local.standins.broker import (
     PeekLockQueue,
     QueueSettings,
     SubQueue,
-    parse_iso8601_duration,
 )
+from ops.durations import parse_iso8601_duration
 
 LOCK = timedelta(seconds=30)
 WINDOW = timedelta(minutes=10)

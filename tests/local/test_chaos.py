@@ -6,7 +6,8 @@ import dataclasses
 
 from rich.console import Console
 
-from local.scenarios.demo import CHAOS, run_demo
+from local.scenarios.demo import run_demo
+from local.scenarios.options import CHAOS
 
 
 async def test_chaos_run_keeps_every_invariant() -> None:

@@ -16,7 +16,7 @@ from azure.cosmos.aio import ContainerProxy
 from rich.console import Console
 
 from local.assembly.world import World
-from local.scenarios.demo import POISON_KINDS, DemoOptions, _ParkedRun, plan, run_demo
+from local.scenarios.demo import POISON_KINDS, _ParkedRun, plan, run_demo
 from local.scenarios.invariants import (
     AUDIT,
     DEMO,
@@ -29,6 +29,7 @@ from local.scenarios.invariants import (
     outbox_off,
     stand_in_checks,
 )
+from local.scenarios.options import DemoOptions
 from local.scenarios.tool_runs import ToolRun
 from local.standins.broker import OutgoingMessage
 from local.standins.faults import FaultInjectingTransport, FaultKind, FaultRule

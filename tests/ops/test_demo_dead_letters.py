@@ -12,12 +12,12 @@ from rich.console import Console
 
 from local.scenarios.demo import (
     POISON_KINDS,
-    DemoOptions,
     extra_orders,
     plan,
     print_report,
     run_demo,
 )
+from local.scenarios.options import DemoOptions
 
 SMALL = {"orders": 40, "seed": 5, "mismatch_rate": 0.1, "poison_rate": 0.1, "quiet": True}
 

@@ -21,9 +21,8 @@ from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
 OPS_REQUIREMENTS = REPO / "requirements-ops.txt"
-# Every module of the tool an operator runs (local.assembly.dead_letter_queue is the stand-in's,
-# not theirs),
-# and what the tool imports only when it needs it (DefaultAzureCredential).
+# Every module of the tool an operator runs, and what the tool imports only when it needs it
+# (DefaultAzureCredential).
 TOOL_MODULES = [
     "ops.cli",
     "ops.servicebus",
@@ -33,6 +32,10 @@ TOOL_MODULES = [
     "ops.parked_cli",
     "ops.audit",
     "ops.audit_cli",
+    "ops.send",
+    "ops.init_cosmos",
+    "ops.messaging",
+    "ops.sample_orders",
     "azure.identity",
 ]
 
@@ -153,7 +156,7 @@ def test_the_tool_starts_with_only_the_declared_distributions_importable() -> No
     )
 
     assert result.returncode == 0, result.stderr[-2000:]
-    for command in ("list", "resubmit", "purge", "parked", "audit"):
+    for command in ("list", "resubmit", "purge", "parked", "audit", "send", "init-cosmos"):
         assert command in result.stdout
 
 

@@ -1,4 +1,5 @@
-"""``python -m local init-cosmos`` creates what both functions need: the orders container and the
+"""``python -m ops init-cosmos`` (the operator tool's; ``python -m local init-cosmos`` runs it too)
+creates what both functions need: the orders container and the
 relay trigger's ``leases`` container (partition key ``/id``), which the trigger never creates
 (``createLeaseContainerIfNotExists`` is false)."""
 
@@ -32,7 +33,7 @@ async def test_init_cosmos_creates_the_orders_and_the_leases_containers(
     command = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "local",
+        "ops",
         "init-cosmos",
         cwd=REPO,
         env=env,

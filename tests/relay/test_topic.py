@@ -11,7 +11,8 @@ from azure.servicebus.exceptions import ServiceBusServerBusyError
 
 from local.standins.broker import ManualClock
 from local.standins.topic import RETAINED_SUBSCRIPTION, OrderEventsTopic
-from tests.infra.infra_support import iso_duration, messaging
+from ops.durations import parse_iso8601_duration as iso_duration  # the one parser
+from tests.infra.infra_support import messaging
 
 
 async def send(topic: OrderEventsTopic, *message_ids: str) -> None:

@@ -12,13 +12,8 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.servicebus_in import (
-    DEFAULT_MAX_CONCURRENT_CALLS,
-    HOST_JSON,
-    Settler,
-    max_concurrent_calls,
-    to_incoming,
-)
+from shared.adapters.servicebus_in import Settler, to_incoming
+from shared.config import DEFAULT_MAX_CONCURRENT_CALLS, HOST_JSON, max_concurrent_calls
 from shared.consumer.core import Decision, Outcome
 from shared.consumer.service import OrderConsumer
 from shared.telemetry.consumer import ConsumerTelemetry

@@ -1,0 +1,157 @@
+"""The demo's and chaos's options, defined once: ``DemoOptions``'s fields are the command line.
+
+Each field's metadata says how it is typed (``--seed``, ``--crash-rate`` ...: the field's name
+with dashes, its type and default from the field; a ``bool`` that defaults to true is a
+``--no-...`` switch), its help, and which command offers it (``demo``, ``chaos`` or both;
+``quiet`` none: the tests' own). ``CHAOS`` is the same options at volume with every failure
+mixed in. ``parse`` turns ``python -m local demo|chaos ...`` into the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+DEMO, CHAOS_COMMAND = "demo", "chaos"
+BOTH = (DEMO, CHAOS_COMMAND)
+
+
+def _option(
+    default: Any,
+    help: str | None = None,
+    *,
+    commands: tuple[str, ...] = BOTH,
+    chaos_flag: str | None = None,
+) -> Any:
+    return field(
+        default=default, metadata={"help": help, "commands": commands, "chaos_flag": chaos_flag}
+    )
+
+
+@dataclass
+class DemoOptions:
+    orders: int = _option(500, chaos_flag="--messages")
+    seed: int = _option(7)
+    concurrency: int = _option(16)
+    duplicate_rate: float = _option(0.2)
+    crash_rate: float = _option(0.05)
+    lock_expiry_rate: float = _option(0.02)
+    mismatch_rate: float = _option(0.02)
+    poison_rate: float = _option(0.02)
+    # chaos: 429/503/timeouts/resets below the Cosmos SDK
+    transport_fault_rate: float = _option(0.0, commands=(CHAOS_COMMAND,))
+    # of topic sends: accepted, then the worker dies before marking
+    relay_crash_rate: float = _option(0.1)
+    send_failure_rate: float = _option(0.1)  # of topic sends: refused with a timeout
+    # Documents per relay invocation (the trigger's maxItemsPerInvocation). The real feed hands
+    # over what accumulated since its last poll; the demo runs the relay after each phase, so a
+    # smaller bound stands for the many small batches of a relay polling alongside the consumer.
+    relay_batch: int = _option(
+        20, "documents per relay invocation (the trigger's maxItemsPerInvocation)"
+    )
+    # Sends refused in a row by a disabled topic, in phase 1's relay.
+    relay_stall: int = _option(
+        0, "sends refused in a row by a disabled topic (a relay stall, retried)"
+    )
+    # Orders accepted while the relay's lease store is empty, its trigger then started "from
+    # now": their events are left to the outbox watchdog.
+    skipped_orders: int = _option(
+        5,
+        "orders whose events the change feed skips (lease started from now): the "
+        "watchdog publishes them",
+    )
+    # Orders whose events the topic refuses until the operator's fix: parked, then listed and
+    # republished with ``python -m ops parked``.
+    parked_events: int = _option(
+        1,
+        "orders whose events the topic refuses until fixed: parked by the relay, then "
+        "listed and republished with python -m ops parked",
+    )
+    outbox: bool = _option(True, "write the order alone", commands=(DEMO,))
+    cosmos_endpoint: str | None = _option(
+        None,
+        "a real Cosmos DB account or emulator instead of the local server",
+        commands=(DEMO,),
+    )
+    cosmos_key: str | None = _option(
+        None,
+        "account key (default: $COSMOS_KEY); omit both to use DefaultAzureCredential",
+        commands=(DEMO,),
+    )
+    verify_tls: bool = _option(
+        True, "accept a self-signed certificate (the Cosmos DB emulator)", commands=(DEMO,)
+    )
+    quiet: bool = _option(False, commands=())
+    # ``python -m ops`` arguments run over the demo's data at the end, before the audit; ""
+    # skips it (and make chaos skips it: not at volume).
+    dead_letters: str = _option(
+        "list",
+        "python -m ops arguments run over the demo's data at the end, before the audit "
+        '(default "list"; e.g. "show <MessageId>", "resubmit --reason X --dry-run"; "" skips)',
+        commands=(DEMO,),
+    )
+
+
+CHAOS = DemoOptions(
+    orders=10_000,
+    duplicate_rate=0.2,
+    crash_rate=0.05,
+    lock_expiry_rate=0.02,
+    mismatch_rate=0.01,
+    poison_rate=0.01,
+    transport_fault_rate=0.05,
+    relay_crash_rate=0.1,
+    send_failure_rate=0.1,
+    relay_stall=30,
+    skipped_orders=20,
+    dead_letters="",
+)
+
+
+def add_options(parser: argparse.ArgumentParser, command: str) -> None:
+    """The command's options, from ``DemoOptions``'s fields (defaults: ``CHAOS``'s for chaos)."""
+    defaults = CHAOS if command == CHAOS_COMMAND else DemoOptions()
+    for option in dataclasses.fields(DemoOptions):
+        if command not in option.metadata["commands"]:
+            continue
+        name = option.name
+        default = getattr(defaults, name)
+        flag = (command == CHAOS_COMMAND and option.metadata["chaos_flag"]) or "--" + name.replace(
+            "_", "-"
+        )
+        if name == "cosmos_key":
+            default = os.environ.get("COSMOS_KEY") or None
+        if isinstance(default, bool):
+            parser.add_argument(
+                f"--no-{name.replace('_', '-')}",
+                dest=name,
+                action="store_false",
+                help=option.metadata["help"],
+            )
+            continue
+        parser.add_argument(
+            flag,
+            dest=name,
+            type=type(default) if default is not None else str,
+            default=default,
+            help=option.metadata["help"],
+            metavar="ARGS" if name == "dead_letters" else None,
+        )
+
+
+def parse(argv: list[str], description: str | None = None) -> DemoOptions:
+    """``demo ...`` or ``chaos ...`` -> the options (those a command does not offer: its
+    defaults)."""
+    parser = argparse.ArgumentParser(prog="python -m local", description=description)
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_options(commands.add_parser(DEMO, help="the whole flow offline"), DEMO)
+    add_options(
+        commands.add_parser(CHAOS_COMMAND, help="every failure mixed in, at volume (make chaos)"),
+        CHAOS_COMMAND,
+    )
+    arguments = vars(parser.parse_args(argv))
+    defaults = CHAOS if arguments.pop("command") == CHAOS_COMMAND else DemoOptions()
+    return dataclasses.replace(defaults, **arguments)
