@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.cosmos.aio import ContainerProxy
 

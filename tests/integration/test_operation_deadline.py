@@ -72,9 +72,7 @@ async def test_a_conflict_read_whose_answer_is_slow_ends_at_the_deadline_as_tran
 ) -> None:
     orders, transport = store
     await container.create_item(order("ord-deadline-2"))
-    rule = transport.add(
-        FaultRule(FaultKind.SLOW_RESPONSE, delay_s=SLOW_ANSWER_S, **POINT_READS)
-    )
+    rule = transport.add(FaultRule(FaultKind.SLOW_RESPONSE, delay_s=SLOW_ANSWER_S, **POINT_READS))
 
     started = time.monotonic()
     with pytest.raises(TransientStoreError, match="deadline"):
