@@ -524,6 +524,12 @@ AUDIT = [
         "",
     ),
     _ops("audit", "ttl-expired-unknown", '        "TTLExpiredException",\n', ""),
+    _ops(
+        "audit",
+        "orphaned-document-unknown",
+        ") | {ORPHANED_DOCUMENT}  #",
+        ")  #",
+    ),
     _ops("audit", "shown-ids-50", "SHOWN_IDS = 5  #", "SHOWN_IDS = 50  #"),
     _ops(
         "audit",
