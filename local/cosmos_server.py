@@ -72,8 +72,13 @@ class LocalCosmosServer:
             [node, "-e", _EXIT_WITH_PARENT + _KEEP_ALIVE_SCRIPT, str(LIBRARY), "127.0.0.1", "0"]
             if self.keep_alive
             # The CLI as it is (it reads process.argv.slice(2): the arguments after its path).
-            else [node, "-e", _EXIT_WITH_PARENT + "require(process.argv[1]);", str(CLI)]
-            + ["--host", "127.0.0.1", "--port", "0"]
+            else [
+                node,
+                "-e",
+                _EXIT_WITH_PARENT + "require(process.argv[1]);",
+                str(CLI),
+                *("--host", "127.0.0.1", "--port", "0"),
+            ]
         )
         self._process = subprocess.Popen(
             command,
