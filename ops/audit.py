@@ -36,6 +36,7 @@ from typing import Any
 
 from ops.port import DeadLetter
 from shared.consumer.contract import FINGERPRINT_ALGORITHMS, DeadletterReason
+from shared.consumer.core import ORPHANED_DOCUMENT
 from shared.message_body import read_body
 from shared.relay.outbox import (
     OUTBOX_TYPE,
@@ -62,7 +63,7 @@ CONSUMER_REASONS = frozenset(
     value
     for name, value in vars(DeadletterReason).items()
     if name.isupper() and isinstance(value, str)
-)
+) | {ORPHANED_DOCUMENT}  # the core's own: a store error, not a contract reason
 KNOWN_REASONS = SERVICE_BUS_REASONS | CONSUMER_REASONS
 SHOWN_IDS = 5  # offending ids in a one-line detail (all of them are in ``offending``)
 

@@ -8,6 +8,14 @@ as it is.
 
 What it does not do (tests that need these run only against the real emulator, see README):
 transactional batches are not atomic, request charge is always 1, no change feed, no TTL.
+
+The server dies with the process that started it, however that process ends: its stdin is a
+pipe whose only writer is this process, so when it exits, even by SIGKILL (a mutant that timed
+out, a test run killed), the kernel closes the pipe and the server reads end-of-file ("The
+'end' event is emitted when there is no more data to be consumed from the stream",
+nodejs.org/api/stream.html#event-end) and exits. ``subprocess`` pipes are not inherited by
+other children (os.pipe creates non-inheritable descriptors, docs.python.org/3/library/
+os.html#fd-inheritance), so no other process keeps it open.
 """
 
 from __future__ import annotations
@@ -32,6 +40,12 @@ EMULATOR_KEY = (
 _READY = re.compile(rb"connections at (\S+):(\d+)")
 # The CLI's start-up (cli.js) with the library's keepAlive option, which the CLI does not expose;
 # it prints the same "Ready to accept HTTPS connections at host:port" line.
+# Every start-up script begins with this: exit when the parent's end of stdin closes.
+_EXIT_WITH_PARENT = """
+process.stdin.on("end", () => process.exit(0));
+process.stdin.on("error", () => process.exit(0));
+process.stdin.resume();
+"""
 _KEEP_ALIVE_SCRIPT = """
 const [library, host, port] = process.argv.slice(1);
 const { createHttpsServer } = require(library);
@@ -55,12 +69,20 @@ class LocalCosmosServer:
                 "the local Cosmos DB server is not installed: run `make install` (needs node/npm)"
             )
         command = (
-            [node, "-e", _KEEP_ALIVE_SCRIPT, str(LIBRARY), "127.0.0.1", "0"]
+            [node, "-e", _EXIT_WITH_PARENT + _KEEP_ALIVE_SCRIPT, str(LIBRARY), "127.0.0.1", "0"]
             if self.keep_alive
-            else [node, str(CLI), "--host", "127.0.0.1", "--port", "0"]
+            # The CLI as it is (it reads process.argv.slice(2): the arguments after its path).
+            else [
+                node,
+                "-e",
+                _EXIT_WITH_PARENT + "require(process.argv[1]);",
+                str(CLI),
+                *("--host", "127.0.0.1", "--port", "0"),
+            ]
         )
         self._process = subprocess.Popen(
             command,
+            stdin=subprocess.PIPE,  # never written: its closing is the parent's end
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
@@ -87,6 +109,8 @@ class LocalCosmosServer:
 
     def stop(self) -> None:
         if self._process is not None:
+            if self._process.stdin is not None:
+                self._process.stdin.close()
             self._process.terminate()
             try:
                 self._process.wait(timeout=10)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
 
 # Seconds. Two sequential operations (create, then the conflict read) plus settlement must fit
-# in the 60 s lock; the host also renews the lock while the function runs.
+# in the 60 s lock; the host also renews the lock while the function runs. A deadline of the
+# adapter's own (``_within_deadline``), not only the SDK's ``timeout=``.
 OPERATION_TIMEOUT_S = 20
 CLIENT_OPTIONS: dict[str, Any] = {
     "connection_timeout": 5,  # TCP/TLS connect
@@ -125,17 +126,21 @@ class CosmosOrderStore:
         operation = "create" if len(documents) == 1 else "batch"
         try:
             if operation == "create":
-                await self._container.create_item(
-                    dict(documents[0]),
-                    timeout=OPERATION_TIMEOUT_S,
-                    response_hook=self._charge_hook(operation),
+                await _within_deadline(
+                    self._container.create_item(
+                        dict(documents[0]),
+                        timeout=OPERATION_TIMEOUT_S,
+                        response_hook=self._charge_hook(operation),
+                    )
                 )
             else:
-                await self._container.execute_item_batch(
-                    [("create", (dict(document),)) for document in documents],
-                    partition_key=partition_key,
-                    timeout=OPERATION_TIMEOUT_S,
-                    response_hook=self._charge_hook(operation),
+                await _within_deadline(
+                    self._container.execute_item_batch(
+                        [("create", (dict(document),)) for document in documents],
+                        partition_key=partition_key,
+                        timeout=OPERATION_TIMEOUT_S,
+                        response_hook=self._charge_hook(operation),
+                    )
                 )
         except cosmos_errors.CosmosBatchOperationError as error:
             self._charge_of_error(operation, error)
@@ -156,11 +161,13 @@ class CosmosOrderStore:
 
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
         try:
-            document: Mapping[str, Any] = await self._container.read_item(
-                order_id,
-                partition_key=order_id,
-                timeout=OPERATION_TIMEOUT_S,
-                response_hook=self._charge_hook("read"),
+            document: Mapping[str, Any] = await _within_deadline(
+                self._container.read_item(
+                    order_id,
+                    partition_key=order_id,
+                    timeout=OPERATION_TIMEOUT_S,
+                    response_hook=self._charge_hook("read"),
+                )
             )
         except cosmos_errors.CosmosResourceNotFoundError as error:
             self._charge_of_error("read", error)
@@ -189,6 +196,28 @@ class CosmosOrderStore:
         charge = headers.get("x-ms-request-charge")
         if charge is not None and self._on_request_charge is not None:
             self._on_request_charge(operation, float(charge))
+
+
+async def _within_deadline[T](operation: Awaitable[T]) -> T:
+    """The operation, cancelled ``OPERATION_TIMEOUT_S`` after it started, whatever its attempt is
+    doing. The SDK's ``timeout=`` is checked only before each attempt
+    (azure/cosmos/aio/_retry_utility_async.py:133-136, 276-279) and caps only an attempt's
+    connect timeout (azure/cosmos/aio/_retry_utility_async.py:380 with
+    azure/cosmos/_retry_utility.py:386-398); its read timeout is the client's, whatever is left
+    (azure/cosmos/aio/_asynchronous_request.py:73-76, given to aiohttp as ``sock_read``,
+    azure/core/pipeline/transport/_aiohttp.py:349-351). An attempt started just before the
+    timeout could thus last ``read_timeout`` more: 35 s, and a duplicate 80 s, past the lock.
+    Cancelled, a write may still have committed: the ambiguous write the redelivery resolves."""
+    deadline = asyncio.timeout(OPERATION_TIMEOUT_S)
+    try:
+        async with deadline:
+            return await operation
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        raise TimeoutError(
+            f"no answer within the {OPERATION_TIMEOUT_S} s operation deadline"
+        ) from None
 
 
 def conflicting_document(

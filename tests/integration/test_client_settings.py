@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.cosmos.aio import ContainerProxy
 
@@ -55,21 +54,15 @@ def test_one_attempt_and_the_throttling_waits_fit_inside_one_operation() -> None
     assert CLIENT_OPTIONS["retry_backoff_max"] < OPERATION_TIMEOUT_S
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product defect (shared/adapters/cosmos_orders.py, reported): the SDK checks the "
-    "absolute "
-    "timeout only before an attempt and never shortens an attempt's read timeout, so one "
-    "operation may last OPERATION_TIMEOUT_S + read_timeout (35 s), a duplicate 2 x 35 + 10 s",
-)
 def test_the_worst_case_of_create_conflict_read_and_settlement_fits_inside_the_lock() -> None:
     # The SDK checks the absolute timeout before each attempt (azure/cosmos/aio/
-    # _retry_utility_async.py:133-136 and 276-279) and caps an attempt's connect timeout by what
-    # is left of it (azure/cosmos/_retry_utility.py:386-398), but an attempt's read timeout is
-    # always the client's (azure/cosmos/aio/_asynchronous_request.py:73-76): an attempt started
-    # just before OPERATION_TIMEOUT_S may wait read_timeout more. The host's lock renewal covers
-    # the overrun today; the module docstring promises a fit "even before the host renews it".
-    worst_operation = OPERATION_TIMEOUT_S + CLIENT_OPTIONS["read_timeout"]
+    # _retry_utility_async.py:133-136 and 276-279) and caps an attempt's connect timeout by it
+    # (azure/cosmos/_retry_utility.py:386-398), but an attempt's read timeout is always the
+    # client's (azure/cosmos/aio/_asynchronous_request.py:73-76): an attempt started just before
+    # OPERATION_TIMEOUT_S could wait read_timeout more (35 s). The store's own deadline ends
+    # every operation at OPERATION_TIMEOUT_S whatever its attempt does
+    # (tests/integration/test_operation_deadline.py), so that is the worst case of one.
+    worst_operation = OPERATION_TIMEOUT_S
     assert 2 * worst_operation + SETTLEMENT_TIMEOUT_S <= LOCK_S - LOCK_MARGIN_S
 
 

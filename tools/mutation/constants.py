@@ -514,6 +514,125 @@ OUTBOX = [
     ),
 ]
 
+WATCHDOG = [
+    _m(
+        "relay/watchdog",
+        "schedule-hourly",
+        'WATCHDOG_SCHEDULE = "0 */5 * * * *"',
+        'WATCHDOG_SCHEDULE = "0 0 * * * *"',
+    ),
+    _m("relay/watchdog", "one-page-per-run", "MAX_PAGES_PER_RUN = 20", "MAX_PAGES_PER_RUN = 1"),
+    _m(
+        "relay/watchdog",
+        "default-age-zero",
+        "    min_age_s: float = 300.0\n",
+        "    min_age_s: float = 0.0\n",
+    ),
+    _m(
+        "relay/watchdog",
+        "default-page-of-one",
+        "    max_documents: int = 500  # per page",
+        "    max_documents: int = 1  # per page",
+    ),
+]
+
+OUTBOX_STORE = [
+    _m(
+        "adapters/cosmos_outbox",
+        "stuck-cutoff-exclusive",
+        '" AND c.createdAt <= @cutoff"',
+        '" AND c.createdAt < @cutoff"',
+    ),
+    _m(
+        "adapters/cosmos_outbox",
+        "stuck-any-event-type",
+        " AND c.eventType = @eventType",
+        "",
+    ),
+]
+
+EVENT_PUBLISHER = [
+    _m(
+        "adapters/servicebus_out",
+        "send-timeout-300",
+        "SEND_TIMEOUT_S = 30.0",
+        "SEND_TIMEOUT_S = 300.0",
+    ),
+    _m("adapters/servicebus_out", "no-grace", "_GRACE_S = 1.0", "_GRACE_S = 0.0"),
+]
+
+
+def _ops(module: str, what: str, old: str, new: str) -> ConstantMutant:
+    return ConstantMutant(f"ops/{module}.py", what, old, new)
+
+
+AUDIT = [
+    _ops(
+        "audit",
+        "max-delivery-count-unknown",
+        '        "MaxDeliveryCountExceeded",\n',
+        "",
+    ),
+    _ops("audit", "ttl-expired-unknown", '        "TTLExpiredException",\n', ""),
+    _ops(
+        "audit",
+        "orphaned-document-unknown",
+        ") | {ORPHANED_DOCUMENT}  #",
+        ")  #",
+    ),
+    _ops("audit", "shown-ids-50", "SHOWN_IDS = 5  #", "SHOWN_IDS = 50  #"),
+    _ops(
+        "audit",
+        "nothing-pending-renamed",
+        'NOTHING_PENDING = "no outbox event left pending or parked"',
+        'NOTHING_PENDING = "no outbox event left pending"',
+    ),
+]
+
+RESUBMIT = [
+    _ops(
+        "resubmit",
+        "held-is-done",
+        "        Verdict.RESUBMITTED,\n        Verdict.ALREADY_STORED,\n",
+        "        Verdict.RESUBMITTED,\n        Verdict.HELD,\n        Verdict.ALREADY_STORED,\n",
+    ),
+    _ops(
+        "resubmit",
+        "resubmitted-not-done",
+        "        Verdict.RESUBMITTED,\n        Verdict.ALREADY_STORED,\n",
+        "        Verdict.ALREADY_STORED,\n",
+    ),
+    _ops(
+        "resubmit",
+        "dry-run-not-done",
+        "        Verdict.WOULD_RESUBMIT,\n        Verdict.WOULD_REMOVE,\n",
+        "        Verdict.WOULD_REMOVE,\n",
+    ),
+    _ops(
+        "resubmit",
+        "dropped-renamed",
+        'DROPPED = "dropped"',
+        'DROPPED = "lost"',
+    ),
+]
+
+SERVICEBUS = [
+    _ops(
+        "servicebus",
+        "dead-letter-reason-travels",
+        '_BROKER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})',
+        '_BROKER_PROPERTIES = frozenset({"DeadLetterErrorDescription"})',
+    ),
+    _ops(
+        "servicebus",
+        "dead-letter-description-travels",
+        '_BROKER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})',
+        '_BROKER_PROPERTIES = frozenset({"DeadLetterReason"})',
+    ),
+    _ops("servicebus", "peek-page-of-one", "PEEK_PAGE = 250  #", "PEEK_PAGE = 1  #"),
+    _ops("servicebus", "receive-one", "RECEIVE_BATCH = 100  #", "RECEIVE_BATCH = 1  #"),
+]
+
 MUTANTS: tuple[ConstantMutant, ...] = (
     *CORE,
     *CONTRACT,
@@ -521,4 +640,10 @@ MUTANTS: tuple[ConstantMutant, ...] = (
     *CONFIG,
     *RELAY,
     *OUTBOX,
+    *WATCHDOG,
+    *OUTBOX_STORE,
+    *EVENT_PUBLISHER,
+    *AUDIT,
+    *RESUBMIT,
+    *SERVICEBUS,
 )

@@ -1,0 +1,387 @@
+"""Each audit invariant exactly as the operator reads it: the row's name, PASS or FAIL, every
+offending id, and the one-line detail (what broke, how many, the first ids). ``python -m ops
+audit`` prints these rows and the demo matches its rows to the tool's by name, so a renamed
+invariant, a lost or misspelt detail, or an offending id dropped is a broken report.
+
+Documents are the consumer's own (``build_documents``), dead letters as the port describes
+them. What each test kills (``make mutation``, ``ops.audit``): every literal of the names and
+details, each selection of offending ids, the bound on the ids shown, the Service Bus reasons,
+the reading of a delivered event's body, the live audit's merge of window and stuck documents.
+
+Found by it: ``OrphanedDocument``, a reason the consumer itself dead-letters with
+(shared/consumer/core.py), was unknown to the audit, so one orphaned order made "every dead
+letter with its reason" FAIL (``test_every_reason_service_bus_or_the_consumer_gives_is_known``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ops.audit import (
+    AuditData,
+    Invariant,
+    SeenEvent,
+    audit,
+    dead_lettered_as,
+    every_dead_letter_has_a_reason,
+    no_dead_letter_for,
+    no_event_for_rejected,
+    no_order_lost,
+    nothing_pending,
+    one_event_per_accepted_order,
+    one_order_per_id,
+    orders_are_the_requests,
+)
+from ops.port import DeadLetter
+from shared.consumer.contract import parse_order
+from shared.consumer.core import IncomingMessage, build_documents
+from tests.orders import order_body
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def accepted(order_id: str, **overrides: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    raw = json.dumps(order_body(order_id, **overrides)).encode()
+    order, event = build_documents(
+        parse_order(raw, order_id),
+        IncomingMessage(order_id, raw),
+        outbox_enabled=True,
+        accepted_at=NOW,
+    )
+    return order, event
+
+
+def letter(message_id: str | None, reason: str, sequence: int = 1) -> DeadLetter:
+    return DeadLetter(sequence, message_id, NOW, 10, reason, None, b"{}")
+
+
+def seen(order: dict[str, Any], **changes: Any) -> SeenEvent:
+    return SeenEvent(
+        "e-" + order["orderId"],
+        order["orderId"],
+        changes.get("total_minor", order["totalMinor"]),
+        changes.get("customer_id", order["customerId"]),
+    )
+
+
+# ---- 1. one order per id --------------------------------------------------------------------
+
+
+def test_one_order_per_id_passes_with_the_count_and_names_each_kind_of_break() -> None:
+    a, _ = accepted("ord-a")
+    b, _ = accepted("ord-b")
+    assert one_order_per_id([a, b]) == Invariant(
+        "one order document per valid order id", True, [], "2 orders"
+    )
+
+    twice = {**a, "id": "ord-a-copy", "messageId": "ord-a-copy"}
+    moved = {**b, "id": "ord-x"}
+    unhashed = {**accepted("ord-c")[0], "requestHash": ""}
+    unknown = {**accepted("ord-d")[0], "hashAlgorithm": "md5"}
+    assert one_order_per_id([a, twice, moved, unhashed, unknown]) == Invariant(
+        "one order document per valid order id",
+        False,
+        ["ord-a", "ord-b", "ord-c", "ord-d"],
+        "1 stored twice ['ord-a']; 2 whose id, orderId and MessageId differ ['ord-a', 'ord-b']"
+        "; 2 without a known fingerprint ['ord-c', 'ord-d']",
+    )
+
+
+def test_an_order_without_its_message_id_breaks_the_id_rule() -> None:
+    a, _ = accepted("ord-a")
+    result = one_order_per_id([{**a, "messageId": None}])
+    assert (result.passed, result.offending) == (False, ["ord-a"])
+
+
+def test_more_than_five_offending_ids_are_shown_as_five_and_a_count() -> None:
+    orders = [{**accepted(f"ord-{i}")[0], "requestHash": None} for i in range(7)]
+    result = one_order_per_id(orders)
+    assert result.offending == [f"ord-{i}" for i in range(7)]  # all of them, always
+    assert result.detail == (
+        "7 without a known fingerprint ['ord-0', 'ord-1', 'ord-2', 'ord-3', 'ord-4'] (+2 more)"
+    )
+    exactly_five = one_order_per_id(orders[:5])
+    assert exactly_five.detail == (
+        "5 without a known fingerprint ['ord-0', 'ord-1', 'ord-2', 'ord-3', 'ord-4']"
+    )
+
+
+# ---- the demo's expectations ----------------------------------------------------------------
+
+
+def test_no_order_lost_names_the_missing_ones() -> None:
+    a, _ = accepted("ord-a")
+    assert no_order_lost([a], ["ord-a"]) == Invariant(
+        "no valid order lost", True, [], "none missing"
+    )
+    assert no_order_lost([a], ["ord-a", "ord-z", "ord-y"]) == Invariant(
+        "no valid order lost", False, ["ord-y", "ord-z"], "2 missing ['ord-y', 'ord-z']"
+    )
+
+
+def test_orders_are_the_requests_names_a_different_and_an_unexpected_order() -> None:
+    a, _ = accepted("ord-a")
+    b, _ = accepted("ord-b")
+    hashes = {"ord-a": a["requestHash"], "ord-b": b["requestHash"]}
+    assert orders_are_the_requests([a, b], hashes) == Invariant(
+        "every stored order is the original request", True, [], "2 orders"
+    )
+    c, _ = accepted("ord-c")
+    assert orders_are_the_requests([a, b, c], {**hashes, "ord-b": "sha256:other"}) == (
+        Invariant(
+            "every stored order is the original request",
+            False,
+            ["ord-b", "ord-c"],
+            "1 differ ['ord-b']; 1 unexpected ['ord-c']",
+        )
+    )
+
+
+def test_dead_lettered_as_counts_each_expected_reason_exactly() -> None:
+    letters = [letter("m1", "InvalidPayload"), letter(None, "InvalidPayload", 2)]
+    expected = [("m1", "InvalidPayload"), (None, "InvalidPayload")]
+    assert dead_lettered_as(letters, expected, "poison dead-lettered") == Invariant(
+        "poison dead-lettered", True, [], "2 expected, 2 found"
+    )
+    assert dead_lettered_as(letters[:1], expected, "poison dead-lettered") == Invariant(
+        "poison dead-lettered",
+        False,
+        ["(no MessageId)"],
+        "1 not dead-lettered exactly with their reasons ['(no MessageId)']",
+    )
+    twice = [*letters, letter("m1", "InvalidPayload", 3)]
+    assert dead_lettered_as(twice, expected, "x").offending == ["m1"]
+
+
+def test_no_dead_letter_for_a_valid_order_except_with_an_allowed_reason() -> None:
+    letters = [letter("ord-a", "HashMismatch"), letter("ord-b", "MaxDeliveryCountExceeded", 2)]
+    assert no_dead_letter_for(letters, ["ord-c"]) == Invariant(
+        "no valid order dead-lettered", True, [], "none"
+    )
+    assert no_dead_letter_for(letters, ["ord-a", "ord-b"], ["HashMismatch"]) == Invariant(
+        "no valid order dead-lettered",
+        False,
+        ["ord-b (MaxDeliveryCountExceeded)"],
+        "1 dead-lettered ['ord-b (MaxDeliveryCountExceeded)']",
+    )
+
+
+# ---- 2. one OrderAccepted per accepted order ------------------------------------------------
+
+
+def test_one_event_per_order_from_the_outbox_alone() -> None:
+    a, a_event = accepted("ord-a")
+    b, _ = accepted("ord-b")
+    misplaced = {**accepted("ord-c")[1], "id": "ord-c:Other"}
+    c = accepted("ord-c")[0]
+    assert one_event_per_accepted_order([a], [a_event]) == Invariant(
+        "exactly one OrderAccepted per accepted order", True, [], "1 orders, 1 outbox events"
+    )
+    assert one_event_per_accepted_order([a, b, c], [a_event, misplaced]) == Invariant(
+        "exactly one OrderAccepted per accepted order",
+        False,
+        ["ord-b", "ord-c"],
+        "2 without an outbox event ['ord-b', 'ord-c']",
+    )
+    # An untyped document under the order's outbox id counts; an order typed one does not.
+    assert one_event_per_accepted_order([a], [{**a_event, "type": "order"}]).offending == ["ord-a"]
+    untyped = {k: v for k, v in a_event.items() if k != "type"}
+    assert one_event_per_accepted_order([a], [untyped]).passed
+
+
+def test_one_event_per_order_with_what_the_subscription_delivered() -> None:
+    a, a_event = accepted("ord-a")
+    b, b_event = accepted("ord-b")
+    c, c_event = accepted("ord-c")
+    outbox = [a_event, b_event, c_event]
+    events = [seen(a), seen(b), seen(b), SeenEvent("stray", "ord-z")]
+    assert one_event_per_accepted_order([a, b, c], outbox, events) == Invariant(
+        "exactly one OrderAccepted per accepted order",
+        False,
+        ["ord-b", "ord-c"],
+        "1 without a delivered event ['ord-c']; 1 delivered twice or more ['ord-b']",
+    )
+    assert one_event_per_accepted_order([a], [a_event], [seen(a)]) == Invariant(
+        "exactly one OrderAccepted per accepted order",
+        True,
+        [],
+        "1 orders, 1 outbox events, 1 delivered",
+    )
+
+
+# ---- 3. none for a rejected request ---------------------------------------------------------
+
+
+def test_no_event_for_a_rejected_request() -> None:
+    a, a_event = accepted("ord-a")
+    _, orphan = accepted("ord-r")
+    assert no_event_for_rejected([a], [a_event]) == Invariant(
+        "no OrderAccepted for a rejected order or request", True, [], "none"
+    )
+    assert no_event_for_rejected([a], [a_event, orphan]) == Invariant(
+        "no OrderAccepted for a rejected order or request",
+        False,
+        ["ord-r"],
+        "1 outbox events without an order ['ord-r']",
+    )
+    # An order outside the window, read by id, is an order.
+    assert no_event_for_rejected([a], [orphan], referenced={"ord-r": accepted("ord-r")[0]}).passed
+
+
+def test_no_delivered_event_without_its_order_or_other_than_it() -> None:
+    a, a_event = accepted("ord-a")
+    b, b_event = accepted("ord-b")
+    events = [
+        seen(a),
+        seen(b, total_minor=1),
+        seen(a, customer_id="someone-else"),
+        SeenEvent("msg-9", None),
+        SeenEvent("msg-8", "ord-z"),
+    ]
+    assert no_event_for_rejected([a, b], [a_event, b_event], events) == Invariant(
+        "no OrderAccepted for a rejected order or request",
+        False,
+        ["msg-9", "ord-a", "ord-b", "ord-z"],
+        "2 delivered events for no stored order ['msg-9', 'ord-z']; "
+        "2 delivered events that are not the stored order ['ord-a', 'ord-b']",
+    )
+    assert no_event_for_rejected([a, b], [a_event, b_event], [seen(a), seen(b)]).passed
+
+
+# ---- 4. nothing pending ---------------------------------------------------------------------
+
+
+def test_nothing_parked_and_nothing_pending_past_the_grace() -> None:
+    _, fresh = accepted("ord-f")  # createdAt NOW
+    _, old = accepted("ord-o")
+    old = {**old, "createdAt": "2026-11-29T11:00:00.000000Z"}
+    _, parked = accepted("ord-p")
+    parked = {**parked, "status": "parked"}
+    _, done = accepted("ord-d")
+    done = {**done, "status": "dispatched"}
+    _, unreadable = accepted("ord-u")
+    unreadable = {**unreadable, "createdAt": "yesterday"}
+    now = NOW + timedelta(minutes=10)
+    grace = timedelta(minutes=30)
+
+    assert nothing_pending([fresh, done], now=now, grace=grace) == Invariant(
+        "no outbox event left pending or parked", True, [], "none"
+    )
+    assert nothing_pending([fresh, old, parked, done, unreadable], now=now, grace=grace) == (
+        Invariant(
+            "no outbox event left pending or parked",
+            False,
+            ["ord-o", "ord-p", "ord-u"],
+            "1 parked ['ord-p']; 2 pending longer than 0:30:00 ['ord-o', 'ord-u']",
+        )
+    )
+    # Exactly the grace is not longer than it; without a grace, anything pending is left.
+    assert nothing_pending([fresh], now=NOW + grace, grace=grace).passed
+    assert nothing_pending([fresh], now=NOW, grace=timedelta(0)).offending == ["ord-f"]
+    assert nothing_pending([fresh], now=NOW).detail == "1 pending longer than 0:00:00 ['ord-f']"
+
+
+# ---- 5. every dead letter with its reason ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "MaxDeliveryCountExceeded",
+        "TTLExpiredException",
+        "HeaderSizeExceeded",
+        "Session ID is null",
+        "MaxTransferHopCountExceeded",
+        "InvalidPayload",
+        "HashMismatch",
+        "OrphanedDocument",
+    ],
+)
+def test_every_reason_service_bus_or_the_consumer_gives_is_known(reason: str) -> None:
+    assert every_dead_letter_has_a_reason([letter("m", reason)]) == Invariant(
+        "every dead letter with its reason", True, [], f"1 dead letters: 1 {reason}"
+    )
+
+
+def test_a_dead_letter_without_a_known_reason_is_named_with_its_sequence_number() -> None:
+    letters = [
+        letter("m1", "InvalidPayload"),
+        letter("m2", "", 2),
+        letter("m3", "InvalidPayload", 3),
+        letter(None, "Whatever", 4),
+    ]
+    assert every_dead_letter_has_a_reason(letters) == Invariant(
+        "every dead letter with its reason",
+        False,
+        ["None#4", "m2#2"],
+        "2 without a known reason ['None#4', 'm2#2']",
+    )
+    assert every_dead_letter_has_a_reason([]) == Invariant(
+        "every dead letter with its reason", True, [], "0 dead letters: none"
+    )
+    assert every_dead_letter_has_a_reason(letters[:1] + letters[2:3]).detail == (
+        "2 dead letters: 2 InvalidPayload"
+    )
+    assert (
+        every_dead_letter_has_a_reason(
+            [letter("a", "B"), letter("b", "A", 2)], known={"A", "B"}
+        ).detail
+        == "2 dead letters: 1 A, 1 B"
+    )
+
+
+# ---- what a subscription holds --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            b'{"payload": {"orderId": "ord-a", "totalMinor": 5, "customerId": "c-1"}}',
+            SeenEvent("m", "ord-a", 5, "c-1"),
+        ),
+        (b'{"payload": {"orderId": 7, "totalMinor": 5}}', SeenEvent("m", None, 5, None)),
+        (b'{"payload": [1, 2]}', SeenEvent("m", None, None, None)),
+        (b'{"eventId": "x"}', SeenEvent("m", None, None, None)),
+        (b"[1, 2]", SeenEvent("m", None, None, None)),
+        (b"not json", SeenEvent("m", None, None, None)),
+    ],
+)
+def test_a_delivered_event_is_read_from_its_body_whatever_it_holds(
+    body: bytes, expected: SeenEvent
+) -> None:
+    assert SeenEvent.from_body("m", body) == expected
+
+
+# ---- the live audit -------------------------------------------------------------------------
+
+
+def test_the_live_audit_checks_the_five_and_counts_a_stuck_document_once() -> None:
+    a, a_event = accepted("ord-a")
+    a_event = {**a_event, "status": "dispatched"}
+    _, old_parked = accepted("ord-p")
+    old_parked = {**old_parked, "status": "parked"}
+    data = AuditData(
+        orders=[a],
+        outbox=[a_event, old_parked],
+        stuck=[old_parked],  # in the window and stuck: one document
+        referenced={"ord-p": accepted("ord-p")[0]},
+        dead_letters=[letter("m", "InvalidPayload")],
+        events=[seen(a)],
+    )
+
+    rows = audit(data, now=NOW + timedelta(hours=1), pending_grace=timedelta(minutes=5))
+
+    assert [(row.name, row.verdict, row.offending) for row in rows] == [
+        ("one order document per valid order id", "PASS", []),
+        ("exactly one OrderAccepted per accepted order", "PASS", []),
+        ("no OrderAccepted for a rejected order or request", "PASS", []),
+        ("no outbox event left pending or parked", "FAIL", ["ord-p"]),
+        ("every dead letter with its reason", "PASS", []),
+    ]
+    assert rows[3].detail == "1 parked ['ord-p']"
+    assert rows[1].detail == "1 orders, 2 outbox events, 1 delivered"
