@@ -540,13 +540,13 @@ OUTBOX_STORE = [
     _m(
         "adapters/cosmos_outbox",
         "stuck-cutoff-exclusive",
-        '" AND c.createdAt <= @cutoff"',
-        '" AND c.createdAt < @cutoff"',
+        "{OutboxField.CREATED_AT} <= @cutoff",
+        "{OutboxField.CREATED_AT} < @cutoff",
     ),
     _m(
         "adapters/cosmos_outbox",
         "stuck-any-event-type",
-        " AND c.eventType = @eventType",
+        " AND c.{OutboxField.EVENT_TYPE} = @eventType",
         "",
     ),
 ]
