@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
     orders, path = int(argv[0]), Path(argv[1])
     logging.getLogger().setLevel(logging.ERROR)  # the stand-ins' chatter; ours is exported
     # INFO records on, as tests/telemetry/envelope_scenario.py has them; the exporter's filter
-    # then decides (shared.telemetry.consumer.ExportedLogRecords).
+    # then decides (shared.telemetry.exporters.ExportedLogRecords).
     logging.getLogger("orders").setLevel(logging.INFO)
     path.write_text(json.dumps(asyncio.run(drive(orders))), encoding="utf-8")
     return 0
