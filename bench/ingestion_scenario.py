@@ -5,9 +5,8 @@ distro configures the process's global providers once.
 It configures the project's own exporters (``configure_exporters``, from the environment the
 outer process sets: a connection string to the local ingestion endpoint and the trace sampler),
 starts the one stand-in (``local.assembly.world.local_world``), composes the app on the global
-providers,
-sends ``orders`` new orders and one invalid message through the host and Microsoft's worker,
-relays every event through the change feed, flushes the providers and writes what it did.
+providers, sends ``orders`` new orders and one invalid message through the host and Microsoft's
+worker, relays every event through the change feed, flushes the providers and writes what it did.
 """
 
 from __future__ import annotations
