@@ -18,7 +18,9 @@ Seven targets, each a verdict of one run on one machine, written to ``bench/resu
    (``bench.ingestion``, ``bench.ingestion_scenario``).
 
 They run on the one local stand-in, ``local.assembly.world.local_world`` (through
-``bench.standin``): every
-function invocation goes through Microsoft's worker, ``azure_functions_runtime``. Nothing here is
-product code.
+``bench.standin``): every function invocation goes through Microsoft's worker,
+``azure_functions_runtime``. Nothing here is product code, and nothing ships (``.funcignore``).
+
+``bench`` is the top layer: it may import ``local``, ``ops`` and ``shared``, and nothing imports
+it (``make lint``). A new target is a module here, with its verdict in ``bench.report``.
 """

@@ -2,11 +2,10 @@
 ``--count`` dead letters with the operator tool, twice: a bulk ``resubmit --reason`` of all of
 them, and a ``purge --reason`` of all of them, through the tool's Service Bus adapter on the
 real azure-servicebus client over the local broker (``local.assembly.dead_letter_queue``). The
-figure that
-carries to Azure is the count of broker round trips by kind and how many times each dead letter
-was received (one pass: once); the wall and CPU times are this machine's, of the SDK and the
-tool without network latency. Prints a table and the figures as JSON (docs/operations.md,
-"The dead-letter tool at scale", quotes a run).
+figure that carries to Azure is the count of broker round trips by kind and how many times each dead
+letter was received (one pass: once); the wall and CPU times are this machine's, of the SDK and the
+tool without network latency. Prints a table and the figures as JSON (docs/operations.md, "The
+dead-letter tool at scale", quotes a run).
 """
 
 from __future__ import annotations

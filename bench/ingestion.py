@@ -2,10 +2,9 @@
 
 ``bench.ingestion_scenario`` runs in a fresh interpreter with the project's own
 ``configure_exporters`` pointed at the local ingestion endpoint (``local.standins.ingestion``):
-``orders``
-new orders and one invalid message through the host and the worker, then the relay. It runs
-twice, every trace sampled and none (``OTEL_TRACES_SAMPLER=microsoft.fixed_percentage``, 1.0 and
-0.0), and the envelopes are counted and weighed (compact JSON bytes; Log Analytics bills the
+``orders`` new orders and one invalid message through the host and the worker, then the relay. It
+runs twice, every trace sampled and none (``OTEL_TRACES_SAMPLER=microsoft.fixed_percentage``, 1.0
+and 0.0), and the envelopes are counted and weighed (compact JSON bytes; Log Analytics bills the
 stored record, ``_BilledSize``, so bytes are an approximation [A]) by table:
 
 - sampled: what one order whose trace the sampler keeps costs (its request, its dependencies,

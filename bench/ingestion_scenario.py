@@ -5,9 +5,8 @@ distro configures the process's global providers once.
 It configures the project's own exporters (``configure_exporters``, from the environment the
 outer process sets: a connection string to the local ingestion endpoint and the trace sampler),
 starts the one stand-in (``local.assembly.world.local_world``), composes the app on the global
-providers,
-sends ``orders`` new orders and one invalid message through the host and Microsoft's worker,
-relays every event through the change feed, flushes the providers and writes what it did.
+providers, sends ``orders`` new orders and one invalid message through the host and Microsoft's
+worker, relays every event through the change feed, flushes the providers and writes what it did.
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ def main(argv: list[str]) -> int:
     orders, path = int(argv[0]), Path(argv[1])
     logging.getLogger().setLevel(logging.ERROR)  # the stand-ins' chatter; ours is exported
     # INFO records on, as tests/telemetry/envelope_scenario.py has them; the exporter's filter
-    # then decides (shared.telemetry.consumer.ExportedLogRecords).
+    # then decides (shared.telemetry.exporters.ExportedLogRecords).
     logging.getLogger("orders").setLevel(logging.INFO)
     path.write_text(json.dumps(asyncio.run(drive(orders))), encoding="utf-8")
     return 0

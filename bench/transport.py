@@ -1,10 +1,9 @@
 """A counting azure-core transport: the Cosmos DB requests the SDK actually sends, by kind.
 
 It subclasses ``local.standins.faults.FaultInjectingTransport`` (so fault rules still work) and
-counts each
-request before forwarding it. Document requests (``/docs``) are told apart from the SDK's metadata
-reads (account, collection, partition key ranges), which happen once per client and are not part
-of a message's cost. It never changes a request.
+counts each request before forwarding it. Document requests (``/docs``) are told apart from the
+SDK's metadata reads (account, collection, partition key ranges), which happen once per client and
+are not part of a message's cost. It never changes a request.
 """
 
 from __future__ import annotations

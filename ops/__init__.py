@@ -1,9 +1,22 @@
-"""The operator tool (``python -m ops``): the orders queue's dead-letter sub-queue (list, show,
-resubmit, purge: ``ops.resubmit`` over the ``ops.port`` ports), the relay's parked outbox events
-(``ops.parked``) and an audit of the flow's invariants (``ops.audit``). Adapters: Azure Service
-Bus (``ops.servicebus``; the local broker reaches it through the same SDK,
-``local.assembly.dead_letter_queue``)
-and Cosmos DB (``ops.cosmos``). Installed from requirements-ops.txt alone.
+"""The operator tool (``python -m ops``), for the people on call and for a deployment's first
+steps. Installed from requirements-ops.txt alone; it never ships with the app (``.funcignore``).
+
+- ``cli`` (``__main__``): the command line: arguments, adapters built (or injected), output;
+  ``audit_cli``, ``parked_cli``: the audit's and the parked events' commands;
+- ``resubmit``: the dead-letter decisions (resubmit, hold, refuse, purge; a ``HashMismatch``'s
+  diff), pure over ``port``'s ports;
+- ``parked``: parked and long-pending outbox events, and republishing them;
+- ``audit``: the flow's invariants as pure functions (the demo's too);
+- adapters: ``servicebus`` (the dead-letter port over Azure Service Bus; the local broker
+  reaches it through the same SDK, ``local.assembly.dead_letter_queue``) and ``cosmos``
+  (orders and outbox documents);
+- ``send`` (sample orders to a real queue) and ``init_cosmos`` (database and containers), for
+  a deployment's smoke test; ``sample_orders``: the one sample-order factory;
+- ``durations`` (the one duration parser), ``messaging`` (the one reader of
+  infra/messaging.json), ``window`` (the duplicate-detection window to wait out).
+
+Imports ``shared`` only, never ``local`` or ``bench`` (``make lint``): the stored shapes are
+``shared``'s (``shared.relay.outbox``, ``shared.consumer.contract``), never copied here.
 
 It must never lose an order: a dead letter is removed only once its copy is verifiably on the
 queue or its order is verifiably stored, and only what the broker confirmed is reported removed.

@@ -1,11 +1,10 @@
 """Parked (and long-pending) outbox events: which ones, why, since when; and republishing them.
 
 The relay parks an outbox document it cannot publish (``status: parked``, with ``parkedReason``,
-``parkedDescription`` and ``parkedAt``, shared.relay.outbox.parked_patch);
-nothing
-publishes it again until its status is ``pending`` again. A document can also stay ``pending``
-with nobody publishing it (a change the trigger never delivered); the relay's watchdog catches
-those past an age, and this tool lists them too.
+``parkedDescription`` and ``parkedAt``, shared.relay.outbox.parked_patch); nothing publishes it
+again until its status is ``pending`` again. A document can also stay ``pending`` with nobody
+publishing it (a change the trigger never delivered); the relay's watchdog catches those past an
+age, and this tool lists them too.
 
 Republishing sets ``status`` back to ``pending`` and nothing else, on the version the tool read
 (If-Match on its ``_etag``: a document the relay or another operator changed meanwhile is left

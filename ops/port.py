@@ -2,8 +2,7 @@
 
 A port says what the tool needs, in its own terms; adapters translate (``ops.servicebus`` over
 ``azure-servicebus``, for Azure and, through ``local.standins.servicebus_link``, for the local
-broker;
-``ops.cosmos``). No Azure import here.
+broker; ``ops.cosmos``). No Azure import here.
 
 The queue port offers only what Service Bus offers: peeks (which lock and change nothing) and one
 scan that receives dead letters under peek-lock and completes those the caller decides to remove;

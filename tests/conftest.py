@@ -1,8 +1,7 @@
 """Shared fixtures: the local stand-in built by ``local.assembly.world`` (the one entry point the
-demo,
-chaos and bench use too) around the real app: the real azure-cosmos aio client against a local
-Cosmos DB API server, the peek-lock queue model, the gRPC settlement server, and the host's
-Service Bus trigger invoking the function through Microsoft's worker (``azure_functions_runtime``).
+demo, chaos and bench use too) around the real app: the real azure-cosmos aio client against a local
+Cosmos DB API server, the peek-lock queue model, the gRPC settlement server, and the host's Service
+Bus trigger invoking the function through Microsoft's worker (``azure_functions_runtime``).
 
 The app composes itself from the exported app settings on its first message, as in Azure;
 ``compose_app`` is the one fixture that composes it instead (fault transport, telemetry, the

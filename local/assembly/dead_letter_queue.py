@@ -1,9 +1,7 @@
 """The dead-letter port over the local broker model (``local.standins.broker.PeekLockQueue``), for
-tests,
-the demo and the benchmark: the Service Bus adapter itself (``ops.servicebus``), on a real
-``ServiceBusClient`` whose AMQP handlers speak to the model (``local.standins.servicebus_link``).
-So the
-tool takes the same receive-and-settle path here as in Azure, and the model offers only what
+tests, the demo and the benchmark: the Service Bus adapter itself (``ops.servicebus``), on a real
+``ServiceBusClient`` whose AMQP handlers speak to the model (``local.standins.servicebus_link``). So
+the tool takes the same receive-and-settle path here as in Azure, and the model offers only what
 Service Bus offers. Like Service Bus, a send is not told whether duplicate detection dropped the
 copy: the tool must find out by looking, as it must in Azure."""
 

@@ -5,13 +5,11 @@ uses the account it is given), the peek-lock queue model on a clock, the host's 
 service, Microsoft's worker (``azure_functions_runtime``) started on the app directory with its
 ``ServiceBusMessageActions`` pointed at that service, and the host's two triggers: Service Bus
 (``local.standins.host``) on the queue, and Cosmos DB (``local.standins.change_feed``) on the app's
-container with
-its own Cosmos client, as the host's trigger has. The relay's side: the ``order-events`` topic
-model with its subscription and duplicate detection from ``infra/messaging.json``.
-The watchdog's side: the host's timer trigger (``local.standins.timer``) for the app's
-timer-triggered
-function, ticked by the caller on the world's clock. ``World.compose`` is the only place in
-``local/`` that calls the app's composition root.
+container with its own Cosmos client, as the host's trigger has. The relay's side: the
+``order-events`` topic model with its subscription and duplicate detection from
+``infra/messaging.json``. The watchdog's side: the host's timer trigger (``local.standins.timer``)
+for the app's timer-triggered function, ticked by the caller on the world's clock. ``World.compose``
+is the only place in ``local/`` that calls the app's composition root.
 
 It must never reach into the app past the composition root's parameters: the app runs as in
 Azure, only its clock, Cosmos client options, telemetry and the relay's topic sender (the topic

@@ -2,8 +2,8 @@
 
 A seeded producer sends a stream of orders through the peek-lock queue model; the local stand-in
 (``local.assembly.world``) invokes the real function through Microsoft's worker runtime (its
-decoding of
-the host's bytes, the real Cosmos SDK, the real settlement client). Trouble, each at its own rate:
+decoding of the host's bytes, the real Cosmos SDK, the real settlement client). Trouble, each at its
+own rate:
 - producer retries: most arrive inside the duplicate-detection window and are dropped by the
   broker; some arrive after it (a day later) and reach the consumer, which completes them as
   duplicates;
@@ -17,8 +17,7 @@ the host's bytes, the real Cosmos SDK, the real settlement client). Trouble, eac
 
 Then each order is followed to the ``order-events`` subscription: after each phase the host's
 Cosmos DB trigger (``local.standins.change_feed``) delivers the container's changes to
-``relay_outbox``
-through the worker, with relay trouble at its own seeded rates:
+``relay_outbox`` through the worker, with relay trouble at its own seeded rates:
 - a crash between the send and the mark: the topic accepted the batch, the worker dies before
   marking; the restarted trigger redelivers from the last checkpoint, the republish is dropped by
   the topic's duplicate detection and the marks complete;

@@ -1,8 +1,7 @@
 """The Functions host's Cosmos DB trigger, emulated over a container that has no change feed
 (cosmosdb-server has none): read the changes, deliver them in batches to the Cosmos DB-triggered
 function through Microsoft's worker (``local.standins.worker.FunctionsWorker``), checkpoint only
-after a
-successful invocation, re-run a failed one as the function's retry policy says.
+after a successful invocation, re-run a failed one as the function's retry policy says.
 
 It keeps only the host's side, as ``local.standins.host`` does for the Service Bus trigger:
 - finds the Cosmos DB-triggered function in the worker's metadata (its raw bindings), resolves

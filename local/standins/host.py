@@ -13,9 +13,8 @@ It keeps only the host's side:
 - runs up to ``maxConcurrentCalls`` (host.json) invocations at once;
 - logs a failed invocation (the worker's own error) and, with ``autoCompleteMessages: false``,
   settles nothing: the lock expires and the message is redelivered.
-Settlement reaches the queue through ``local.standins.settlement_server`` (the host's gRPC
-service), which
-the worker's ``ServiceBusMessageActions`` calls by itself.
+Settlement reaches the queue through ``local.standins.settlement_server`` (the host's gRPC service),
+which the worker's ``ServiceBusMessageActions`` calls by itself.
 
 Not reproduced: automatic lock renewal while a function runs (locks only expire when the caller
 advances the clock or expires one on purpose), prefetch, sessions, batch triggers, the host's

@@ -3,9 +3,8 @@
 Driven by infra/messaging.json (``topicName``, ``duplicateDetectionHistoryTimeWindow``,
 ``lockDuration``, ``maxDeliveryCount``), the file the Bicep deploys. The relay reaches it
 through the production adapter (``shared.adapters.servicebus_out.ServiceBusEventPublisher``): this
-module
-stands in for the SDK's topic sender (``create_message_batch`` / ``send_messages``), the network
-boundary, so the relay builds real ``ServiceBusMessage`` objects and real size-bounded
+module stands in for the SDK's topic sender (``create_message_batch`` / ``send_messages``), the
+network boundary, so the relay builds real ``ServiceBusMessage`` objects and real size-bounded
 ``ServiceBusMessageBatch`` es here as in Azure.
 
 A batch is accepted or refused as a whole: the SDK sends it as one AMQP transfer and one

@@ -3,11 +3,10 @@ host drives it: worker init with the app directory, functions metadata, one func
 function, then one invocation request per call.
 
 Owns the host's side of that conversation: the protobuf module the host supplies (generated from
-``local/standins/protos/function_rpc.proto`` by ``make install``), the request messages, and
-reading the
-responses. It must never do the worker's part: no indexing of the app, no decoding of binding
-data, no parameter binding, no calling of a user function. The runtime does all of that, and
-refuses what the real worker refuses.
+``local/standins/protos/function_rpc.proto`` by ``make install``), the request messages, and reading
+the responses. It must never do the worker's part: no indexing of the app, no decoding of binding
+data, no parameter binding, no calling of a user function. The runtime does all of that, and refuses
+what the real worker refuses.
 
 One worker runs in a process in Azure; here several start one after another (a test each). Each
 start therefore does what a new worker process would find: the app's script module imported

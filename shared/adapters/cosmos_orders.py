@@ -95,9 +95,8 @@ def create_client(
     """A Cosmos client with the account key, or else with ``credential``, which the caller
     owns and closes (``CosmosClient.close()`` leaves its credential open); the app passes the
     one ``shared.adapters.identity.credential`` builds from ``settings.cosmos_identity``.
-    ``overrides``
-    are extra client options (the local stand-ins pass a transport). One client per worker
-    process: it owns the connection pool."""
+    ``overrides`` are extra client options (the local stand-ins pass a transport). One client per
+    worker process: it owns the connection pool."""
     if settings.cosmos_key:
         key_or_credential: Any = settings.cosmos_key
     elif credential is not None:

@@ -18,8 +18,7 @@ storage lock, learn.microsoft.com/azure/azure-functions/functions-bindings-timer
 
 What is stuck is decided here (``WatchdogPolicy.is_stuck``), by a rule the store's query
 implements (``shared.adapters.cosmos_outbox``); never by the store alone. No Azure imports: the
-container
-is reached through the ``OutboxScanner`` port.
+container is reached through the ``OutboxScanner`` port.
 """
 
 from __future__ import annotations

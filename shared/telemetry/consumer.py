@@ -317,9 +317,9 @@ class ConsumerTelemetry:
         )
 
     def settlements_hung(self, report: HungSettlements) -> None:
-        """The settler's watcher (``shared.adapters.servicebus_in``): a settlement call outlived
-        its timeout
-        and keeps its thread, or such a call has returned at last. May run on a pool thread."""
+        """The settler's watcher (``shared.adapters.servicebus_in``): a settlement call outlived its
+        timeout and keeps its thread, or such a call has returned at last. May run on a pool
+        thread."""
         fields = {
             "hung_settlements": report.hung,
             "settlement_pool_replaced": report.replaced_pool,

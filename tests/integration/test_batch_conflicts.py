@@ -6,8 +6,8 @@ reason, naming the document (held as systemic, it burned ten deliveries in about
 and waited in the dead-letter queue as an anonymous ``MaxDeliveryCountExceeded``). The batch
 answers come from the transport below the real azure-cosmos SDK, shaped as Cosmos DB sends
 them (``local.standins.faults``, ``FaultKind.BATCH_OPERATION``: 207, one result per operation),
-because
-cosmosdb-server's batches are not atomic; the whole path runs on the real emulator at the end.
+because cosmosdb-server's batches are not atomic; the whole path runs on the real emulator at the
+end.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ completes the order once; a gateway incident must never hold and abandon healthy
 Service Bus dead-letters them as ``MaxDeliveryCountExceeded``.
 
 Killed mutants: 502 or 504 removed from ``shared.adapters.cosmos_orders._TRANSIENT_STATUS`` (the
-answer
-becomes "unexpected": held 30 s, abandoned, no order)."""
+answer becomes "unexpected": held 30 s, abandoned, no order)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The dead-letter tool's one-pass scan, on the real azure-servicebus receiver and sender over the
 local broker (``local.assembly.dead_letter_queue``: the Service Bus adapter itself, its AMQP
-handlers answered by
-``local.standins.broker``): what an operator would check afterwards, in the broker's own state.
+handlers answered by ``local.standins.broker``): what an operator would check afterwards, in the
+broker's own state.
 
 Each test names, in its docstring, the product line whose reversal makes it fail.
 """

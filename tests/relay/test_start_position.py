@@ -2,8 +2,7 @@
 backlog, or a recreated ``leases`` container). The Cosmos DB trigger starts "from now" by
 default, and only then: its ``StartFromBeginning`` is read only while the lease store is empty
 (``local.standins.change_feed`` cites the Learn pages). From now, every outbox document written
-before
-the leases existed stays ``pending`` for ever; ``relay_outbox`` therefore starts from the
+before the leases existed stays ``pending`` for ever; ``relay_outbox`` therefore starts from the
 beginning.
 
 ``test_outbox_documents_written_before_the_leases_existed_are_published`` fails on 223dafd

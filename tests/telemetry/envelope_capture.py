@@ -1,8 +1,7 @@
 """Capture what the real Azure Monitor exporter posts: the local ingestion endpoint
 (``local.standins.ingestion``) on 127.0.0.1, and a fresh interpreter running
-``envelope_scenario.py`` with
-the project's own ``configure_exporters`` pointed at it. Used by ``test_envelopes.py`` and
-``workbook_picture.py``.
+``envelope_scenario.py`` with the project's own ``configure_exporters`` pointed at it. Used by
+``test_envelopes.py`` and ``workbook_picture.py``.
 """
 
 from __future__ import annotations

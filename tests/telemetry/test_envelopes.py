@@ -34,7 +34,7 @@ COSMOS_OPERATIONS = {
 
 
 def relay_owned(name: str) -> bool:
-    """Names the relay emits (``shared.telemetry.consumer.RelayTelemetry``)."""
+    """Names the relay emits (``shared.telemetry.relay.RelayTelemetry``)."""
     return name.startswith(("orders.relay", "send ")) or name in {"orders.topic", "orders.event_id"}
 
 

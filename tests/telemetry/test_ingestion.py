@@ -5,7 +5,7 @@ the distro keeps 5 traces per second per process): the real exporter, through th
 
 Healthy orders send no row of ``requests``, ``dependencies`` or ``traces``; the metrics still
 count every delivery and every published event, and a failure's warning still arrives. Fails
-without ``shared.telemetry.consumer.ExportedLogRecords`` on the exporter's handler (each processed
+without ``shared.telemetry.exporters.ExportedLogRecords`` on the exporter's handler (each processed
 delivery and each published event then sends an INFO row, sampled or not).
 """
 
