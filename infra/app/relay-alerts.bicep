@@ -2,7 +2,7 @@
 // watchdog could not publish, a watchdog that stopped reporting), sends failing for good and a
 // relay that cannot start. The relay's own parked and lag alerts live in alerts.bicep, which
 // deploys this module on its action group. Log alerts query the Application Insights component; the names are the
-// ones shared/telemetry/consumer.py emits (docs/operations.md, "Relay").
+// ones of shared/telemetry/names.py (docs/operations.md, "Relay").
 param namePrefix string
 param location string
 param tags object = {}
