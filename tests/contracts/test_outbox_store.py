@@ -11,8 +11,8 @@ count and oldest ``createdAt`` of all of them.
 
 The ``ttl`` is checked as a stored field only: that Cosmos DB then expires the document is the
 service's behaviour, not the adapter's, and showing it would mean waiting for it (cosmosdb-server
-has no TTL at all; on the emulator the shortest ``ttl`` is a second). No double implements this port (``local.standins.doubles`` says why); a new one
-subclasses ``OutboxStoreContract``.
+has no TTL at all; on the emulator the shortest ``ttl`` is a second). No double implements this
+port (``local.standins.doubles`` says why); a new one subclasses ``OutboxStoreContract``.
 """
 
 from __future__ import annotations
