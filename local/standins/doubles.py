@@ -1,17 +1,18 @@
-"""The doubles of the consumer's ports: one per port, for unit tests, the benchmark and anything
-else that needs the port's semantics without the outside system.
+"""The doubles of the ports, at most one per port: for unit tests, the benchmark and anything else
+that needs a port's semantics without its outside system.
 
 Each double is held to its port by the same contract suite as the real adapter
 (``tests/contracts/``), so it cannot drift from what the core relies on; each docstring says what
 it does not reproduce. A double records what a test needs to read back (requests, settlement
-calls); a test that needs a different behaviour scripts it through the double's own knobs
-(``fail_next``, ``before``, ``expected``), never with a second fake of the same port.
+calls); a test that needs another behaviour scripts it through the double's own knobs
+(``fail_next``; ``expected``, ``before``, ``hold``), never with a second fake of the same port.
 
 Owns: ``InMemoryOrderStore`` (``shared.consumer.core.OrderStore``) and ``RecordingActions``
 (``shared.adapters.servicebus_in.MessageActions``). The relay's ports (``OutboxStore``,
-``EventPublisher``) and the dead-letter tool's (``ops.port.DeadLetterQueue``) have no double:
-every test of them runs the real adapter, over cosmosdb-server, the topic model and the broker
-model (``local.standins``), which is cheaper to keep true than a second implementation.
+``EventPublisher``) and the dead-letter tool's (``ops.port.DeadLetterQueue``) have no double: no
+test, demo or benchmark fakes them (each runs the real adapter over cosmosdb-server, the topic
+model or the broker model, all fast and local), and a double nobody uses would be a second
+implementation to keep true for nothing. One added later subclasses its port's contract suite.
 
 Imports only ``shared``'s errors; never an SDK.
 """
