@@ -9,7 +9,9 @@ point read returns the stored order, or None.
 
 ``test_an_event_left_without_its_order_is_an_orphaned_document`` fails for the double as it was
 (``tests/memory_store.py`` before this suite: any existing key raised ``OrderAlreadyExists``, so
-the core would have compared fingerprints and completed the message as a duplicate).
+the core would have compared fingerprints and completed the message as a duplicate), and for the
+Cosmos DB adapter if it read any batch conflict as the order's (``if conflict == 0`` in
+``CosmosOrderStore.create`` made ``if conflict is not None``).
 """
 
 from __future__ import annotations
