@@ -2,9 +2,9 @@
 one ``create_item``, both measured in this run, on this machine: a ratio, so it does not drift
 with the machine as an absolute figure does.
 
-Also the no-I/O harness ``bench.memory`` reuses: a store with the port's semantics that does no
-I/O and copies nothing (``ForgetfulStore``), settlement actions that settle nothing, and the bytes
-the host hands the worker. It never touches product code paths other than through their API.
+Also the no-I/O harness ``bench.memory`` reuses: the bytes the host hands the worker. The store
+is the port's one double in its benchmark mode (``InMemoryOrderStore(keep=...)``: no I/O, no
+copies, no request log). It never touches product code paths other than through their API.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import asyncio
 import gc
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,51 +21,13 @@ from azure.cosmos.aio import ContainerProxy
 from bench.floor_app import write_documents
 from bench.orders import order_bytes
 from bench.stats import distribution
+from local.standins.doubles import InMemoryOrderStore
 from local.standins.host_binding import encode_amqp, host_binding_bytes
 from shared.consumer.contract import parse_order
 from shared.consumer.core import IncomingMessage, build_documents, decide
-from shared.consumer.errors import OrderAlreadyExists
 
 TARGET_SHARE = 0.10  # decide's CPU ≤ 10% of one create_item's SDK CPU
 CONCURRENCY = 16  # SDK calls in flight, as at maxConcurrentCalls
-
-
-class ForgetfulStore:
-    """The ``OrderStore`` port's semantics for the last ``keep`` orders; no I/O, no copies, so
-    neither its own work nor its growth is charged to the consumer."""
-
-    def __init__(self, keep: int = 256) -> None:
-        self._keep = keep
-        self._orders: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
-
-    async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
-        order_id = str(documents[0]["orderId"])
-        if order_id in self._orders:
-            raise OrderAlreadyExists(order_id)
-        self._orders[order_id] = documents[0]
-        if len(self._orders) > self._keep:
-            self._orders.popitem(last=False)
-
-    async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
-        return self._orders.get(order_id)
-
-
-class NoopActions:
-    """``ServiceBusMessageActions`` that settle nothing: the settlement's I/O is left out."""
-
-    def complete(self, message: Any) -> None:
-        return None
-
-    def abandon(self, message: Any) -> None:
-        return None
-
-    def deadletter(
-        self,
-        message: Any,
-        deadletter_reason: str | None = None,
-        deadletter_error_description: str | None = None,
-    ) -> None:
-        return None
 
 
 def host_bytes(order_id: str, body: bytes) -> bytes:
@@ -89,7 +49,7 @@ async def measure(
 
     # The consumer's own work per new order: validation, fingerprint, documents, decision.
     # CPU time of this thread per message: other processes on the machine do not count.
-    store = ForgetfulStore()
+    store = InMemoryOrderStore(keep=256)
     for message in incoming[:warmup]:
         await decide(message, store)
     gc.collect()

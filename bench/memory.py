@@ -2,9 +2,9 @@
 
 The consumer path without I/O: the host's bytes decoded by the extension's converter,
 ``OrderConsumer.handle``, no-op telemetry (OpenTelemetry API, no SDK), settlement through the
-consumer's own ``Settler`` (its bounded pool) with actions that settle nothing, against
-``bench.cpu.ForgetfulStore`` (it keeps only the last 256 orders, so the store's growth is not
-mistaken for the consumer's) while
+consumer's own ``Settler`` (its bounded pool) with actions that remember nothing
+(``RecordingActions(keep=0)``), against ``InMemoryOrderStore(keep=256)`` (it keeps only the last
+256 orders, so the store's growth is not mistaken for the consumer's) while
 duplicates (one message in ten) and invalid bodies (one in twenty) still take their paths. RSS is
 read from /proc/self/statm after a warm-up and then at 20 points.
 """
@@ -17,8 +17,9 @@ import resource
 import uuid
 from typing import Any
 
-from bench.cpu import ForgetfulStore, NoopActions, host_bytes
+from bench.cpu import host_bytes
 from bench.orders import INVALID_BODY, order_bytes
+from local.standins.doubles import InMemoryOrderStore, RecordingActions
 from local.standins.host_binding import decode_host_binding
 from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.service import OrderConsumer
@@ -44,8 +45,8 @@ def _content(index: int, prefix: str) -> bytes:
 
 
 async def measure(messages: int = 10_000) -> dict[str, Any]:
-    consumer = OrderConsumer(ForgetfulStore(), ConsumerTelemetry("orders"))
-    actions, settler = NoopActions(), Settler()
+    consumer = OrderConsumer(InMemoryOrderStore(keep=256), ConsumerTelemetry("orders"))
+    actions, settler = RecordingActions(keep=0), Settler()
 
     async def handle(content: bytes) -> None:
         received = decode_host_binding(content)

@@ -229,11 +229,8 @@ def refuse_remote(self, address):
 connect, socket.socket.connect = socket.socket.connect, refuse_remote
 from opentelemetry import trace
 from shared.bootstrap import Composition, Runtime
-class Actions:
-    settled = []
-    def complete(self, message): raise AssertionError("completed")
-    def deadletter(self, message, **kwargs): raise AssertionError("dead-lettered")
-    def abandon(self, message): self.settled.append("abandon")
+from local.standins.doubles import ABANDON, RecordingActions
+actions = RecordingActions(expected={ABANDON})
 env = {
     "APPLICATIONINSIGHTS_CONNECTION_STRING": "InstrumentationKey=00000000-0000-0000-0000-"
     "000000000000;IngestionEndpoint=https://127.0.0.1:9/;LiveEndpoint=https://127.0.0.1:9/",
@@ -243,9 +240,9 @@ env = {
 }
 received = SimpleNamespace(message_id="ord-1", body=b"{}", correlation_id=None,
     delivery_count=1, application_properties={}, locked_until_utc=datetime.now(UTC))
-decision = asyncio.run(Runtime(Composition(env)).handle(received, Actions()))
+decision = asyncio.run(Runtime(Composition(env)).handle(received, actions))
 assert decision.outcome == "systemic", decision
-assert Actions.settled == ["abandon"]
+assert actions.operations == ["abandon"]
 print(type(trace.get_tracer_provider()).__module__, flush=True)
 import os; os._exit(0)
 """

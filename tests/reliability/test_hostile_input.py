@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from local.standins.broker import OutgoingMessage, PeekLockQueue
+from local.standins.doubles import InMemoryOrderStore, RecordingActions
 from local.standins.host import LocalFunctionsHost
 from local.standins.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
 from shared.adapters.servicebus_in import Settler, to_incoming
@@ -20,7 +21,6 @@ from shared.consumer.contract import MAX_BODY_BYTES, MAX_DESCRIPTION_CHARS, Dead
 from shared.consumer.core import IncomingMessage, Outcome, Settlement, decide
 from shared.consumer.service import OrderConsumer
 from shared.telemetry.consumer import ConsumerTelemetry
-from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.state import documents
 
@@ -203,29 +203,6 @@ async def test_a_thousand_distinct_invalid_messages_leave_the_container_empty(
     assert await documents(container) == []
 
 
-class RecordingActions:
-    """Our settlement port, recording what the consumer asked for."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str | None]] = []
-
-    def complete(self, message: Any) -> None:
-        self.calls.append(("complete", None))
-
-    def abandon(self, message: Any) -> None:
-        self.calls.append(("abandon", None))
-
-    def deadletter(
-        self,
-        message: Any,
-        deadletter_reason: str | None = None,
-        deadletter_error_description: str | None = None,
-    ) -> None:
-        assert deadletter_error_description is not None
-        assert len(deadletter_error_description) <= MAX_DESCRIPTION_CHARS
-        self.calls.append(("deadletter", deadletter_reason))
-
-
 amqp_properties = st.dictionaries(
     st.text(min_size=1, max_size=20),
     st.none() | st.booleans() | st.integers(-(2**31), 2**31 - 1) | st.text(max_size=60),
@@ -270,10 +247,12 @@ async def test_the_function_path_settles_exactly_once_whatever_arrives(
         settler.close()
 
     assert len(actions.calls) == 1
-    operation, reason = actions.calls[0]
+    [call] = actions.calls
     if decision.outcome is Outcome.INVALID:
-        assert operation == "deadletter"
-        assert reason in KNOWN_REASONS
+        assert call.operation == "deadletter"
+        assert call.deadletter_reason in KNOWN_REASONS
+        assert call.deadletter_error_description is not None
+        assert len(call.deadletter_error_description) <= MAX_DESCRIPTION_CHARS
         assert store.documents == {}
     else:
-        assert (decision.outcome, operation) == (Outcome.PROCESSED, "complete")
+        assert (decision.outcome, call.operation) == (Outcome.PROCESSED, "complete")

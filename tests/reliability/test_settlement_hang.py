@@ -13,49 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
+from local.standins.doubles import COMPLETE, RecordingActions
 from shared.adapters.servicebus_in import HungSettlements, Settler
 from shared.consumer.core import Decision, Outcome
 from shared.telemetry.consumer import ConsumerTelemetry
 
 PROCESSED = Decision(Outcome.PROCESSED, order_id="ord-1")
-
-
-class HangingActions:
-    """The first ``hangs`` complete() calls block until ``release`` is set; later ones return."""
-
-    def __init__(self, hangs: int) -> None:
-        self.release = threading.Event()
-        self.completed = 0
-        self._hangs = hangs
-        self._lock = threading.Lock()
-
-    def complete(self, message: Any) -> None:
-        with self._lock:
-            hang = self._hangs > 0
-            self._hangs -= 1
-        if hang:
-            self.release.wait(timeout=30)
-        with self._lock:
-            self.completed += 1
-
-    def abandon(self, message: Any) -> None:
-        raise AssertionError("not expected")
-
-    def deadletter(
-        self,
-        message: Any,
-        deadletter_reason: str | None = None,
-        deadletter_error_description: str | None = None,
-    ) -> None:
-        raise AssertionError("not expected")
 
 
 @pytest.fixture
@@ -64,14 +33,14 @@ def reports() -> list[HungSettlements]:
 
 
 @pytest.fixture
-def hanging() -> Iterator[HangingActions]:
-    actions = HangingActions(hangs=2)
+def hanging() -> Iterator[RecordingActions]:
+    actions = RecordingActions(expected={COMPLETE}, hold=2, hold_timeout_s=30)
     yield actions
     actions.release.set()  # never leave a thread blocked past the test
 
 
 async def test_hung_calls_move_new_settlements_to_a_fresh_pool(
-    hanging: HangingActions, reports: list[HungSettlements]
+    hanging: RecordingActions, reports: list[HungSettlements]
 ) -> None:
     settler = Settler(max_workers=2, timeout_s=0.1, watcher=reports.append)
     try:
@@ -102,7 +71,7 @@ async def test_hung_calls_move_new_settlements_to_a_fresh_pool(
 async def test_the_pools_are_bounded_and_an_exhausted_settler_says_so(
     reports: list[HungSettlements],
 ) -> None:
-    actions = HangingActions(hangs=3)
+    actions = RecordingActions(expected={COMPLETE}, hold=3, hold_timeout_s=30)
     settler = Settler(max_workers=1, timeout_s=0.05, watcher=reports.append, max_pools=2)
     try:
         for _ in range(3):
@@ -119,7 +88,7 @@ async def test_the_pools_are_bounded_and_an_exhausted_settler_says_so(
 
 
 async def test_hung_settlements_are_counted_and_logged_for_an_alert(
-    hanging: HangingActions, caplog: pytest.LogCaptureFixture
+    hanging: RecordingActions, caplog: pytest.LogCaptureFixture
 ) -> None:
     reader = InMemoryMetricReader()
     telemetry = ConsumerTelemetry("orders", meter_provider=MeterProvider([reader]))

@@ -38,6 +38,7 @@ from opentelemetry import metrics, trace
 
 from local.assembly.world import World
 from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.doubles import COMPLETE, RecordingActions
 from local.standins.faults import WRITES, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
@@ -141,7 +142,7 @@ async def test_drive_one_delivery_of_each_outcome(
     settler = Settler(
         max_workers=1, timeout_s=0.05, watcher=bootstrap.current().telemetry().settlements_hung
     )
-    hanging = HangingActions(release)
+    hanging = RecordingActions(expected={COMPLETE}, hold=None, release=release)
     with pytest.raises(TimeoutError):
         await settler.settle(hanging, object(), Decision(Outcome.PROCESSED))
 
@@ -176,27 +177,6 @@ async def test_drive_one_delivery_of_each_outcome(
         "settlements_hung": settler.hung,
     }
     write_summary(Path(os.environ[CAPTURE_SUMMARY_SETTING]), summary)
-
-
-class HangingActions:
-    """Settlement actions whose complete() blocks until ``release`` is set."""
-
-    def __init__(self, release: threading.Event) -> None:
-        self.release = release
-
-    def complete(self, message: Any) -> None:
-        self.release.wait(timeout=60)
-
-    def abandon(self, message: Any) -> None:
-        raise AssertionError("not expected")
-
-    def deadletter(
-        self,
-        message: Any,
-        deadletter_reason: str | None = None,
-        deadletter_error_description: str | None = None,
-    ) -> None:
-        raise AssertionError("not expected")
 
 
 def _instant(text: str) -> datetime:

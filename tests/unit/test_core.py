@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from local.standins.broker import ManualClock, QueueSettings
+from local.standins.doubles import InMemoryOrderStore, RecordingActions
 from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.clock import SYSTEM_CLOCK, document_timestamp
 from shared.consumer.core import (
@@ -22,9 +23,8 @@ from shared.consumer.core import (
 from shared.consumer.errors import SystemicStoreError, TransientStoreError
 from shared.consumer.service import OrderConsumer
 from shared.telemetry.consumer import ConsumerTelemetry
-from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
-from tests.unit.doubles import CompletingActions, received
+from tests.unit.doubles import received
 
 
 def incoming(body: dict[str, Any] | bytes, message_id: str | None = "ord-1001") -> IncomingMessage:
@@ -171,7 +171,7 @@ async def test_the_consumer_stamps_accepted_at_with_its_own_clock() -> None:
 
     message, settler = received(order_body()), Settler()
     try:
-        await consumer.handle(to_incoming(message), settler.bound(CompletingActions(), message))
+        await consumer.handle(to_incoming(message), settler.bound(RecordingActions(), message))
     finally:
         settler.close()
 

@@ -28,14 +28,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from local.standins.doubles import DEADLETTER, InMemoryOrderStore, RecordingActions
 from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.core import Outcome
 from shared.consumer.service import OrderConsumer
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.names import LOGGER_NAME
-from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
-from tests.unit.doubles import CompletingActions, received
+from tests.unit.doubles import received
 
 MARK = "S3cr3t"
 SECRETS = st.text(string.ascii_letters + string.digits, min_size=12, max_size=24).map(
@@ -77,19 +77,6 @@ def invalid_bodies(draw: st.DrawFn) -> tuple[bytes, list[str]]:
     return raw, secrets
 
 
-class DeadLetters(CompletingActions):
-    def __init__(self) -> None:
-        self.descriptions: list[str | None] = []
-
-    def deadletter(
-        self,
-        message: Any,
-        deadletter_reason: str | None = None,
-        deadletter_error_description: str | None = None,
-    ) -> None:
-        self.descriptions.append(deadletter_error_description)
-
-
 class Records(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -125,7 +112,7 @@ def test_no_input_value_reaches_a_dead_letter_description_a_log_or_a_span(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     consumer = OrderConsumer(InMemoryOrderStore(), ConsumerTelemetry("orders", provider))
-    actions = DeadLetters()
+    actions = RecordingActions()
     message = received(order_body())
     message.body = raw
     records = Records()
@@ -143,8 +130,9 @@ def test_no_input_value_reaches_a_dead_letter_description_a_log_or_a_span(
         logger.setLevel(level)
 
     assert decision.outcome is Outcome.INVALID
-    assert len(actions.descriptions) == 1 and actions.descriptions[0]
-    seen = [*actions.descriptions, *record_texts(records.records), *span_texts(spans)]
+    descriptions = [call.deadletter_error_description for call in actions.calls]
+    assert actions.operations == [DEADLETTER] and descriptions[0]
+    seen = [*descriptions, *record_texts(records.records), *span_texts(spans)]
     assert records.records and spans.get_finished_spans()
     leaked = [text for text in seen if text and MARK in text]
     assert leaked == [], f"input values reached {leaked!r} (secrets {secrets})"

@@ -8,49 +8,20 @@ import asyncio
 import json
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from local.standins.doubles import COMPLETE, InMemoryOrderStore, RecordingActions
 from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.config import DEFAULT_MAX_CONCURRENT_CALLS, HOST_JSON, max_concurrent_calls
 from shared.consumer.core import Decision, Outcome
 from shared.consumer.service import OrderConsumer
 from shared.telemetry.consumer import ConsumerTelemetry
-from tests.memory_store import InMemoryOrderStore
 from tests.orders import order_body
 from tests.unit.doubles import received
 
 REPO = Path(__file__).resolve().parents[2]
 PROCESSED = Decision(Outcome.PROCESSED, order_id="ord-1")
-
-
-class BlockingActions:
-    """Each complete() waits on ``gate``: a barrier (all in flight at once) or an event."""
-
-    def __init__(self, gate: threading.Barrier | threading.Event) -> None:
-        self.gate = gate
-        self.completed = 0
-        self._lock = threading.Lock()
-
-    def complete(self, message: Any) -> None:
-        if isinstance(self.gate, threading.Barrier):
-            self.gate.wait(timeout=5)
-        else:
-            self.gate.wait(timeout=30)
-        with self._lock:
-            self.completed += 1
-
-    def abandon(self, message: Any) -> None:
-        raise AssertionError("not expected")
-
-    def deadletter(
-        self,
-        message: Any,
-        deadletter_reason: str | None = None,
-        deadletter_error_description: str | None = None,
-    ) -> None:
-        raise AssertionError("not expected")
 
 
 def test_the_pool_is_sized_from_host_json_next_to_function_app(tmp_path: Path) -> None:
@@ -66,7 +37,8 @@ async def test_max_concurrent_calls_settlements_run_at_once_none_queued() -> Non
     # asyncio's default executor has cpu_count + 4 threads (6 on 2 cores): there, the 16
     # settlements could never all be in flight together and the barrier would break.
     settler = Settler()
-    actions = BlockingActions(threading.Barrier(settler.max_workers))
+    barrier = threading.Barrier(settler.max_workers)
+    actions = RecordingActions(expected={COMPLETE}, before=lambda _: barrier.wait(timeout=5))
     try:
         await asyncio.gather(
             *(settler.settle(actions, object(), PROCESSED) for _ in range(settler.max_workers))
@@ -82,7 +54,11 @@ async def test_a_hung_settlement_fails_after_the_timeout_instead_of_waiting_for_
     settler = Settler(max_workers=2, timeout_s=0.2)
     try:
         with pytest.raises(TimeoutError):
-            await settler.settle(BlockingActions(release), object(), PROCESSED)
+            await settler.settle(
+                RecordingActions(expected={COMPLETE}, hold=None, release=release),
+                object(),
+                PROCESSED,
+            )
     finally:
         release.set()
         settler.close()
@@ -98,7 +74,10 @@ async def test_the_consumer_logs_and_swallows_a_timed_out_settlement(
     message = received(order_body())
     try:
         decision = await consumer.handle(
-            to_incoming(message), settler.bound(BlockingActions(release), message)
+            to_incoming(message),
+            settler.bound(
+                RecordingActions(expected={COMPLETE}, hold=None, release=release), message
+            ),
         )
     finally:
         release.set()
