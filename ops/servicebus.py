@@ -60,7 +60,7 @@ from azure.servicebus.exceptions import (
 from ops.audit import SeenEvent
 from ops.port import BatchDecision, DeadLetter, PropertyValue, ScanResult
 from shared.clock import SYSTEM_CLOCK, Clock
-from shared.message_body import BodyKind, read_body
+from shared.message_body import BodyKind, property_text, read_body
 
 PEEK_PAGE = 250  # messages per peek request
 RECEIVE_BATCH = 100  # dead letters per receive
@@ -71,7 +71,7 @@ _BROKER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"
 
 
 def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return property_text(value) or ""
 
 
 def _properties(message: ServiceBusReceivedMessage) -> dict[str, PropertyValue]:

@@ -1,4 +1,4 @@
-"""The one reading of a Service Bus message body, for the consumer
+"""The one reading of a Service Bus message body (and of its text properties), for the consumer
 (``shared.adapters.servicebus_in``) and the
 dead-letter tool (``ops``): the bytes an order document is parsed from, and whether the body
 could be read as bytes at all. Never raises: a body nobody can read is described, not fatal.
@@ -93,3 +93,13 @@ def _unreadable(kind: BodyKind, body: Any, problem: str) -> MessageBody:
     if len(text) > MAX_REPR_CHARS:
         text = text[: MAX_REPR_CHARS - 1] + "…"
     return MessageBody(kind, text.encode("utf-8", "replace"), readable=False, problem=problem)
+
+
+def property_text(value: Any) -> str | None:
+    """A message property or application-property key as text: AMQP strings arrive as ``bytes``
+    from both decoders (as a value body's do, above); ``None`` stays ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)

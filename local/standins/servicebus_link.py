@@ -66,6 +66,7 @@ from local.standins.broker import (
     SubQueue,
 )
 from shared.clock import SYSTEM_CLOCK, Clock
+from shared.message_body import property_text
 
 HOSTNAME = "local-broker.servicebus.windows.net"
 # A well-formed connection string (a SAS signature is computed locally and never checked).
@@ -234,8 +235,8 @@ class ReceiveHandler(_Handler):
                 info = dict(error.info or {}) if error is not None else {}
                 self._queue.dead_letter(
                     token,
-                    _text(info.get("DeadLetterReason")),
-                    _text(info.get("DeadLetterErrorDescription")),
+                    property_text(info.get("DeadLetterReason")),
+                    property_text(info.get("DeadLetterErrorDescription")),
                 )
             else:
                 raise ValueError(f"unsupported outcome {outcome!r}")
@@ -256,7 +257,8 @@ class ReceiveHandler(_Handler):
     ) -> tuple[int, str, Message]:
         """One request to the entity's ``$management`` node: (status, description, response),
         as pyamqp's ``ManagementOperation.execute`` returns them."""
-        name = _text(operation[VALUE] if isinstance(operation, Mapping) else operation) or ""
+        operation_name = operation[VALUE] if isinstance(operation, Mapping) else operation
+        name = property_text(operation_name) or ""
         self._namespace.before_operation(f"mgmt:{name}")
         request = _wire(message).value or {}
         if name == "com.microsoft:peek-message":
@@ -289,14 +291,14 @@ class ReceiveHandler(_Handler):
         return _response(200, "OK", {b"expirations": expirations})
 
     def _dispose(self, request: Mapping[bytes, Any]) -> tuple[int, str, Message]:
-        status = _text(request.get(b"disposition-status"))
+        status = property_text(request.get(b"disposition-status"))
         settle: dict[str | None, Callable[[uuid.UUID], None]] = {
             "completed": self._queue.complete,
             "abandoned": self._queue.abandon,
             "suspended": lambda token: self._queue.dead_letter(
                 token,
-                _text(request.get(b"deadletter-reason")),
-                _text(request.get(b"deadletter-description")),
+                property_text(request.get(b"deadletter-reason")),
+                property_text(request.get(b"deadletter-description")),
             ),
         }
         if status not in settle:
@@ -441,15 +443,15 @@ def _outgoing(message: Message) -> OutgoingMessage:
     else:
         amqp_body = AmqpValue(message.value)
     return OutgoingMessage(
-        message_id=_text(props.message_id),
+        message_id=property_text(props.message_id),
         body=body,
-        correlation_id=_text(props.correlation_id),
-        content_type=_text(props.content_type),
+        correlation_id=property_text(props.correlation_id),
+        content_type=property_text(props.content_type),
         application_properties={
-            _text(key) or "": _property(value)
+            property_text(key) or "": _property(value)
             for key, value in (message.application_properties or {}).items()
         },
-        subject=_text(props.subject),
+        subject=property_text(props.subject),
         amqp_body=amqp_body,
     )
 
@@ -459,12 +461,4 @@ def _property(value: Any) -> PropertyValue:
         return value.decode("utf-8", "replace")
     if isinstance(value, str | int | float | bool):
         return value
-    return str(value)
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
     return str(value)

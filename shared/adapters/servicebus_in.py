@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from shared.config import max_concurrent_calls
 from shared.consumer.core import Decision, IncomingMessage, Settlement
-from shared.message_body import read_body
+from shared.message_body import property_text, read_body
 
 
 class MessageActions(Protocol):
@@ -56,10 +56,10 @@ class MessageActions(Protocol):
 def to_incoming(message: Any) -> IncomingMessage:
     """``azure.servicebus.ServiceBusReceivedMessage`` -> ``IncomingMessage``."""
     return IncomingMessage(
-        message_id=_text(message.message_id),
+        message_id=property_text(message.message_id),
         # One reading for the consumer and the dead-letter tool (shared.message_body).
         body=read_body(message.body, getattr(message, "body_type", None)).content,
-        correlation_id=_text(message.correlation_id),
+        correlation_id=property_text(message.correlation_id),
         delivery_count=message.delivery_count,
         application_properties=_properties(message.application_properties),
         locked_until=message.locked_until_utc,
@@ -197,19 +197,11 @@ class Settler:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
 def _properties(properties: Mapping[Any, Any] | None) -> dict[str, Any]:
     # uamqp-decoded application properties arrive with bytes keys and values.
     if not properties:
         return {}
     return {
-        _text(key) or "": value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        property_text(key) or "": property_text(value) if isinstance(value, bytes) else value
         for key, value in properties.items()
     }
