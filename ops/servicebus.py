@@ -342,10 +342,17 @@ class ServiceBusDeadLetterQueue:
                                 "its lock lapsed before the removal: it is back in the "
                                 "dead-letter queue"
                             )
-                        except ServiceBusError as error:
+                        except ServiceBusError as error:  # after the SDK's own retries
                             failed[sequence] = f"the removal failed: {error}"
+                            # The SDK closes its handler on an error it does not retry
+                            # (_base_handler.py:353), after which every settlement raises
+                            # ValueError (receiver_mixins.py:97): stop, and report the rest.
+                            stopped = f"a removal failed ({type(error).__name__}: {error})"
+                            break
                         else:
                             removed.add(sequence)
+                    if stopped is not None:
+                        break
             finally:
                 self._release(receiver, held)
         return ScanResult(
@@ -392,7 +399,7 @@ class ServiceBusDeadLetterQueue:
         for message in held.values():
             try:
                 receiver.abandon_message(message)
-            except ServiceBusError:
+            except (ServiceBusError, ValueError):  # ValueError: the SDK closed the handler
                 continue
         held.clear()
 
