@@ -89,6 +89,37 @@ async def test_the_watchdog_publishes_what_the_change_feed_skipped(
     }
 
 
+async def test_more_stuck_documents_than_a_page_are_all_published_in_one_run(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Seven stuck events, pages of two: one run reads four pages and publishes all seven, and
+    reports the whole count before it starts. Fails with the run stopping after its first page
+    (``OutboxWatchdog.run`` not asking the scanner again, or asking it with another cutoff or
+    page size): mutation testing found no test with more than one page."""
+    world.compose(env={**world.env, "OUTBOX_WATCHDOG_MAX_DOCUMENTS": "2"})
+    ids = await skipped_by_the_change_feed(world, container, clock, 7)
+    clock.advance(MIN_AGE)  # exactly the minimum age: stuck, and the oldest is 300 s old
+
+    with caplog.at_level(logging.WARNING, logger="orders.relay"):
+        result = await world.watchdog.tick()
+
+    assert result.succeeded, result.error
+    outbox = await outbox_by_order(container)
+    assert {outbox[i]["status"] for i in ids} == {"dispatched"}
+    assert sorted(m.message_id or "" for m in topic.delivered()) == sorted(
+        outbox[i]["eventId"] for i in ids
+    )
+    # The recomposed app's meters are its own; its report is read from the run's warning.
+    [warning] = [r for r in caplog.records if hasattr(r, "stuck_outbox_documents")]
+    assert warning.stuck_outbox_documents == 7
+    assert warning.oldest_stuck_age_s == 300.0
+
+
 async def test_a_quiet_run_still_reports_and_leaves_young_documents_to_the_change_feed(
     world: World,
     relay: object,
