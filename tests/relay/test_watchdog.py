@@ -120,6 +120,32 @@ async def test_more_stuck_documents_than_a_page_are_all_published_in_one_run(
     assert warning.oldest_stuck_age_s == 300.0  # type: ignore[attr-defined]
 
 
+async def test_the_configured_minimum_age_is_the_one_the_watchdog_waits(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+) -> None:
+    """``OUTBOX_WATCHDOG_MIN_AGE_SECONDS=900``: an event 600 s old is left to the change feed, one
+    900 s old is published. Fails with ``OutboxWatchdog`` ignoring the policy it is given (the
+    default's 300 s would publish at 600 s)."""
+    world.compose(env={**world.env, WATCHDOG_MIN_AGE_SETTING: "900"})
+    [order_id] = await skipped_by_the_change_feed(world, container, clock, 1)
+
+    clock.advance(timedelta(seconds=600))
+    early = await world.watchdog.tick()
+    sent_early = topic.stats.sends
+    clock.advance(timedelta(seconds=300))
+    due = await world.watchdog.tick()
+
+    assert early.succeeded and due.succeeded, (early.error, due.error)
+    assert sent_early == 0
+    outbox = await outbox_by_order(container)
+    assert outbox[order_id]["status"] == "dispatched"
+    assert [m.message_id for m in topic.delivered()] == [outbox[order_id]["eventId"]]
+
+
 async def test_a_quiet_run_still_reports_and_leaves_young_documents_to_the_change_feed(
     world: World,
     relay: object,
