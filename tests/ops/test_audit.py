@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -35,40 +35,10 @@ from ops.audit import (
 )
 from ops.cli import main
 from ops.cosmos import CosmosAuditReader, container_client
-from ops.port import DeadLetter
 from ops.servicebus import ServiceBusEvents
-from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, build_documents
 from tests.conftest import FAST_SDK_BACKOFF
+from tests.ops.audit_data import NOW, accepted, letter, seen_event
 from tests.orders import message, order_body
-
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-
-
-def accepted(order_id: str, **overrides: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An order and its outbox event, as the consumer writes them."""
-    raw = json.dumps(order_body(order_id, **overrides)).encode()
-    order, event = build_documents(
-        parse_order(raw, order_id),
-        IncomingMessage(order_id, raw),
-        outbox_enabled=True,
-        accepted_at=NOW,
-    )
-    return order, event
-
-
-def letter(message_id: str | None, reason: str) -> DeadLetter:
-    return DeadLetter(1, message_id, NOW, 10, reason, None, b"{}")
-
-
-def event_of(order: dict[str, Any], **changes: Any) -> SeenEvent:
-    return SeenEvent(
-        "e-" + order["orderId"],
-        order["orderId"],
-        changes.get("total_minor", order["totalMinor"]),
-        changes.get("customer_id", order["customerId"]),
-    )
-
 
 # ---- the invariants, pure -----------------------------------------------------------------------
 
@@ -88,24 +58,26 @@ def test_each_accepted_order_has_one_event_and_one_delivery() -> None:
     orders, outbox = [one, two], [one_event, two_event]
 
     assert one_event_per_accepted_order(orders, outbox).passed
-    assert one_event_per_accepted_order(orders, outbox, [event_of(one), event_of(two)]).passed
+    assert one_event_per_accepted_order(orders, outbox, [seen_event(one), seen_event(two)]).passed
     missing = one_event_per_accepted_order(orders, [one_event])
     assert missing.offending == ["ord-2"]
-    doubled = one_event_per_accepted_order(orders, outbox, [event_of(one)] * 2 + [event_of(two)])
+    doubled = one_event_per_accepted_order(
+        orders, outbox, [seen_event(one)] * 2 + [seen_event(two)]
+    )
     assert (doubled.passed, doubled.offending) == (False, ["ord-1"])
 
 
 def test_no_event_is_published_for_an_order_that_is_not_stored_or_not_this_one() -> None:
     (one, one_event), (_, ghost_event) = accepted("ord-1"), accepted("ord-ghost")
 
-    assert no_event_for_rejected([one], [one_event], [event_of(one)]).passed
+    assert no_event_for_rejected([one], [one_event], [seen_event(one)]).passed
     check = no_event_for_rejected(
         [one],
         [one_event, ghost_event],
-        [event_of(one, total_minor=1), SeenEvent("x", "ord-none")],
+        [seen_event(one, total_minor=1), SeenEvent("x", "ord-none")],
     )
     assert check.offending == ["ord-1", "ord-ghost", "ord-none"]
-    outside = no_event_for_rejected([], [one_event], [event_of(one)], referenced={"ord-1": one})
+    outside = no_event_for_rejected([], [one_event], [seen_event(one)], referenced={"ord-1": one})
     assert outside.passed  # an order accepted before the window is still an order
 
 

@@ -15,9 +15,7 @@ letter with its reason" FAIL (``test_every_reason_service_bus_or_the_consumer_gi
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import pytest
 
@@ -36,37 +34,7 @@ from ops.audit import (
     one_order_per_id,
     orders_are_the_requests,
 )
-from ops.port import DeadLetter
-from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, build_documents
-from tests.orders import order_body
-
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-
-
-def accepted(order_id: str, **overrides: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    raw = json.dumps(order_body(order_id, **overrides)).encode()
-    order, event = build_documents(
-        parse_order(raw, order_id),
-        IncomingMessage(order_id, raw),
-        outbox_enabled=True,
-        accepted_at=NOW,
-    )
-    return order, event
-
-
-def letter(message_id: str | None, reason: str, sequence: int = 1) -> DeadLetter:
-    return DeadLetter(sequence, message_id, NOW, 10, reason, None, b"{}")
-
-
-def seen(order: dict[str, Any], **changes: Any) -> SeenEvent:
-    return SeenEvent(
-        "e-" + order["orderId"],
-        order["orderId"],
-        changes.get("total_minor", order["totalMinor"]),
-        changes.get("customer_id", order["customerId"]),
-    )
-
+from tests.ops.audit_data import NOW, accepted, letter, seen_event
 
 # ---- 1. one order per id --------------------------------------------------------------------
 
@@ -198,14 +166,14 @@ def test_one_event_per_order_with_what_the_subscription_delivered() -> None:
     b, b_event = accepted("ord-b")
     c, c_event = accepted("ord-c")
     outbox = [a_event, b_event, c_event]
-    events = [seen(a), seen(b), seen(b), SeenEvent("stray", "ord-z")]
+    events = [seen_event(a), seen_event(b), seen_event(b), SeenEvent("stray", "ord-z")]
     assert one_event_per_accepted_order([a, b, c], outbox, events) == Invariant(
         "exactly one OrderAccepted per accepted order",
         False,
         ["ord-b", "ord-c"],
         "1 without a delivered event ['ord-c']; 1 delivered twice or more ['ord-b']",
     )
-    assert one_event_per_accepted_order([a], [a_event], [seen(a)]) == Invariant(
+    assert one_event_per_accepted_order([a], [a_event], [seen_event(a)]) == Invariant(
         "exactly one OrderAccepted per accepted order",
         True,
         [],
@@ -236,9 +204,9 @@ def test_no_delivered_event_without_its_order_or_other_than_it() -> None:
     a, a_event = accepted("ord-a")
     b, b_event = accepted("ord-b")
     events = [
-        seen(a),
-        seen(b, total_minor=1),
-        seen(a, customer_id="someone-else"),
+        seen_event(a),
+        seen_event(b, total_minor=1),
+        seen_event(a, customer_id="someone-else"),
         SeenEvent("msg-9", None),
         SeenEvent("msg-8", "ord-z"),
     ]
@@ -249,7 +217,7 @@ def test_no_delivered_event_without_its_order_or_other_than_it() -> None:
         "2 delivered events for no stored order ['msg-9', 'ord-z']; "
         "2 delivered events that are not the stored order ['ord-a', 'ord-b']",
     )
-    assert no_event_for_rejected([a, b], [a_event, b_event], [seen(a), seen(b)]).passed
+    assert no_event_for_rejected([a, b], [a_event, b_event], [seen_event(a), seen_event(b)]).passed
 
 
 # ---- 4. nothing pending ---------------------------------------------------------------------
@@ -371,7 +339,7 @@ def test_the_live_audit_checks_the_five_and_counts_a_stuck_document_once() -> No
         stuck=[old_parked],  # in the window and stuck: one document
         referenced={"ord-p": accepted("ord-p")[0]},
         dead_letters=[letter("m", "InvalidPayload")],
-        events=[seen(a)],
+        events=[seen_event(a)],
     )
 
     rows = audit(data, now=NOW + timedelta(hours=1), pending_grace=timedelta(minutes=5))
