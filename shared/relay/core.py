@@ -66,7 +66,7 @@ from shared.consumer.contract import (
     InvalidMessage,
     bound,
     encode_event,
-    order_accepted_v1,
+    order_event_v1,
 )
 from shared.relay.outbox import (
     DISPATCHED_TTL_S,
@@ -204,14 +204,23 @@ class OutboundEvent:
 
 
 def build_event(document: Mapping[str, Any]) -> OutboundEvent:
-    """The OrderAccepted v1 message of one pending outbox document, or ``InvalidMessage``."""
-    body = order_accepted_v1(
+    """The v1 message of one pending outbox document (OrderAccepted, OrderAmended or
+    OrderCancelled, by its ``eventType``), or ``InvalidMessage``. Its Subject is the event type."""
+    payload = document.get(OutboxField.PAYLOAD)
+    if (
+        document.get(OutboxField.EVENT_TYPE) == ORDER_ACCEPTED_EVENT_TYPE
+        and isinstance(payload, Mapping)
+        and "orderVersion" not in payload
+    ):
+        # Written before the lifecycle: an OrderAccepted is version 1, and says so on the wire.
+        payload = {**payload, "orderVersion": 1}
+    body = order_event_v1(
         {
             "schemaVersion": ORDER_ACCEPTED_SCHEMA_VERSION,
             "eventId": document.get(OutboxField.EVENT_ID),
             "eventType": document.get(OutboxField.EVENT_TYPE),
             "occurredAt": document.get(OutboxField.CREATED_AT),
-            "payload": document.get(OutboxField.PAYLOAD),
+            "payload": payload,
         }
     )
     order_id = body["payload"]["orderId"]
@@ -238,6 +247,7 @@ def build_event(document: Mapping[str, Any]) -> OutboundEvent:
         correlation_id=optional_text(document.get(OutboxField.CORRELATION_ID)),
         causation_id=causation_id,
         application_properties=properties,
+        subject=body["eventType"],
         stored_traceparent=optional_text(document.get(OutboxField.TRACEPARENT)),
     )
 

@@ -239,7 +239,7 @@ env = {
     "OUTBOX_ENABLED": "maybe",
 }
 received = SimpleNamespace(message_id="ord-1", body=b"{}", correlation_id=None,
-    delivery_count=1, application_properties={}, locked_until_utc=datetime.now(UTC))
+    delivery_count=1, application_properties={}, locked_until_utc=datetime.now(UTC), subject=None)
 decision = asyncio.run(Runtime(Composition(env)).handle(received, actions))
 assert decision.outcome == "systemic", decision
 assert actions.operations == ["abandon"]
