@@ -75,7 +75,7 @@ async def test_a_batch_of_create_conditional_patch_and_create_commits_as_a_whole
     container: ContainerProxy,
 ) -> None:
     order = await container.create_item(item("order", orderVersion=1, status="accepted"))
-    change = [
+    change: list[dict[str, Any]] = [
         {"op": "set", "path": "/orderVersion", "value": 2},
         {"op": "set", "path": "/status", "value": "cancelled"},
     ]
