@@ -27,12 +27,12 @@
  *   (BatchResponseParser.populateFromResponseContentAsync: MULTI_STATUS, then the first
  *   result that is not FAILED_DEPENDENCY); azure-cosmos raises CosmosBatchOperationError
  *   with that operation's index and status and every result (.venv/lib/python3.13/
- *   site-packages/azure/cosmos/aio/_cosmos_client_connection_async.py:2090-2114,
- *   _cosmos_client_connection.py:2255-2278).
+ *   site-packages/azure/cosmos/aio/_cosmos_client_connection_async.py:2091-2114,
+ *   _cosmos_client_connection.py:2255-2277).
  * - A result's fields are the service's JSON batch response as azure-sdk-for-java parses it
  *   (BatchRequestResponseConstants: statusCode, subStatusCode, requestCharge, eTag,
  *   resourceBody, retryAfterMilliseconds).
- * - The request, as azure-cosmos sends it (azure/cosmos/_base.py:1021-1077): headers
+ * - The request, as azure-cosmos sends it (azure/cosmos/_base.py:1021-1081): headers
  *   x-ms-cosmos-is-batch-request, x-ms-cosmos-batch-atomic: true and the batch's partition key
  *   (x-ms-documentdb-partitionkey); a JSON array of {operationType: Create | Upsert | Read |
  *   Delete | Replace | Patch, id, resourceBody, ifMatch, ifNoneMatch}, a patch's resourceBody

@@ -9,7 +9,7 @@ service does where the product relies on it:
   their filter predicate and ``ifMatch``) run inside it; more than 100 operations, an empty batch
   or an operation on another partition key value 400, a body over 2 MB 413. azure-cosmos raises
   ``CosmosBatchOperationError`` from the 207 (``aio/_cosmos_client_connection_async.py:
-  2090-2114``). The package ran a batch operation by operation, answered 200 and had no patch;
+  2091-2114``). The package ran a batch operation by operation, answered 200 and had no patch;
 - a single-item patch evaluates its filter predicate as written (the package lower-cased it:
   ``c.orderVersion`` became ``c.orderversion``);
 - a point read of a missing item is 404 (the package answered 500).

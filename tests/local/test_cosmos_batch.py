@@ -17,6 +17,8 @@ set (``tests/conftest.py``): the stand-in and the service answer the same tests.
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -184,6 +186,47 @@ async def test_every_kind_of_write_is_undone_when_the_last_operation_fails(
 
     assert (error.error_index, error.status_code) == (6, 409)
     assert await stored(container) == before  # same items, same _etag, _ts and _rid
+
+
+async def test_concurrent_conditional_batches_each_commit_or_write_nothing(
+    container: ContainerProxy,
+) -> None:
+    """Twenty versions of one order, each a batch of its marker and a patch to its version if
+    the stored one is lower, sent at once in a shuffled order: the order ends at the highest
+    version, and a marker exists exactly for each batch that committed."""
+    await container.create_item(item("order", orderVersion=1))
+    versions = list(range(2, 22))
+    random.Random(26).shuffle(versions)
+
+    async def apply(version: int) -> tuple[int, int] | None:
+        """None when committed, else the failing operation's index and status."""
+        newer = [{"op": "set", "path": "/orderVersion", "value": version}]
+        try:
+            await container.execute_item_batch(
+                [
+                    create(f"marker-{version}"),
+                    patch(
+                        "order", newer, filter_predicate=f"FROM c WHERE c.orderVersion < {version}"
+                    ),
+                ],
+                partition_key=ORDER,
+            )
+        except exceptions.CosmosBatchOperationError as error:
+            return (int(error.error_index), int(error.status_code or 0))
+        return None
+
+    failures = await asyncio.gather(*(apply(version) for version in versions))
+
+    assert {failure for failure in failures if failure is not None} <= {(1, 412)}
+
+    after = await stored(container)
+    assert after["order"]["orderVersion"] == 21
+    markers = {name for name in after if name.startswith("marker-")}
+    assert markers == {
+        f"marker-{version}"
+        for version, failure in zip(versions, failures, strict=True)
+        if failure is None
+    }
 
 
 async def test_a_batch_over_100_operations_is_refused_as_a_whole(
