@@ -103,6 +103,20 @@ param duplicateDetectionHistoryTimeWindowOverride string = ''
 ])
 param retainedEventsTimeToLive string = 'P1D'
 
+@description('How long after a message is dead-lettered an operator may still resubmit it (`python -m ops resubmit`) and have a copy the consumer already handled recognised as a duplicate by its inbox marker. The markers are kept this long beyond what the queue itself can redeliver (INBOX_MARKER_TTL_SECONDS; README "Inbox markers: retention"). Past it, a replayed amendment or cancellation is still caught by the order\'s version (stale), never applied twice.')
+@allowed([
+  'P1D'
+  'P3D'
+  'P7D'
+  'P14D'
+  'P30D'
+  'P60D'
+  'P90D'
+  'P180D'
+  'P365D'
+])
+param deadLetterReplayHorizon string = 'P14D'
+
 @description('Flex Consumption scale-out cap of the app: 40 for 100 orders/s, 100 for 1,000/s, 250 for 10,000/s (docs/capacity.md). It also caps the load on Cosmos DB.')
 @minValue(1)
 @maxValue(1000)
@@ -195,6 +209,9 @@ param logAnalyticsDailyQuotaGb int = -1
 param cosmosDataPlaneLogs bool = false
 
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+// The replay horizon in seconds, the way servicebus.bicep reads messaging.json's durations (an
+// ISO 8601 duration added to the epoch, read back as epoch seconds; Bicep date functions).
+var deadLetterReplayHorizonSeconds = dateTimeToEpoch(dateTimeAdd('1970-01-01T00:00:00Z', deadLetterReplayHorizon))
 var tags = {
   'azd-env-name': environmentName
   workload: 'idempotent-consumer'
@@ -317,6 +334,8 @@ module functionApp 'app/function.bicep' = {
     instanceMemoryMB: functionInstanceMemoryMB
     alwaysReadyInstances: functionAlwaysReadyInstances
     virtualNetworkSubnetId: vnetEnabled ? network.outputs.appSubnetId : ''
+    inboxRedeliveryHorizonSeconds: serviceBus.outputs.redeliveryHorizonSeconds
+    deadLetterReplayHorizonSeconds: deadLetterReplayHorizonSeconds
   }
   dependsOn: [
     rbac

@@ -9,9 +9,20 @@
 | ``COSMOS_CONTAINER`` | ``orders`` | container name, partition key ``/orderId`` |
 | ``COSMOS_VERIFY_TLS`` | ``true`` | ``false`` only for local emulators with self-signed certs |
 | ``OUTBOX_ENABLED`` | ``true`` | write an OrderAccepted outbox event in the same batch |
+| ``INBOX_MARKER_TTL_SECONDS`` | the sum of the | the inbox markers' ``ttl`` (at most 2^31-1): how |
+| | next two | long a handled message's MessageId is remembered |
+| ``INBOX_REDELIVERY_HORIZON_SECONDS`` | ``1210200`` | what the queue can redeliver: lockDuration |
+| | | x maxDeliveryCount + defaultMessageTimeToLive |
+| ``DEAD_LETTER_REPLAY_HORIZON_SECONDS`` | ``1209600`` | how long after dead-lettering a |
+| | | resubmitted copy is still recognised (14 days) |
 | ``CosmosDBConnection__credential`` | unset | ``managedidentity``: the app's Cosmos DB client |
 | | | uses ``ManagedIdentityCredential``; unset: ``DefaultAzureCredential`` (dev) |
 | ``CosmosDBConnection__clientId`` | unset | the user-assigned identity's client id (a GUID) |
+
+A marker window shorter than the two horizons together is a configuration error naming
+``INBOX_MARKER_TTL_SECONDS``. infra/app/function.bicep sets all three, from infra/messaging.json
+and main.bicep's ``deadLetterReplayHorizon``; the defaults here are what those compute by default
+(this module never reads infra/: tests/infra/test_inbox_retention.py holds them equal).
 
 The credential settings are the host's own for the relay trigger's connection to the same
 account, read as the host reads them (``shared.adapters.identity`` says why).
@@ -96,6 +107,54 @@ class IdentitySettings:
         return cls(True, client_id)
 
 
+# ---- inbox markers' retention ----------------------------------------------------------------
+# The queue's semantics as infra/messaging.json deploys them, and main.bicep's default replay
+# horizon: shared/ never reads infra/, so tests/infra/test_inbox_retention.py holds these equal to
+# what the Bicep computes from that file (README "Inbox markers: retention" says why each term).
+QUEUE_LOCK_DURATION_S = 60  # lockDuration PT1M
+QUEUE_MAX_DELIVERY_COUNT = 10  # maxDeliveryCount
+QUEUE_MESSAGE_TTL_S = 14 * 86_400  # defaultMessageTimeToLive P14D
+DEFAULT_REDELIVERY_HORIZON_S = (
+    QUEUE_LOCK_DURATION_S * QUEUE_MAX_DELIVERY_COUNT + QUEUE_MESSAGE_TTL_S
+)
+DEFAULT_DEAD_LETTER_REPLAY_HORIZON_S = 14 * 86_400  # deadLetterReplayHorizon P14D
+DEFAULT_INBOX_MARKER_TTL_S = DEFAULT_REDELIVERY_HORIZON_S + DEFAULT_DEAD_LETTER_REPLAY_HORIZON_S
+# Cosmos DB's largest per-item ttl (learn.microsoft.com/azure/cosmos-db/nosql/time-to-live).
+COSMOS_MAX_TTL_S = 2**31 - 1
+
+INBOX_MARKER_TTL_SETTING = "INBOX_MARKER_TTL_SECONDS"
+REDELIVERY_HORIZON_SETTING = "INBOX_REDELIVERY_HORIZON_SECONDS"
+DEAD_LETTER_REPLAY_HORIZON_SETTING = "DEAD_LETTER_REPLAY_HORIZON_SECONDS"
+
+
+def _inbox_marker_ttl(env: Mapping[str, str]) -> int:
+    """The markers' window, at least the redelivery and replay horizons together: a marker that
+    expires sooner forgets a MessageId the queue or an operator may still bring back."""
+    redelivery = _integer(
+        env,
+        REDELIVERY_HORIZON_SETTING,
+        DEFAULT_REDELIVERY_HORIZON_S,
+        minimum=1,
+        maximum=COSMOS_MAX_TTL_S,
+    )
+    replay = _integer(
+        env,
+        DEAD_LETTER_REPLAY_HORIZON_SETTING,
+        DEFAULT_DEAD_LETTER_REPLAY_HORIZON_S,
+        minimum=0,
+        maximum=COSMOS_MAX_TTL_S,
+    )
+    floor = redelivery + replay
+    ttl = _integer(env, INBOX_MARKER_TTL_SETTING, floor, minimum=1, maximum=COSMOS_MAX_TTL_S)
+    if ttl < floor:
+        raise ConfigurationError(
+            INBOX_MARKER_TTL_SETTING,
+            f"must be at least {REDELIVERY_HORIZON_SETTING} + {DEAD_LETTER_REPLAY_HORIZON_SETTING}"
+            f" = {redelivery} + {replay} = {floor}, got {ttl}",
+        )
+    return ttl
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     queue_name: str
@@ -106,6 +165,7 @@ class Settings:
     cosmos_verify_tls: bool = True
     outbox_enabled: bool = True
     cosmos_identity: IdentitySettings = field(default_factory=IdentitySettings)
+    inbox_marker_ttl_s: int = DEFAULT_INBOX_MARKER_TTL_S
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -124,6 +184,7 @@ class Settings:
             cosmos_verify_tls=_flag(env, "COSMOS_VERIFY_TLS", default=True),
             outbox_enabled=_flag(env, "OUTBOX_ENABLED", default=True),
             cosmos_identity=IdentitySettings.from_env(env, COSMOS_CONNECTION),
+            inbox_marker_ttl_s=_inbox_marker_ttl(env),
         )
 
 
@@ -225,16 +286,21 @@ class WatchdogSettings:
         )
 
 
-def _integer(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+def _integer(
+    env: Mapping[str, str], name: str, default: int, *, minimum: int, maximum: int | None = None
+) -> int:
     raw = env.get(name, "").strip()
     if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(name, f"must be an integer, got {raw[:20]!r}") from None
+        value = default
+    else:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigurationError(name, f"must be an integer, got {raw[:20]!r}") from None
     if value < minimum:
         raise ConfigurationError(name, f"must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigurationError(name, f"must be at most {maximum}, got {value}")
     return value
 
 

@@ -40,6 +40,14 @@ param instanceMemoryMB int = 2048
 @minValue(60)
 param outboxWatchdogMinAgeSeconds int = 300
 
+@description('How long after its first delivery the orders queue may still deliver a message, in seconds: lockDuration x maxDeliveryCount + defaultMessageTimeToLive of infra/messaging.json (servicebus.bicep\'s redeliveryHorizonSeconds output). INBOX_REDELIVERY_HORIZON_SECONDS.')
+@minValue(1)
+param inboxRedeliveryHorizonSeconds int
+
+@description('How long after dead-lettering a message may still be resubmitted and recognised by its inbox marker, in seconds (main.bicep\'s deadLetterReplayHorizon). DEAD_LETTER_REPLAY_HORIZON_SECONDS.')
+@minValue(0)
+param deadLetterReplayHorizonSeconds int
+
 @description('Scale-out cap of the app (Flex Consumption allows up to 1000).')
 @minValue(1)
 @maxValue(1000)
@@ -61,6 +69,11 @@ var alwaysReady = (alwaysReadyInstances > 0) ? [
     instanceCount: alwaysReadyInstances
   }
 ] : []
+
+// The inbox markers' window (per-item ttl, counted by Cosmos DB from the marker's last write):
+// everything the queue can still redeliver plus the dead-letter replay horizon. The app refuses a
+// shorter INBOX_MARKER_TTL_SECONDS at start-up (shared/config.py); README "Inbox markers: retention".
+var inboxMarkerTtlSeconds = inboxRedeliveryHorizonSeconds + deadLetterReplayHorizonSeconds
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   //checkov:skip=CKV_AZURE_225: Flex Consumption zone redundancy is region-dependent; opt in with properties.zoneRedundant where offered
@@ -136,9 +149,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
 }
 
 // Setting names are the ones read by the Functions host (ServiceBusConnection__*, AzureWebJobsStorage__*,
-// CosmosDBConnection__*) and by the application code (ORDERS_*, COSMOS_*, OUTBOX_ENABLED). The app's
-// own clients authenticate as the host's connections to the same resources do, from the same
-// __credential/__clientId settings: ManagedIdentityCredential with the user-assigned client id
+// CosmosDBConnection__*) and by the application code (ORDERS_*, COSMOS_*, OUTBOX_*, INBOX_*,
+// DEAD_LETTER_REPLAY_HORIZON_SECONDS: shared/config.py). The app's own clients authenticate as
+// the host's connections to the same resources do, from the same __credential/__clientId
+// settings: ManagedIdentityCredential with the user-assigned client id
 // (shared/adapters/identity.py), so no AZURE_CLIENT_ID (the default chain's setting) is set.
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   //checkov:skip=CKV_AZURE_13: false positive, this config resource holds app settings only (no HTTP function to authenticate)
@@ -171,6 +185,10 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     OUTBOX_WATCHDOG_MIN_AGE_SECONDS: string(outboxWatchdogMinAgeSeconds)
     COSMOS_VERIFY_TLS: 'true'
     OUTBOX_ENABLED: 'true'
+    // The inbox markers' retention: the window and the two terms the app checks it against.
+    INBOX_MARKER_TTL_SECONDS: string(inboxMarkerTtlSeconds)
+    INBOX_REDELIVERY_HORIZON_SECONDS: string(inboxRedeliveryHorizonSeconds)
+    DEAD_LETTER_REPLAY_HORIZON_SECONDS: string(deadLetterReplayHorizonSeconds)
     APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
     // The app configures the OpenTelemetry distro itself; this tells the host to stop

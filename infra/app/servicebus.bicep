@@ -170,6 +170,19 @@ resource retainedSubscription 'Microsoft.ServiceBus/namespaces/topics/subscripti
   }
 }
 
+// How long after a message's first delivery the queue may still deliver it (the floor of the
+// consumer's inbox-marker window, INBOX_REDELIVERY_HORIZON_SECONDS): its time-to-live, after
+// which the broker dead-letters it instead of delivering it again, plus maxDeliveryCount locks of
+// lockDuration, the deliveries' own time (covering the one still running when the time-to-live
+// ends). From the same messaging.json values as the queue above. Bicep has no duration
+// arithmetic: an ISO 8601 duration added to the epoch and read back as epoch seconds is its
+// length in seconds (dateTimeAdd, dateTimeToEpoch:
+// learn.microsoft.com/azure/azure-resource-manager/bicep/bicep-functions-date).
+var epoch = '1970-01-01T00:00:00Z'
+var lockDurationSeconds = dateTimeToEpoch(dateTimeAdd(epoch, messaging.lockDuration))
+var messageTimeToLiveSeconds = dateTimeToEpoch(dateTimeAdd(epoch, messaging.defaultMessageTimeToLive))
+var redeliveryHorizonSeconds = (lockDurationSeconds * messaging.maxDeliveryCount) + messageTimeToLiveSeconds
+
 output id string = namespace.id
 output name string = namespace.name
 output fullyQualifiedNamespace string = '${namespace.name}.servicebus.windows.net'
@@ -180,3 +193,4 @@ output topicName string = topic.name
 output sku string = sku
 output duplicateDetectionHistoryTimeWindow string = duplicateDetectionHistoryTimeWindow
 output entityMaxSizeInMegabytes int = entityMaxSizeInMegabytes
+output redeliveryHorizonSeconds int = redeliveryHorizonSeconds

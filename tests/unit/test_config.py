@@ -140,3 +140,107 @@ def test_a_malformed_key_is_described_by_its_length_only() -> None:
 def test_a_resource_name_may_hold_any_other_character() -> None:
     settings = Settings.from_env({**VALID, "COSMOS_DATABASE": "X-Orders_2026.eu"})
     assert settings.cosmos_database == "X-Orders_2026.eu"
+
+
+# ---- inbox markers' retention ------------------------------------------------------------------
+
+TTL = "INBOX_MARKER_TTL_SECONDS"
+REDELIVERY = "INBOX_REDELIVERY_HORIZON_SECONDS"
+REPLAY = "DEAD_LETTER_REPLAY_HORIZON_SECONDS"
+DAY = 86_400
+# PT1M x 10 deliveries + P14D time-to-live (infra/messaging.json), + P14D of dead-letter replay.
+DEFAULT_WINDOW = 60 * 10 + 14 * DAY + 14 * DAY
+
+
+def test_unset_the_marker_window_is_what_the_bicep_deploys_by_default() -> None:
+    assert Settings.from_env(VALID).inbox_marker_ttl_s == DEFAULT_WINDOW == 2_419_800
+    assert Settings.from_env(
+        {**VALID, TTL: " ", REDELIVERY: "", REPLAY: ""}
+    ).inbox_marker_ttl_s == (DEFAULT_WINDOW)
+
+
+def test_a_window_at_or_above_the_two_horizons_is_used_as_set() -> None:
+    assert Settings.from_env({**VALID, TTL: str(DEFAULT_WINDOW)}).inbox_marker_ttl_s == (
+        DEFAULT_WINDOW
+    )
+    assert Settings.from_env({**VALID, TTL: " 3000000 "}).inbox_marker_ttl_s == 3_000_000
+    # Cosmos DB's largest ttl (learn.microsoft.com/azure/cosmos-db/nosql/time-to-live).
+    assert Settings.from_env({**VALID, TTL: str(2**31 - 1)}).inbox_marker_ttl_s == 2**31 - 1
+
+
+def test_unset_the_window_is_the_sum_of_the_horizons_as_set() -> None:
+    env = {**VALID, REDELIVERY: "1000", REPLAY: str(30 * DAY)}
+    assert Settings.from_env(env).inbox_marker_ttl_s == 1000 + 30 * DAY
+    # No replay at all: the markers outlive what the queue can redeliver, no more.
+    assert Settings.from_env({**VALID, REPLAY: "0"}).inbox_marker_ttl_s == 60 * 10 + 14 * DAY
+
+
+@pytest.mark.parametrize(
+    ("env", "floor"),
+    [
+        ({TTL: str(DEFAULT_WINDOW - 1)}, DEFAULT_WINDOW),
+        ({TTL: str(14 * DAY)}, DEFAULT_WINDOW),  # the message's time-to-live alone
+        ({TTL: str(DEFAULT_WINDOW), REPLAY: str(30 * DAY)}, 60 * 10 + 14 * DAY + 30 * DAY),
+        ({TTL: "1000", REDELIVERY: "1000", REPLAY: "1"}, 1001),
+    ],
+    ids=["a second short", "queue ttl only", "replay lengthened", "own horizons"],
+)
+def test_a_window_shorter_than_the_two_horizons_names_the_window_setting(
+    env: dict[str, str], floor: int
+) -> None:
+    # A marker that expires while the queue or an operator can still bring its message back
+    # turns that redelivery into a first delivery: refused at start-up, not found in production.
+    with pytest.raises(ConfigurationError) as raised:
+        Settings.from_env({**VALID, **env})
+
+    assert raised.value.setting == TTL
+    assert str(raised.value).startswith(f"{TTL}: must be at least {REDELIVERY} + {REPLAY} = ")
+    assert str(raised.value).endswith(f" = {floor}, got {env[TTL]}")
+
+
+@pytest.mark.parametrize("setting", [TTL, REDELIVERY, REPLAY])
+@pytest.mark.parametrize("value", ["28d", "P28D", "2.4e6", "1 000", "ten"])
+def test_a_retention_setting_that_is_not_an_integer_names_the_setting(
+    setting: str, value: str
+) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        Settings.from_env({**VALID, setting: value})
+
+    assert raised.value.setting == setting
+    assert str(raised.value) == f"{setting}: must be an integer, got {value!r}"
+
+
+@pytest.mark.parametrize(
+    ("env", "named", "value"),
+    [
+        ({TTL: str(2**31)}, TTL, 2**31),
+        ({REDELIVERY: str(2**31)}, REDELIVERY, 2**31),
+        ({REPLAY: str(2**31)}, REPLAY, 2**31),
+        # Each horizon fits, their sum does not: the unset window would be refused by Cosmos DB.
+        ({REDELIVERY: str(2**30), REPLAY: str(2**30)}, TTL, 2**31),
+    ],
+    ids=["window", "redelivery", "replay", "sum of the horizons"],
+)
+def test_a_retention_above_cosmos_db_s_largest_ttl_names_the_setting(
+    env: dict[str, str], named: str, value: int
+) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        Settings.from_env({**VALID, **env})
+
+    assert raised.value.setting == named
+    assert str(raised.value) == f"{named}: must be at most {2**31 - 1}, got {value}"
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "minimum"),
+    [(TTL, "0", 1), (TTL, "-1", 1), (REDELIVERY, "0", 1), (REPLAY, "-1", 0)],
+)
+def test_a_retention_below_its_minimum_names_the_setting(
+    setting: str, value: str, minimum: int
+) -> None:
+    # ttl -1 would mean "never expires" to Cosmos DB, 0 is refused by it.
+    with pytest.raises(ConfigurationError) as raised:
+        Settings.from_env({**VALID, setting: value})
+
+    assert raised.value.setting == setting
+    assert str(raised.value) == f"{setting}: must be at least {minimum}, got {value}"
