@@ -65,8 +65,9 @@ __all__ = [
 
 # Fields an amendment may change: a mismatch against an amended order cannot compare them.
 _AMENDABLE = frozenset({"customerId", "currency", "placedAt", "lines"})
-# How long an inbox marker is kept when the caller does not say (``Settings.inbox_marker_ttl_s``
-# is the app's): the defaults' lockDuration x maxDeliveryCount + message TTL + a 14-day replay.
+# How long an inbox marker is kept when the caller does not say; the app passes its setting
+# (``Settings.inbox_marker_ttl_s``, whose default this equals: tests/unit/test_config.py): the
+# queue's lockDuration x maxDeliveryCount + message TTL + a 14-day dead-letter replay horizon.
 DEFAULT_MARKER_TTL_S = 60 * 10 + 14 * 24 * 3600 + 14 * 24 * 3600
 # The dead-letter reason of an order whose outbox event exists without the order (a reason of
 # the consumer's bounded set; ``shared.consumer.contract.DeadletterReason`` holds the contract's

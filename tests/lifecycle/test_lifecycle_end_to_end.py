@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from azure.cosmos.aio import ContainerProxy
 
 from local.standins.broker import ManualClock, OutgoingMessage, PeekLockQueue
@@ -142,3 +143,21 @@ async def test_a_change_after_the_cancellation_and_an_unknown_subject_are_dead_l
     assert "version 3" in (transition.description or "")
     assert "version 2" in (transition.description or "")
     assert await documents(container) == before
+
+
+async def test_markers_expire_after_the_configured_window(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    container: ContainerProxy,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    window = 3_000_000  # above the redelivery and replay horizons' sum (Settings)
+    monkeypatch.setenv("INBOX_MARKER_TTL_SECONDS", str(window))
+    for outgoing in (placed(), amended(3), amended(2)):  # one at a time: v2 arrives stale
+        queue.send(outgoing)
+        await host.run_until_idle()
+
+    stored = await by_type(container)
+    assert sorted(marker["outcome"] for marker in stored["inbox"]) == ["processed", "stale"]
+    assert {marker["ttl"] for marker in stored["inbox"]} == {window}
+    assert "ttl" not in stored["order"][0]  # the order itself never expires
