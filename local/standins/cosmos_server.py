@@ -1,13 +1,33 @@
 """Runs the local Cosmos DB API stand-in, ``@vercel/cosmosdb-server`` (installed by npm into the
-repo), on a free loopback port over HTTPS with its bundled self-signed certificate.
+repo), on a free loopback port over HTTPS with its bundled self-signed certificate, with three of
+its request handlers replaced by ``cosmos_batch.js`` (beside this file) so that it answers as the
+service does where the product relies on it:
+
+- a transactional batch is all or nothing: 200 when every operation succeeds; 207 Multi-Status
+  when one fails, that operation with its status (409 conflict, 404, 412 for an unmet ``ifMatch``
+  or filter predicate, 400) and every other one 424, nothing written; patch operations (with
+  their filter predicate and ``ifMatch``) run inside it; more than 100 operations, an empty batch
+  or an operation on another partition key value 400, a body over 2 MB 413. azure-cosmos raises
+  ``CosmosBatchOperationError`` from the 207 (``aio/_cosmos_client_connection_async.py:
+  2091-2114``). The package ran a batch operation by operation, answered 200 and had no patch;
+- a single-item patch evaluates its filter predicate as written (the package lower-cased it:
+  ``c.orderVersion`` became ``c.orderversion``);
+- a point read of a missing item is 404 (the package answered 500).
+
+The JS module's header cites the sources (learn.microsoft.com/azure/cosmos-db/nosql/transactional-
+batch, .../partial-document-update, the SDKs' batch parsing) for each behaviour.
 
 It is started through its library with HTTP keep-alive, as Cosmos DB behaves: the package's CLI
 answers every request with ``connection: close``, so each request would pay a new TCP connection
-and TLS handshake (several milliseconds of CPU on both sides). ``keep_alive=False`` starts the CLI
-as it is.
+and TLS handshake (several milliseconds of CPU on both sides). ``keep_alive=False`` starts the
+package's CLI as it is published: its own handlers (batches not atomic), without keep-alive; a
+baseline, used by nothing in the product.
 
-What it does not do (tests that need these run only against the real emulator, see README):
-transactional batches are not atomic, request charge is always 1, no change feed, no TTL.
+What it does not do (tests that need these run only against the real emulator, see README): the
+request charge is always 1, no change feed, no TTL, no throttling, no session consistency
+tokens; in a batch, no non-atomic (bulk) mode and no ``ifNoneMatch`` (both refused with 400, so
+nothing relies on them by accident), no 5-second execution limit, no sub-status codes; the full
+list is in ``cosmos_batch.js``.
 
 The server dies with the process that started it, however that process ends: its stdin is a
 pipe whose only writer is this process, so when it exits, even by SIGKILL (a mutant that timed
@@ -33,13 +53,16 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI = REPO_ROOT / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
 LIBRARY = CLI.parent / "index.js"
+# Replaces the package's batch, patch and read handlers; must load before the library.
+SERVICE_SEMANTICS = Path(__file__).resolve().parent / "cosmos_batch.js"
 # The Cosmos DB emulator's published, well-known key: not a secret. cosmosdb-server accepts any.
 EMULATOR_KEY = (
     "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 )
 _READY = re.compile(rb"connections at (\S+):(\d+)")
-# The CLI's start-up (cli.js) with the library's keepAlive option, which the CLI does not expose;
-# it prints the same "Ready to accept HTTPS connections at host:port" line.
+# The CLI's start-up (cli.js) with the library's keepAlive option, which the CLI does not expose,
+# and the service's batch semantics installed first; it prints the same "Ready to accept HTTPS
+# connections at host:port" line.
 # Every start-up script begins with this: exit when the parent's end of stdin closes.
 _EXIT_WITH_PARENT = """
 process.stdin.on("end", () => process.exit(0));
@@ -47,7 +70,8 @@ process.stdin.on("error", () => process.exit(0));
 process.stdin.resume();
 """
 _KEEP_ALIVE_SCRIPT = """
-const [library, host, port] = process.argv.slice(1);
+const [library, semantics, host, port] = process.argv.slice(1);
+require(semantics).install(require("path").dirname(library));
 const { createHttpsServer } = require(library);
 const server = createHttpsServer({ keepAlive: true }).listen(Number(port), host, () => {
   console.log(`Ready to accept HTTPS connections at ${host}:${server.address().port}`);
@@ -69,9 +93,15 @@ class LocalCosmosServer:
                 "the local Cosmos DB server is not installed: run `make install` (needs node/npm)"
             )
         command = (
-            [node, "-e", _EXIT_WITH_PARENT + _KEEP_ALIVE_SCRIPT, str(LIBRARY), "127.0.0.1", "0"]
+            [
+                node,
+                "-e",
+                _EXIT_WITH_PARENT + _KEEP_ALIVE_SCRIPT,
+                *(str(LIBRARY), str(SERVICE_SEMANTICS), "127.0.0.1", "0"),
+            ]
             if self.keep_alive
-            # The CLI as it is (it reads process.argv.slice(2): the arguments after its path).
+            # The CLI as it is, with its own handlers (it reads process.argv.slice(2): the
+            # arguments after its path).
             else [
                 node,
                 "-e",

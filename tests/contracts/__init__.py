@@ -12,8 +12,9 @@ order with ``OrderAlreadyExists`` (a duplicate: complete) where the port says
 A suite asserts what the port promises and what the core relies on (read from the port's
 docstrings and the code that calls it), never how an implementation does it. The Cosmos DB
 adapters run on the session's Cosmos account (cosmosdb-server, or the emulator when
-``COSMOS_EMULATOR_ENDPOINT`` is set: ``tests.conftest``); a case cosmosdb-server cannot show
-(its batches are not atomic) is marked ``emulator`` in that adapter's subclass and says why.
+``COSMOS_EMULATOR_ENDPOINT`` is set: ``tests.conftest``); a case the local server cannot show
+would be marked ``emulator`` in that adapter's subclass, saying why (none today: its batches are
+atomic, ``local/standins/cosmos_batch.js``).
 
 Never imports product internals beyond the ports, their data types and the adapters' public
 constructors.

@@ -223,18 +223,3 @@ class TestCosmosOrderStore(OrderStoreContract):
                 return ids
 
             yield StoreUnderTest(CosmosOrderStore(proxy), put, delete, stored_ids)
-
-    @pytest.mark.emulator
-    async def test_an_order_never_stored_reads_as_none(self, subject: StoreUnderTest) -> None:
-        """cosmosdb-server answers a point read of a missing item 500 ("Cannot read properties
-        of undefined (reading 'orderId')"), where Cosmos DB answers 404; the adapter's reading
-        of a 404 runs on the fault transport (tests/integration/test_batch_failure_reading.py)."""
-        await super().test_an_order_never_stored_reads_as_none(subject)
-
-    @pytest.mark.emulator
-    async def test_an_orphaned_document_leaves_the_order_unwritten(
-        self, subject: StoreUnderTest
-    ) -> None:
-        """cosmosdb-server runs a batch's operations one by one, not atomically: the order is
-        written before the event's 409 (the adapter still raises ``OrphanedDocument``)."""
-        await super().test_an_orphaned_document_leaves_the_order_unwritten(subject)

@@ -6,8 +6,8 @@ reason, naming the document (held as systemic, it burned ten deliveries in about
 and waited in the dead-letter queue as an anonymous ``MaxDeliveryCountExceeded``). The batch
 answers come from the transport below the real azure-cosmos SDK, shaped as Cosmos DB sends
 them (``local.standins.faults``, ``FaultKind.BATCH_OPERATION``: 207, one result per operation),
-because cosmosdb-server's batches are not atomic; the whole path runs on the real emulator at the
-end.
+to choose which operation fails; the whole path runs on the local server's atomic batch (or the
+real emulator) at the end.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from shared.consumer.core import IncomingMessage, build_documents
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from shared.relay.outbox import outbox_document_id
 from tests.conftest import manual_time
+from tests.integration.consumer_logs import consumer_records
 from tests.orders import message, order_body
 from tests.state import documents, settlements
 
@@ -109,22 +110,23 @@ async def test_an_orphaned_outbox_event_is_dead_lettered_at_once_with_its_own_re
     assert final.deadletter_reason == "OrphanedDocument"  # type: ignore[attr-defined]
 
 
-@pytest.mark.emulator
-async def test_an_orphaned_outbox_event_on_the_real_emulator_is_dead_lettered(
+async def test_an_orphaned_outbox_event_in_the_container_is_dead_lettered(
     host: LocalFunctionsHost,
     queue: PeekLockQueue,
     container: ContainerProxy,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # Real atomic batches: the order was deleted, its event remains; every create conflicts
-    # on the event (424 for the order, 409 for the event).
+    """An atomic batch (the local server's, as Cosmos DB's): the order was deleted, its event
+    remains; the batch conflicts on the event (424 for the order, 409 for the event). The
+    records come from the consumer's own logger (``consumer_logs``): ``python -m bench``, run
+    by tests/bench, turns the ``orders`` logger's propagation off."""
     [_, outbox] = order_documents()
     await container.create_item(outbox)
     queue.send(message(order_body()))
 
-    await host.invoke(queue.receive(1)[0])
+    with consumer_records() as records:
+        await host.invoke(queue.receive(1)[0])
 
     assert settlements(queue) == [("dead_letter", True)]
     assert [dead.reason for dead in queue.dead_letters] == ["OrphanedDocument"]
     assert [d["id"] for d in await documents(container)] == [outbox["id"]]
-    assert any(getattr(r, "deadletter_reason", None) == "OrphanedDocument" for r in caplog.records)
+    assert any(getattr(r, "deadletter_reason", None) == "OrphanedDocument" for r in records)

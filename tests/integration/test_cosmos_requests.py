@@ -4,9 +4,10 @@ it, against the local Cosmos server): one document create without the outbox, on
 batch with it, the point read of a conflict, each in the order's partition and each bounded by
 the operation's absolute timeout.
 
-Why this is checked at the wire and not by outcomes: cosmosdb-server accepts a batch without a
-partition key and a single create sent as a batch, which Cosmos DB would not treat alike (a
-batch needs its partition key, ``x-ms-documentdb-partitionkey``; a create is not a batch).
+Why this is checked at the wire and not by outcomes: the local server accepts a single create
+sent as a batch, which Cosmos DB would not treat alike (a create is not a batch); a batch without
+its partition key (``x-ms-documentdb-partitionkey``) it refuses with 400 as Cosmos DB does
+(``local/standins/cosmos_batch.js``), which the wire check names more precisely.
 Killed mutants: the create's or the read's ``timeout=`` removed, the create sent as a batch, the
 batch's partition key dropped.
 """
