@@ -31,6 +31,15 @@ and every in-flight consumer delivery with it. Each call gets ``SEND_TIMEOUT_S``
 own total timeout (it covers its retries) and as an ``asyncio.timeout`` around it. Once a
 create or a send fails, the invocation's remaining events are reported with the same error, not
 tried: the link is bad, and every further attempt would wait its own timeout.
+
+Errors are translated by what a retry can fix, the SDK's plain ``ServiceBusError`` included: the
+SDK raises it, marked not retryable, for every AMQP condition it maps to no class of its own
+(_transport/_pyamqp_transport.py:149-167 and :1156-1167), and keeps the condition on the error
+(``_condition``, exceptions.py:28 and :35-39). Link, session and connection conditions say the
+link is unwell (unavailable); a deleted entity says the topic is gone (systemic); the rest
+(``amqp:decode-error``, ``amqp:invalid-field``, ``amqp:not-allowed`` ...) may be the message's
+and are left unclassified: the relay core charges them to an event only once it was sent alone.
+An error of ``create_message_batch`` carries no message (it opens the link): never the event's.
 """
 
 from __future__ import annotations
@@ -71,6 +80,26 @@ SEND_TIMEOUT_S = 30.0
 # The outer asyncio bound leaves the SDK's own timeout the first word (its OperationTimeoutError
 # names what timed out).
 _GRACE_S = 1.0
+# AMQP conditions the SDK raises as a plain ServiceBusError, marked not retryable (the no-retry
+# lists: _pyamqp/error.py:99-120, _transport/_pyamqp_transport.py:119-130), by what a retry can
+# fix; the condition names are AMQP 1.0's (_pyamqp/error.py:16-89).
+# The link, its session or its connection is unwell, not the event: a new link cures it.
+_UNAVAILABLE_CONDITIONS = frozenset(
+    {
+        "amqp:link:stolen",  # the link was attached elsewhere and this one closed
+        "amqp:link:redirect",
+        "amqp:connection:redirect",
+        "amqp:connection:framing-error",
+        "amqp:frame-size-too-small",
+        "amqp:illegal-state",
+        "amqp:session:errant-link",
+        "amqp:session:handle-in-use",
+        "amqp:session:unattached-handle",
+        "amqp:session:window-violation",
+    }
+)
+# The entity is gone: an operator recreates it (``azd provision``).
+_SYSTEMIC_CONDITIONS = frozenset({"amqp:resource-deleted"})
 
 
 class MessageBatchSender(Protocol):
@@ -104,7 +133,12 @@ def to_service_bus_message(event: OutboundEvent) -> ServiceBusMessage:
 
 
 class ServiceBusEventPublisher:
-    def __init__(self, sender: MessageBatchSender, *, timeout_s: float = SEND_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        sender: MessageBatchSender,
+        *,
+        timeout_s: float = SEND_TIMEOUT_S,
+    ) -> None:
         self._sender = sender
         self._timeout_s = timeout_s
         # One publish at a time on the shared sender (see the module docstring). Created with
@@ -135,7 +169,7 @@ class ServiceBusEventPublisher:
                 async with asyncio.timeout(self._timeout_s + _GRACE_S):
                     batch = await self._sender.create_message_batch()
             except Exception as error:  # noqa: BLE001 - reported per event
-                return _fail(results, range(index, len(events)), translate(error))
+                return _fail(results, range(index, len(events)), _link_failure(error))
             try:
                 batch.add_message(message)
                 members.append(index)
@@ -175,30 +209,61 @@ def _retryable(error: Exception) -> bool:
     return isinstance(error, ServiceBusError) and bool(getattr(error, "_retryable", False))
 
 
+def _condition(error: Exception) -> str | None:
+    """The AMQP condition a ``ServiceBusError`` was raised for: the SDK decodes it onto the error
+    (exceptions.py:28, :35-39); None when it has none (e.g. "Handler failed: ...",
+    _transport/_pyamqp_transport.py:1201-1203)."""
+    condition = getattr(error, "_condition", None) if isinstance(error, ServiceBusError) else None
+    if isinstance(condition, bytes):
+        return condition.decode("utf-8", "replace")
+    return condition if isinstance(condition, str) else None
+
+
+def _link_failure(error: Exception) -> BaseException:
+    """An error of ``create_message_batch``, which opens the link and holds no message: never
+    the event's, so one nobody classified is unavailable (retried, alerted), not charged to the
+    event the relay would then send alone."""
+    translated = translate(error)
+    if translated is not error:
+        return translated
+    unavailable = PublishUnavailable(f"{type(error).__name__}: {error}")
+    unavailable.__cause__ = error
+    return unavailable
+
+
 def translate(error: Exception) -> BaseException:
-    """The SDK's error as ``shared.relay.core`` classifies it (the original is the cause)."""
+    """The SDK's error as ``shared.relay.core`` classifies it (the original is the cause); an
+    error nobody classified is returned as itself."""
     translated: BaseException
+    condition = _condition(error)
     if isinstance(error, MessageSizeExceededError):
         translated = EventRejected(str(error))
-    elif isinstance(
-        error,
-        ServiceBusAuthenticationError
-        | ServiceBusAuthorizationError
-        | ClientAuthenticationError
-        | MessagingEntityNotFoundError
-        | MessagingEntityDisabledError
-        | ServiceBusQuotaExceededError,
+    elif (
+        isinstance(
+            error,
+            ServiceBusAuthenticationError
+            | ServiceBusAuthorizationError
+            | ClientAuthenticationError
+            | MessagingEntityNotFoundError
+            | MessagingEntityDisabledError
+            | ServiceBusQuotaExceededError,
+        )
+        or condition in _SYSTEMIC_CONDITIONS
     ):
         translated = PublishMisconfigured(f"{type(error).__name__}: {error}")
-    elif isinstance(
-        error,
-        OperationTimeoutError
-        | ServiceBusConnectionError
-        | ServiceBusCommunicationError
-        | ServiceBusServerBusyError
-        | TimeoutError
-        | ConnectionError,
-    ) or _retryable(error):
+    elif (
+        isinstance(
+            error,
+            OperationTimeoutError
+            | ServiceBusConnectionError
+            | ServiceBusCommunicationError
+            | ServiceBusServerBusyError
+            | TimeoutError
+            | ConnectionError,
+        )
+        or _retryable(error)
+        or condition in _UNAVAILABLE_CONDITIONS
+    ):
         translated = PublishUnavailable(f"{type(error).__name__}: {error}")
     else:
         return error

@@ -26,9 +26,9 @@ from azure.servicebus._pyamqp.error import ErrorCondition
 from local.assembly.world import World
 from local.standins.broker import ManualClock
 from local.standins.change_feed import ChangeFeedEmulator
-from shared.adapters.servicebus_out import ServiceBusEventPublisher
-from shared.relay.core import PublishUnavailable, build_event
-from tests.relay.amqp_link import LinkNetwork, sender_on
+from shared.adapters.servicebus_out import ServiceBusEventPublisher, translate
+from shared.relay.core import FailureKind, PublishUnavailable, build_event, classify
+from tests.relay.amqp_link import LinkNetwork, sender_on, service_bus_error
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 
 TOPIC = "order-events"
@@ -97,6 +97,38 @@ async def test_a_hung_link_is_bounded_and_reported_as_unavailable(where: str) ->
     assert (datetime.now(UTC) - started).total_seconds() < 5
     assert all(isinstance(r, PublishUnavailable) for r in results), results
     assert network.sent_ids == []
+
+
+@pytest.mark.parametrize(
+    ("condition", "on", "kind"),
+    [
+        # The link, its session or its connection: a new link cures it.
+        (ErrorCondition.LinkStolen, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.LinkRedirect, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.SessionErrantLink, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.SessionUnattachedHandle, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.IllegalState, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.ConnectionFramingError, "connection", FailureKind.TRANSIENT),
+        (ErrorCondition.InternalError, "disposition", FailureKind.TRANSIENT),  # retryable
+        # The system: the topic gone, the identity refused.
+        (ErrorCondition.ResourceDeleted, "link", FailureKind.SYSTEMIC),
+        (ErrorCondition.NotFound, "link", FailureKind.SYSTEMIC),
+        (ErrorCondition.UnauthorizedAccess, "link", FailureKind.SYSTEMIC),
+        # Maybe the message's: charged to an event only once it fails alone.
+        (ErrorCondition.DecodeError, "disposition", FailureKind.UNEXPECTED),
+        (ErrorCondition.InvalidField, "disposition", FailureKind.UNEXPECTED),
+        (ErrorCondition.NotAllowed, "disposition", FailureKind.UNEXPECTED),
+        # Alone too large: the event's own.
+        (ErrorCondition.LinkMessageSizeExceeded, "disposition", FailureKind.EVENT),
+    ],
+)
+def test_the_sdk_s_errors_are_classified_by_their_amqp_condition(
+    condition: ErrorCondition, on: str, kind: FailureKind
+) -> None:
+    """What a retry can fix, read from the condition the SDK keeps on its error. Fails on
+    95191bf for the link and session conditions and ``amqp:resource-deleted`` (a plain,
+    non-retryable ``ServiceBusError``: unclassified, parked at the tenth attempt)."""
+    assert classify(translate(service_bus_error(condition, on=on))) is kind
 
 
 async def test_a_retryable_service_bus_error_is_transient_and_never_parks(
