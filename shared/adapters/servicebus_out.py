@@ -21,7 +21,11 @@ closes ``self._handler`` whenever the sender is not yet ``_running``
 (aio/_servicebus_sender_async.py:215-230), so two cold sends close each other's link. One
 ``asyncio.Lock`` therefore serialises each publish (batch creation and sends): one link, one
 operation at a time, as the SDK asks. Sends are milliseconds; a publish holds the lock at most
-twice ``SEND_TIMEOUT_S``.
+twice ``SEND_TIMEOUT_S`` on a failing link, and waits for it at most ``LOCK_WAIT_S``: the
+process's invocations queue on one lock (at the top tier, 40+ leases share a process), and an
+unbounded wait behind a hung link would end the k-th waiter after k holds, past
+``functionTimeout``. A publish that cannot get the sender in time reports its events
+unavailable (``TimeoutError`` its cause): retried, never parked.
 
 Every SDK call is bounded: ``send_messages(timeout=None)`` means no timeout
 (aio/_servicebus_sender_async.py:404-405) and ``create_message_batch`` has no timeout at all (it
@@ -80,6 +84,13 @@ SEND_TIMEOUT_S = 30.0
 # The outer asyncio bound leaves the SDK's own timeout the first word (its OperationTimeoutError
 # names what timed out).
 _GRACE_S = 1.0
+# Seconds a publish waits for the sender's lock: one call's bound, what a holder on a hung link
+# takes to fail. A publish then ends within this wait plus its own hold (two calls, 62 s), and
+# the relay core's isolation of a failed send stops at the first alone send that fails for the
+# link: an invocation's sends end within 2 x (31 + 62) = 186 s of the 300 s functionTimeout
+# (host.json), leaving its marks (20 s each, shared.adapters.cosmos_orders) the rest.
+LOCK_WAIT_S = SEND_TIMEOUT_S + _GRACE_S
+
 # AMQP conditions the SDK raises as a plain ServiceBusError, marked not retryable (the no-retry
 # lists: _pyamqp/error.py:99-120, _transport/_pyamqp_transport.py:119-130), by what a retry can
 # fix; the condition names are AMQP 1.0's (_pyamqp/error.py:16-89).
@@ -138,16 +149,32 @@ class ServiceBusEventPublisher:
         sender: MessageBatchSender,
         *,
         timeout_s: float = SEND_TIMEOUT_S,
+        lock_wait_s: float = LOCK_WAIT_S,
     ) -> None:
         self._sender = sender
         self._timeout_s = timeout_s
+        self._lock_wait_s = lock_wait_s
         # One publish at a time on the shared sender (see the module docstring). Created with
         # the publisher, which the composition root builds once per event loop.
         self._lock = asyncio.Lock()
 
     async def publish(self, events: Sequence[OutboundEvent]) -> list[BaseException | None]:
-        async with self._lock:
+        if not events:
+            return []
+        try:
+            async with asyncio.timeout(self._lock_wait_s):
+                await self._lock.acquire()
+        except TimeoutError as error:
+            busy = PublishUnavailable(
+                f"the topic sender stayed busy for {self._lock_wait_s:g} s (another publish "
+                "holds it, its link failing or slow); not sent"
+            )
+            busy.__cause__ = error
+            return [busy] * len(events)
+        try:
             return await self._publish(events)
+        finally:
+            self._lock.release()
 
     async def _publish(self, events: Sequence[OutboundEvent]) -> list[BaseException | None]:
         results: list[BaseException | None] = [None] * len(events)

@@ -99,6 +99,37 @@ async def test_a_hung_link_is_bounded_and_reported_as_unavailable(where: str) ->
     assert network.sent_ids == []
 
 
+async def test_publishes_queued_behind_a_hung_link_give_up_within_the_lock_wait() -> None:
+    """Twelve invocations publish at once on one sender whose link never answers a send. Each
+    holder fails after its bound (0.2 s, plus the 1 s grace); a waiter gives up after
+    ``lock_wait_s`` and reports its event unavailable, not after every holder before it. Fails
+    on 95191bf: the k-th publish returned after k holds (the 12th after about 14 s; in Azure,
+    the 10th after 311 s, past functionTimeout)."""
+    network = LinkNetwork(hang_send=True)
+    sender = sender_on(network, TOPIC)
+    publisher = ServiceBusEventPublisher(sender, timeout_s=0.2, lock_wait_s=0.5)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    async def publish_one(order_id: str) -> tuple[float, BaseException | None]:
+        [result] = await publisher.publish([_event(order_id)])  # type: ignore[list-item]
+        return loop.time() - started, result
+
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*(publish_one(f"ord-{index}") for index in range(12))), timeout=60
+    )
+
+    hold_s = 0.2 + 1.0  # one hung send: the adapter's bound
+    slack_s = 1.0  # a loaded machine
+    assert max(elapsed for elapsed, _ in outcomes) <= 0.5 + hold_s + slack_s, outcomes
+    assert all(isinstance(result, PublishUnavailable) for _, result in outcomes), outcomes
+    waited = [result for _, result in outcomes if "busy" in str(result)]
+    assert len(waited) >= 10  # gave up waiting (one or two got the sender in time)
+    assert all(isinstance(result.__cause__, TimeoutError) for result in waited)
+    assert network.sent_ids == []
+    await sender.close()
+
+
 @pytest.mark.parametrize(
     ("condition", "on", "kind"),
     [
