@@ -26,7 +26,11 @@ queue's ``lockDuration`` (PT1M, infra/messaging.json); each dead letter is then 
 exactly as before with its delivery count + 1 ("incremented when a message lock expires",
 ``ServiceBusReceivedMessage.DeliveryCount``), and a dead letter is never dead-lettered again
 ("you can't dead-letter a message from a DLQ", https://learn.microsoft.com/azure/service-bus-messaging/service-bus-dead-letter-queues).
-Nothing is completed except what the caller's decision (``ops.resubmit``) returned.
+Nothing is completed except what the caller's decision (``ops.resubmit``) returned. A removal or
+a lock renewal the broker refuses (other than a lost lock) stops the scan where it is: the SDK
+closes its receiver on such an error, so nothing more could be renewed, received or removed; the
+``ScanResult`` still accounts for every wanted dead letter (removed, failed, not received) and
+says why it stopped.
 
 Verifying a copy reads the queue from a sequence number on: the queue is not partitioned
 (``enablePartitioning: false``, infra/app/servicebus.bicep), so sequence numbers grow with each
