@@ -8,7 +8,8 @@ The five a live audit checks (``audit``):
 1. one order per valid id: each order document is ``id`` = ``orderId`` = ``messageId``, with a
    fingerprint of a known algorithm, and no order id is stored twice;
 2. one OrderAccepted per accepted order: each order has its one outbox event (and, with a
-   subscription, exactly one event was delivered there);
+   subscription, exactly one event was delivered there, unless its event is still pending
+   within the grace period: the relay has not published it yet);
 3. none for a rejected request: no outbox event and no delivered event without its order, and
    no delivered event whose payload is not the stored order's;
 4. nothing pending: no outbox event parked, none pending past a grace period (the relay and the
@@ -142,6 +143,15 @@ def _invariant(name: str, problems: Mapping[str, Sequence[str]], summary: str) -
     return Invariant(name, not offending, offending, found or summary)
 
 
+def _overdue(document: Document, now: datetime, grace: timedelta) -> bool:
+    """Pending for longer than ``grace`` since its ``createdAt`` (any age, with no grace)."""
+    try:
+        created = datetime.fromisoformat(str(document.get(OutboxField.CREATED_AT)))
+    except ValueError:
+        return True  # no readable creation time: cannot be young
+    return grace <= timedelta(0) or now - created > grace
+
+
 # ---- 1. one order per valid id ------------------------------------------------------------------
 
 
@@ -203,25 +213,41 @@ def one_event_per_accepted_order(
     orders: Sequence[Document],
     outbox: Sequence[Document],
     events: Sequence[SeenEvent] | None = None,
+    *,
+    now: datetime | None = None,
+    grace: timedelta = timedelta(0),
 ) -> Invariant:
     """Each order has one outbox event under its document id; with the events a subscription
-    delivered, each order exactly one of them (the topic's duplicate detection drops copies)."""
+    delivered, each order exactly one of them (the topic's duplicate detection drops copies),
+    except an order whose event is pending for at most ``grace`` at ``now`` (the relay has yet
+    to publish it: ``nothing_pending``'s rule). No grace for the outbox event itself: it is
+    written with its order, in one transactional batch."""
     order_ids = {str(d.get("orderId")) for d in orders}
-    in_outbox = Counter(
-        str(d.get(OutboxField.ORDER_ID))
+    own_events = [
+        d
         for d in outbox
         if d.get(OutboxField.TYPE, OUTBOX_TYPE) == OUTBOX_TYPE
         and d.get(OutboxField.ID) == outbox_document_id(str(d.get(OutboxField.ORDER_ID)))
-    )
+    ]
+    in_outbox = Counter(str(d.get(OutboxField.ORDER_ID)) for d in own_events)
     problems: dict[str, list[str]] = {
         "without an outbox event": _ids(order_ids - set(in_outbox)),
     }
     summary = f"{len(order_ids)} orders, {sum(in_outbox.values())} outbox events"
     if events is not None:
         delivered = Counter(str(e.order_id) for e in events if e.order_id in order_ids)
-        problems["without a delivered event"] = _ids(order_ids - set(delivered))
+        in_flight = {
+            str(d.get(OutboxField.ORDER_ID))
+            for d in own_events
+            if d.get(OutboxField.STATUS) == STATUS_PENDING
+            and now is not None
+            and not _overdue(d, now, grace)
+        } - set(delivered)
+        problems["without a delivered event"] = _ids(order_ids - set(delivered) - in_flight)
         problems["delivered twice or more"] = _ids(i for i, n in delivered.items() if n > 1)
         summary += f", {sum(delivered.values())} delivered"
+        if in_flight & order_ids:
+            summary += f", {len(in_flight & order_ids)} pending within {grace}"
     return _invariant(ONE_EVENT_PER_ORDER, problems, summary)
 
 
@@ -270,14 +296,6 @@ def nothing_pending(
 ) -> Invariant:
     """No outbox event parked, and none pending for longer than ``grace`` since its
     ``createdAt`` (0: none pending at all, the demo's check once its relay is idle)."""
-
-    def overdue(document: Document) -> bool:
-        try:
-            created = datetime.fromisoformat(str(document.get(OutboxField.CREATED_AT)))
-        except ValueError:
-            return True  # no readable creation time: cannot be young
-        return grace <= timedelta(0) or now - created > grace
-
     return _invariant(
         NOTHING_PENDING,
         {
@@ -289,7 +307,7 @@ def nothing_pending(
             f"pending longer than {grace}": _ids(
                 str(d.get(OutboxField.ORDER_ID))
                 for d in outbox
-                if d.get(OutboxField.STATUS) == STATUS_PENDING and overdue(d)
+                if d.get(OutboxField.STATUS) == STATUS_PENDING and _overdue(d, now, grace)
             ),
         },
         "none",
@@ -368,7 +386,9 @@ def audit(data: AuditData, *, now: datetime, pending_grace: timedelta) -> list[I
     outbox = {str(d.get(OutboxField.ID)): d for d in [*data.outbox, *data.stuck]}
     return [
         one_order_per_id(data.orders),
-        one_event_per_accepted_order(data.orders, data.outbox, data.events),
+        one_event_per_accepted_order(
+            data.orders, data.outbox, data.events, now=now, grace=pending_grace
+        ),
         no_event_for_rejected(data.orders, data.outbox, data.events, data.referenced),
         nothing_pending(list(outbox.values()), now=now, grace=pending_grace),
         every_dead_letter_has_a_reason(data.dead_letters),

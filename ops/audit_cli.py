@@ -4,8 +4,12 @@ peek), check the invariants (``ops.audit``), print each PASS or FAIL with its of
 what the reads cost. Exit 0: every invariant holds; 1: one FAILed; 2: usage or connection.
 
 The window is on the server's write times (Cosmos DB ``_ts``), so it is taken from the wall
-clock; it may reach back at most ``DISPATCHED_TTL_S`` (7 days): a dispatched outbox event
-expires then (shared.relay.core), and an order older than that would look as if it had none.
+clock: the orders written in it (an order is written once), and their OrderAccepted events read
+by id wherever their ``_ts`` is (the relay's dispatch rewrites it: ``ops.cosmos.
+CosmosAuditReader``). It may reach back at most ``DISPATCHED_TTL_S`` (7 days): a dispatched
+outbox event expires then (shared.relay.core), and an order older than that would look as if it
+had none. Every check that waits on the relay allows ``--pending-grace``: an event pending for
+less than that is neither overdue nor missing from the subscription (``ops.audit``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from rich.table import Table
 from ops.audit import AuditData, Invariant, SeenEvent, audit
 from ops.durations import parse_duration
 from ops.port import DeadLetterQueue
-from shared.relay.outbox import DISPATCHED_TTL_S, OutboxField
+from shared.relay.outbox import DISPATCHED_TTL_S, OutboxField, outbox_document_id
 
 MAX_LOOKBACK = timedelta(seconds=DISPATCHED_TTL_S)
 
@@ -34,6 +38,8 @@ class AuditReader(Protocol):
     def orders_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]: ...
 
     def outbox_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]: ...
+
+    def outbox_of(self, order_ids: set[str]) -> list[dict[str, Any]]: ...
 
     def stuck_outbox(self) -> list[dict[str, Any]]: ...
 
@@ -117,10 +123,15 @@ def read_and_check(
     now: datetime,
 ) -> AuditRun:
     orders = reader.orders_written(since, until)
-    outbox = reader.outbox_written(since, until)
-    stuck = reader.stuck_outbox()
-    seen = events.events(subscription) if events is not None and subscription else None
     in_window = {str(d.get("orderId")) for d in orders}
+    outbox = reader.outbox_written(since, until)
+    # The events of the window's orders last written after it (dispatched, parked, republished
+    # since): by id, so an order accepted just before --until is not "without an outbox event".
+    outbox += reader.outbox_of(in_window - orders_with_their_event(outbox))
+    stuck = reader.stuck_outbox()
+    # After every outbox read: an event read as pending may be delivered by now (it counts as
+    # delivered), one read as dispatched was sent before this peek (so it is there to see).
+    seen = events.events(subscription) if events is not None and subscription else None
     pointed_to = {str(d.get(OutboxField.ORDER_ID)) for d in outbox} | {
         str(e.order_id) for e in seen or [] if e.order_id
     }
@@ -136,6 +147,15 @@ def read_and_check(
     )
     checked = audit(data, now=now, pending_grace=pending_grace)
     return AuditRun(data, checked, since, until, subscription)
+
+
+def orders_with_their_event(outbox: list[dict[str, Any]]) -> set[str]:
+    """The order ids whose OrderAccepted outbox document is among these."""
+    return {
+        str(d.get(OutboxField.ORDER_ID))
+        for d in outbox
+        if d.get(OutboxField.ID) == outbox_document_id(str(d.get(OutboxField.ORDER_ID)))
+    }
 
 
 def print_run(run: AuditRun, console: Console, *, as_json: bool) -> int:

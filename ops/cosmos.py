@@ -123,16 +123,36 @@ class AuditTooLarge(ValueError):
 class CosmosAuditReader:
     """What ``python -m ops audit`` reads from the orders container, and what it cost.
 
-    For a window ``[since, until)`` on the documents' ``_ts`` (the server's last-write time:
-    an order is written once, at its acceptance; an outbox event at acceptance and when it is
-    dispatched or parked): the order documents and the outbox documents of the window, two
-    cross-partition queries on indexed paths (``/type`` is indexed, infra/app/cosmos.bicep, and
-    "the system properties id and _ts are always indexed" when indexing is consistent,
-    https://learn.microsoft.com/azure/cosmos-db/how-to-manage-indexing-policy); every parked or
-    pending outbox document of any age (``/status`` indexed); and, by batched point reads, the
-    orders outside the window that an event in it points to. Each query projects the fields the
-    invariants read. ``request_charge`` sums the ``x-ms-request-charge`` of every response;
-    ``max_documents`` bounds what one audit may read (``AuditTooLarge`` beyond it).
+    For a window ``[since, until)`` on the documents' ``_ts`` (the server's last-write time),
+    in this order:
+
+    1. ``orders_written``: the order documents of the window. An order is written once, at its
+       acceptance, so its ``_ts`` is its acceptance. One cross-partition query on indexed paths
+       (``/type`` is indexed, infra/app/cosmos.bicep, and "the system properties id and _ts are
+       always indexed" when indexing is consistent,
+       https://learn.microsoft.com/azure/cosmos-db/how-to-manage-indexing-policy): it loads the
+       window's orders, however large the container.
+    2. ``outbox_written``: the outbox documents last written in the window, the same query on
+       ``type = outbox``. It finds the events of the window that have no order (invariant 3),
+       but not every order's event: the relay's dispatch patch (and a park, a republish)
+       rewrites an outbox document's ``_ts``, so the event of an order accepted just before
+       ``until`` and dispatched after it is not in the window.
+    3. ``outbox_of``: those, by id. The outbox event of an order has a deterministic id in the
+       order's partition (``shared.relay.outbox.outbox_document_id``), so the window's orders
+       whose event step 2 did not return are read with ``read_items``: the SDK groups the ids by
+       partition key range and sends one query per range and 1,000 ids, ``WHERE c.orderId = @pk
+       AND c.id IN (...)`` or one point read for a single id (azure/cosmos/_read_items_helper.py,
+       _query_builder.py). Each loads only the documents it returns: about one RU per event,
+       for the few orders of the window's last seconds (dispatch latency) or whose event was
+       parked or republished since, never a scan.
+    4. ``stuck_outbox``: every parked or pending outbox document, of any age (``/status`` is
+       indexed): it loads only what is stuck.
+    5. ``orders_by_id``: the orders outside the window that an event points to, by batched point
+       reads as in 3.
+
+    Each query projects the fields the invariants read. ``request_charge`` sums the
+    ``x-ms-request-charge`` of every response; ``max_documents`` bounds what one audit may read
+    (``AuditTooLarge`` beyond it).
     """
 
     ORDER_FIELDS = ", ".join(
@@ -181,13 +201,24 @@ class CosmosAuditReader:
             response_hook=self._charge,
         ):
             found.append(dict(item))
-            self.documents_read += 1
-            if self.documents_read > self.max_documents:
-                raise AuditTooLarge(
-                    f"the window holds more than {self.max_documents} documents: narrow --since "
-                    "or raise --max-documents"
-                )
+            self._count(1)
         return found
+
+    def _count(self, documents: int) -> None:
+        self.documents_read += documents
+        if self.documents_read > self.max_documents:
+            raise AuditTooLarge(
+                f"the window holds more than {self.max_documents} documents: narrow --since "
+                "or raise --max-documents"
+            )
+
+    def _read_many(self, keys: Collection[tuple[str, str]]) -> list[dict[str, Any]]:
+        if not keys:
+            return []
+        found = self._container.read_items(list(keys))
+        self._charge(found.get_response_headers())
+        self._count(len(found))
+        return [dict(item) for item in found]
 
     def _window(self, kind: str, fields: str, since: datetime, until: datetime) -> list[Any]:
         return self._query(
@@ -205,6 +236,13 @@ class CosmosAuditReader:
     def outbox_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]:
         return self._window(OUTBOX_TYPE, self.OUTBOX_FIELDS, since, until)
 
+    def outbox_of(self, order_ids: Collection[str]) -> list[dict[str, Any]]:
+        """What is stored under these orders' OrderAccepted outbox ids, in each order's
+        partition (the invariants judge what they find there)."""
+        return self._read_many(
+            [(outbox_document_id(order_id), order_id) for order_id in sorted(set(order_ids))]
+        )
+
     def stuck_outbox(self) -> list[dict[str, Any]]:
         return self._query(
             f"SELECT {self.OUTBOX_FIELDS} FROM c WHERE c.{OutboxField.TYPE} = @type "
@@ -217,13 +255,5 @@ class CosmosAuditReader:
         )
 
     def orders_by_id(self, order_ids: Collection[str]) -> dict[str, dict[str, Any]]:
-        if not order_ids:
-            return {}
-        found = self._container.read_items([(order_id, order_id) for order_id in set(order_ids)])
-        self._charge(found.get_response_headers())
-        self.documents_read += len(found)
-        return {
-            str(item["id"]): dict(item)
-            for item in found
-            if item.get(OutboxField.TYPE) == ORDER_TYPE
-        }
+        found = self._read_many([(order_id, order_id) for order_id in sorted(set(order_ids))])
+        return {str(item["id"]): item for item in found if item.get(OutboxField.TYPE) == ORDER_TYPE}

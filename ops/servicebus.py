@@ -26,7 +26,11 @@ queue's ``lockDuration`` (PT1M, infra/messaging.json); each dead letter is then 
 exactly as before with its delivery count + 1 ("incremented when a message lock expires",
 ``ServiceBusReceivedMessage.DeliveryCount``), and a dead letter is never dead-lettered again
 ("you can't dead-letter a message from a DLQ", https://learn.microsoft.com/azure/service-bus-messaging/service-bus-dead-letter-queues).
-Nothing is completed except what the caller's decision (``ops.resubmit``) returned.
+Nothing is completed except what the caller's decision (``ops.resubmit``) returned. A removal or
+a lock renewal the broker refuses (other than a lost lock) stops the scan where it is: the SDK
+closes its receiver on such an error, so nothing more could be renewed, received or removed; the
+``ScanResult`` still accounts for every wanted dead letter (removed, failed, not received) and
+says why it stopped.
 
 Verifying a copy reads the queue from a sequence number on: the queue is not partitioned
 (``enablePartitioning: false``, infra/app/servicebus.bicep), so sequence numbers grow with each
@@ -290,7 +294,10 @@ class ServiceBusDeadLetterQueue:
         with receiver:
             try:
                 while pending:
-                    renewals += self._renew_due(receiver, held, renew_at)
+                    renewed, stopped = self._renew_due(receiver, held, renew_at)
+                    renewals += renewed
+                    if stopped is not None:
+                        break
                     try:
                         batch = receiver.receive_messages(
                             max_message_count=self._receive_batch,
@@ -322,13 +329,17 @@ class ServiceBusDeadLetterQueue:
                         continue
                     chosen = set(decide([to_dead_letter(m) for m in mine]))
                     # The decision may have taken a while (sends, peeks, reads): renew first.
-                    renewals += self._renew_due(receiver, held, renew_at)
+                    renewed, stopped = self._renew_due(receiver, held, renew_at)
+                    renewals += renewed
                     for message in mine:
                         sequence = int(message.sequence_number or 0)
                         pending.discard(sequence)
                         if sequence not in chosen:
                             continue
-                        if sequence not in held:  # its renewal failed just now
+                        if stopped is not None:  # decided (a copy may be sent), not removed
+                            failed[sequence] = f"{stopped}: it is still in the dead-letter queue"
+                            continue
+                        if sequence not in held:  # its lock was lost just now
                             failed[sequence] = (
                                 "its lock lapsed before the removal: it is back in the "
                                 "dead-letter queue"
@@ -375,9 +386,15 @@ class ServiceBusDeadLetterQueue:
         receiver: ServiceBusReceiver,
         held: dict[int, ServiceBusReceivedMessage],
         renew_at: dict[int, datetime],
-    ) -> int:
-        """Renew every held lock past half its life; a lock already lost is let go (its dead
-        letter is available again, and a later receive will hold it again)."""
+    ) -> tuple[int, str | None]:
+        """Renew every held lock past half its life: (how many were renewed, why the scan must
+        stop, or None). A lock already lost is let go (its dead letter is available again, and
+        a later receive will hold it again). Any other refusal stops the scan, as a refused
+        removal does: a ``ServiceBusError`` (after the SDK's own retries, or one it does not
+        retry, such as a revoked role's ``ServiceBusAuthorizationError``) on which the SDK
+        closes its handler (_base_handler.py:353), and the ``ValueError`` a closed handler
+        raises on the next renewal (receiver_mixins.py:97). Every later lock renewal,
+        receive and removal would fail the same way; the caller reports every dead letter."""
         now = self._wall_clock.now()
         renewed = 0
         for sequence, message in list(held.items()):
@@ -388,9 +405,11 @@ class ServiceBusDeadLetterQueue:
             except MessageLockLostError:
                 del held[sequence]
                 continue
+            except (ServiceBusError, ValueError) as error:
+                return renewed, f"a lock renewal failed ({type(error).__name__}: {error})"
             renewed += 1
             renew_at[sequence] = self._half_life(message)
-        return renewed
+        return renewed, None
 
     @staticmethod
     def _release(receiver: ServiceBusReceiver, held: dict[int, ServiceBusReceivedMessage]) -> None:

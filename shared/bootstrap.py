@@ -171,9 +171,7 @@ class Runtime:
         """This event loop's consumer, built on first use; raises ``ConfigurationError``."""
         return (await self._wired()).consumer
 
-    async def relay_changes(
-        self, documents: Sequence[Mapping[str, Any]], *, retry_count: int = 0
-    ) -> RelayReport:
+    async def relay_changes(self, documents: Sequence[Mapping[str, Any]]) -> RelayReport:
         """The relay function's body: publish the batch's pending outbox events. Raises when an
         event must be retried (``RelayIncomplete``) or the relay cannot be built (bad
         configuration, logged at critical level: the lease then waits, under the unbounded retry
@@ -183,7 +181,7 @@ class Runtime:
         except ConfigurationError as error:
             self._relay_misconfigured(error, documents)
             raise
-        return await relay.relay([dict(d) for d in documents], attempt=retry_count + 1)
+        return await relay.relay([dict(d) for d in documents])
 
     def _relay_misconfigured(
         self, error: ConfigurationError, documents: Sequence[Mapping[str, Any]]
@@ -363,13 +361,12 @@ async def handle_order_message(message: Any, actions: MessageActions) -> Decisio
 
 
 async def handle_outbox_changes(documents: Sequence[Mapping[str, Any]], context: Any) -> None:
-    """The Cosmos DB trigger's body (``function_app.py``); ``context.retry_context`` is the
-    host's count of retries of this batch."""
+    """The Cosmos DB trigger's body (``function_app.py``). ``context.retry_context`` (the host's
+    count of retries of this batch) is not read: it counts the batch's failures, not an
+    event's, so it never decides a park (``shared.relay.core``)."""
     if _retired:
         await _close_retired()
-    retry_context = getattr(context, "retry_context", None)
-    retry_count = int(getattr(retry_context, "retry_count", 0) or 0)
-    await current().relay_changes(documents, retry_count=retry_count)
+    await current().relay_changes(documents)
 
 
 async def handle_watchdog_tick(timer: Any) -> None:

@@ -31,7 +31,9 @@ subscription of infra/app/servicebus.bicep). Unknown, so not modelled: what a se
 subscription's creation delivers to it.
 
 Faults are injected at the sender's surface: a refused send (``fail_next_sends``, or at a
-seeded rate with ``add_random_faults``) raises the SDK's own exception and accepts nothing; a
+seeded rate with ``add_random_faults``, or every send that carries one MessageId with
+``fail_sends_of``: a fault that follows one event) raises the SDK's own exception and accepts
+nothing; a
 crash (``crash_next_sends``, or at a rate) raises ``WorkerCrashed`` just before the send, or
 just after the topic accepted it: the worker process dies between the send and the mark.
 
@@ -102,8 +104,11 @@ class _Fault:
     after_send: bool = False  # raised once the topic accepted the send
     probability: float = 1.0
     rng: random.Random | None = None
+    message_id: str | None = None  # only sends that carry this MessageId, each of them
 
-    def fires(self) -> bool:
+    def fires(self, message_ids: list[str | None]) -> bool:
+        if self.message_id is not None:
+            return self.message_id in message_ids
         if self.remaining is not None:
             if self.remaining <= 0:
                 return False
@@ -200,7 +205,8 @@ class OrderEventsTopic:
     ) -> None:
         messages = message.accepted_messages if isinstance(message, _TopicBatch) else [message]
         with self._lock:
-            fault = next((f for f in self._faults if f.fires()), None)
+            carried = [sent.message_id for sent in messages]
+            fault = next((f for f in self._faults if f.fires(carried)), None)
             if fault is not None and not fault.after_send:
                 self.stats.failed_sends += 1
                 raise fault.error()
@@ -240,6 +246,12 @@ class OrderEventsTopic:
         """The next ``times`` sends raise ``error()`` and accept nothing (a refused batch)."""
         with self._lock:
             self._faults.append(_Fault(error, times))
+
+    def fail_sends_of(self, message_id: str, error: Callable[[], BaseException]) -> None:
+        """From now on (until ``heal``), every send that carries ``message_id``, alone or in a
+        batch, raises ``error()`` and accepts nothing: a refusal that follows one event."""
+        with self._lock:
+            self._faults.append(_Fault(error, None, message_id=message_id))
 
     def crash_next_sends(self, *, after_send: bool, times: int = 1) -> None:
         """The worker dies (``WorkerCrashed``) at the next ``times`` sends: before the topic

@@ -21,7 +21,11 @@ closes ``self._handler`` whenever the sender is not yet ``_running``
 (aio/_servicebus_sender_async.py:215-230), so two cold sends close each other's link. One
 ``asyncio.Lock`` therefore serialises each publish (batch creation and sends): one link, one
 operation at a time, as the SDK asks. Sends are milliseconds; a publish holds the lock at most
-twice ``SEND_TIMEOUT_S``.
+twice ``SEND_TIMEOUT_S`` on a failing link, and waits for it at most ``LOCK_WAIT_S``: the
+process's invocations queue on one lock (at the top tier, 40+ leases share a process), and an
+unbounded wait behind a hung link would end the k-th waiter after k holds, past
+``functionTimeout``. A publish that cannot get the sender in time reports its events
+unavailable (``TimeoutError`` its cause): retried, never parked.
 
 Every SDK call is bounded: ``send_messages(timeout=None)`` means no timeout
 (aio/_servicebus_sender_async.py:404-405) and ``create_message_batch`` has no timeout at all (it
@@ -31,6 +35,15 @@ and every in-flight consumer delivery with it. Each call gets ``SEND_TIMEOUT_S``
 own total timeout (it covers its retries) and as an ``asyncio.timeout`` around it. Once a
 create or a send fails, the invocation's remaining events are reported with the same error, not
 tried: the link is bad, and every further attempt would wait its own timeout.
+
+Errors are translated by what a retry can fix, the SDK's plain ``ServiceBusError`` included: the
+SDK raises it, marked not retryable, for every AMQP condition it maps to no class of its own
+(_transport/_pyamqp_transport.py:149-167 and :1156-1167), and keeps the condition on the error
+(``_condition``, exceptions.py:28 and :35-39). Link, session and connection conditions say the
+link is unwell (unavailable); a deleted entity says the topic is gone (systemic); the rest
+(``amqp:decode-error``, ``amqp:invalid-field``, ``amqp:not-allowed`` ...) may be the message's
+and are left unclassified: the relay core charges them to an event only once it was sent alone.
+An error of ``create_message_batch`` carries no message (it opens the link): never the event's.
 """
 
 from __future__ import annotations
@@ -71,6 +84,33 @@ SEND_TIMEOUT_S = 30.0
 # The outer asyncio bound leaves the SDK's own timeout the first word (its OperationTimeoutError
 # names what timed out).
 _GRACE_S = 1.0
+# Seconds a publish waits for the sender's lock: one call's bound, what a holder on a hung link
+# takes to fail. A publish then ends within this wait plus its own hold (two calls, 62 s), and
+# the relay core's isolation of a failed send stops at the first alone send that fails for the
+# link: an invocation's sends end within 2 x (31 + 62) = 186 s of the 300 s functionTimeout
+# (host.json), leaving its marks (20 s each, shared.adapters.cosmos_orders) the rest.
+LOCK_WAIT_S = SEND_TIMEOUT_S + _GRACE_S
+
+# AMQP conditions the SDK raises as a plain ServiceBusError, marked not retryable (the no-retry
+# lists: _pyamqp/error.py:99-120, _transport/_pyamqp_transport.py:119-130), by what a retry can
+# fix; the condition names are AMQP 1.0's (_pyamqp/error.py:16-89).
+# The link, its session or its connection is unwell, not the event: a new link cures it.
+_UNAVAILABLE_CONDITIONS = frozenset(
+    {
+        "amqp:link:stolen",  # the link was attached elsewhere and this one closed
+        "amqp:link:redirect",
+        "amqp:connection:redirect",
+        "amqp:connection:framing-error",
+        "amqp:frame-size-too-small",
+        "amqp:illegal-state",
+        "amqp:session:errant-link",
+        "amqp:session:handle-in-use",
+        "amqp:session:unattached-handle",
+        "amqp:session:window-violation",
+    }
+)
+# The entity is gone: an operator recreates it (``azd provision``).
+_SYSTEMIC_CONDITIONS = frozenset({"amqp:resource-deleted"})
 
 
 class MessageBatchSender(Protocol):
@@ -104,16 +144,37 @@ def to_service_bus_message(event: OutboundEvent) -> ServiceBusMessage:
 
 
 class ServiceBusEventPublisher:
-    def __init__(self, sender: MessageBatchSender, *, timeout_s: float = SEND_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        sender: MessageBatchSender,
+        *,
+        timeout_s: float = SEND_TIMEOUT_S,
+        lock_wait_s: float = LOCK_WAIT_S,
+    ) -> None:
         self._sender = sender
         self._timeout_s = timeout_s
+        self._lock_wait_s = lock_wait_s
         # One publish at a time on the shared sender (see the module docstring). Created with
         # the publisher, which the composition root builds once per event loop.
         self._lock = asyncio.Lock()
 
     async def publish(self, events: Sequence[OutboundEvent]) -> list[BaseException | None]:
-        async with self._lock:
+        if not events:
+            return []
+        try:
+            async with asyncio.timeout(self._lock_wait_s):
+                await self._lock.acquire()
+        except TimeoutError as error:
+            busy = PublishUnavailable(
+                f"the topic sender stayed busy for {self._lock_wait_s:g} s (another publish "
+                "holds it, its link failing or slow); not sent"
+            )
+            busy.__cause__ = error
+            return [busy] * len(events)
+        try:
             return await self._publish(events)
+        finally:
+            self._lock.release()
 
     async def _publish(self, events: Sequence[OutboundEvent]) -> list[BaseException | None]:
         results: list[BaseException | None] = [None] * len(events)
@@ -135,7 +196,7 @@ class ServiceBusEventPublisher:
                 async with asyncio.timeout(self._timeout_s + _GRACE_S):
                     batch = await self._sender.create_message_batch()
             except Exception as error:  # noqa: BLE001 - reported per event
-                return _fail(results, range(index, len(events)), translate(error))
+                return _fail(results, range(index, len(events)), _link_failure(error))
             try:
                 batch.add_message(message)
                 members.append(index)
@@ -175,30 +236,61 @@ def _retryable(error: Exception) -> bool:
     return isinstance(error, ServiceBusError) and bool(getattr(error, "_retryable", False))
 
 
+def _condition(error: Exception) -> str | None:
+    """The AMQP condition a ``ServiceBusError`` was raised for: the SDK decodes it onto the error
+    (exceptions.py:28, :35-39); None when it has none (e.g. "Handler failed: ...",
+    _transport/_pyamqp_transport.py:1201-1203)."""
+    condition = getattr(error, "_condition", None) if isinstance(error, ServiceBusError) else None
+    if isinstance(condition, bytes):
+        return condition.decode("utf-8", "replace")
+    return condition if isinstance(condition, str) else None
+
+
+def _link_failure(error: Exception) -> BaseException:
+    """An error of ``create_message_batch``, which opens the link and holds no message: never
+    the event's, so one nobody classified is unavailable (retried, alerted), not charged to the
+    event the relay would then send alone."""
+    translated = translate(error)
+    if translated is not error:
+        return translated
+    unavailable = PublishUnavailable(f"{type(error).__name__}: {error}")
+    unavailable.__cause__ = error
+    return unavailable
+
+
 def translate(error: Exception) -> BaseException:
-    """The SDK's error as ``shared.relay.core`` classifies it (the original is the cause)."""
+    """The SDK's error as ``shared.relay.core`` classifies it (the original is the cause); an
+    error nobody classified is returned as itself."""
     translated: BaseException
+    condition = _condition(error)
     if isinstance(error, MessageSizeExceededError):
         translated = EventRejected(str(error))
-    elif isinstance(
-        error,
-        ServiceBusAuthenticationError
-        | ServiceBusAuthorizationError
-        | ClientAuthenticationError
-        | MessagingEntityNotFoundError
-        | MessagingEntityDisabledError
-        | ServiceBusQuotaExceededError,
+    elif (
+        isinstance(
+            error,
+            ServiceBusAuthenticationError
+            | ServiceBusAuthorizationError
+            | ClientAuthenticationError
+            | MessagingEntityNotFoundError
+            | MessagingEntityDisabledError
+            | ServiceBusQuotaExceededError,
+        )
+        or condition in _SYSTEMIC_CONDITIONS
     ):
         translated = PublishMisconfigured(f"{type(error).__name__}: {error}")
-    elif isinstance(
-        error,
-        OperationTimeoutError
-        | ServiceBusConnectionError
-        | ServiceBusCommunicationError
-        | ServiceBusServerBusyError
-        | TimeoutError
-        | ConnectionError,
-    ) or _retryable(error):
+    elif (
+        isinstance(
+            error,
+            OperationTimeoutError
+            | ServiceBusConnectionError
+            | ServiceBusCommunicationError
+            | ServiceBusServerBusyError
+            | TimeoutError
+            | ConnectionError,
+        )
+        or _retryable(error)
+        or condition in _UNAVAILABLE_CONDITIONS
+    ):
         translated = PublishUnavailable(f"{type(error).__name__}: {error}")
     else:
         return error

@@ -13,15 +13,32 @@ What a failed send means, by what a retry can fix (as the consumer classifies st
 
 - the event itself (``EventRejected``: the broker refuses this message, e.g. too large; or the
   document does not make a valid v1 event): no retry can fix it: park it at once;
-- the moment (``PublishUnavailable``: timeouts, connection loss, a busy namespace) or the system
-  (``PublishMisconfigured``: RBAC, credential, a missing or disabled topic, a full topic): retry,
-  without bound. Parking would turn every healthy event of an outage into a manual resubmission,
-  and blocking the lease's range costs nothing: every other send of the range would fail too.
-  This is loud: each failed attempt is counted (``orders.relay.failed``) and logged at error
-  level, and the relay lag grows (alerts in infra/);
-- anything else (an exception nobody classified): retried ``park_after_attempts`` times, then
-  parked. Such an error may belong to the event, and unbounded retries would then block every
-  later order of its lease range behind one poison event.
+- the moment (``PublishUnavailable``: timeouts, connection loss, a busy namespace, a link or
+  session the broker closed) or the system (``PublishMisconfigured``: RBAC, credential, a
+  missing, deleted or disabled topic, a full topic): retry, without bound. Parking would turn
+  every healthy event of an outage into a manual resubmission, and blocking the lease's range
+  costs nothing: every other send of the range would fail too. This is loud: each failed
+  attempt is counted (``orders.relay.failed``) and logged at error level, and the relay lag
+  grows (alerts in infra/);
+- anything else (an exception nobody classified): it may belong to the event, and unbounded
+  retries would then block every later order of its lease range behind one poison event; so
+  it is counted against the event, and the event parked after ``park_after_attempts`` of its
+  own failures. Never the invocation's retry count: after an outage that count is high for
+  every healthy event of the batch, and one odd error would park them all.
+
+A fault is charged to an event only when it follows that event and no other: when a publish of
+several events reports the event's own fault or an unclassified error (a refused send is
+reported for every event in it), each of those events is published again alone, and only what
+fails alone counts (``_isolate``). The isolation stops at the first alone send that fails for
+the moment or the system: the link is bad, and the others are retried as they are.
+
+The count of an event's own failures lives in the relay's memory, keyed by eventId (one relay
+per worker process: the change-feed invocations and the watchdog share it), not on the outbox
+document: writing it there would cost a write per failure in an outage, and each write changes
+the document's etag, so the change feed would deliver it again as a new version and the batch's
+marks in flight would meet a 412. A restart forgets the counts (as a rebalanced lease does):
+that only delays parking, it never loses or skips an event. The map is bounded
+(``RelayPolicy.max_tracked_failures``, the oldest forgotten first) for the same reason.
 
 Crash windows (each safe; tests/relay/test_crash_windows.py):
 
@@ -53,6 +70,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -147,7 +165,12 @@ class RelayPolicy:
     """When a failed event is parked instead of retried, and how many outbox updates (marks and
     parks) one relay keeps in flight (see the module docstring)."""
 
-    park_after_attempts: int = 10  # ~25 min of the runtime's 5 s..5 min exponential backoff
+    # An event's own unclassified failures (each a send of it alone) before it is parked:
+    # ~25 min of the runtime's 5 s..5 min exponential backoff when it fails on every retry.
+    park_after_attempts: int = 10
+    # Events whose failures are counted at once (the oldest forgotten beyond it: a restart's
+    # effect, a delayed park). Far above one process's pending events with unclassified errors.
+    max_tracked_failures: int = 10_000
     # Patches in flight per worker process, every lease's invocation and the watchdog together.
     # An invocation of up to 300 documents (function_app.py, max_items_per_invocation) carries
     # about 100 events: 64 at a time mark them in two round trips. The bound keeps them, with
@@ -160,14 +183,16 @@ class RelayPolicy:
     def __post_init__(self) -> None:
         if self.max_concurrent_updates < 1:
             raise ValueError("max_concurrent_updates must be at least 1")
+        if self.max_tracked_failures < 1:
+            raise ValueError("max_tracked_failures must be at least 1")
 
-    def should_park(self, kind: FailureKind, attempt: int) -> bool:
-        """``attempt`` is 1-based: the runtime's retry count + 1 (best effort: it is kept in the
-        instance's memory, so a restart only delays parking, never loses an event)."""
+    def should_park(self, kind: FailureKind, failures: int) -> bool:
+        """``failures``: the event's own failures of ``kind`` so far, this one included, each a
+        send of the event alone (see the module docstring); never the invocation's retries."""
         if kind is FailureKind.EVENT:
             return True
         if kind is FailureKind.UNEXPECTED:
-            return attempt >= self.park_after_attempts
+            return failures >= self.park_after_attempts
         return False
 
 
@@ -258,7 +283,9 @@ def build_event(document: Mapping[str, Any]) -> OutboundEvent:
 class EventPublisher(Protocol):
     async def publish(self, events: Sequence[OutboundEvent]) -> list[BaseException | None]:
         """Send the events in as few sends as their size allows; one entry per event, aligned:
-        None when its send succeeded, else the error (``PublishError`` when classified)."""
+        None when its send succeeded, else the error (``PublishError`` when classified; a
+        refused send's error for each of its events: the relay, not the publisher, tells whose
+        fault it was by publishing them alone)."""
         ...
 
 
@@ -367,10 +394,10 @@ class OutboxRelay:
         # The bound of updates in flight, shared by every invocation of this relay (one relay
         # per event loop: the composition root builds it on the loop that uses it).
         self._updates = asyncio.Semaphore(self._policy.max_concurrent_updates)
+        # eventId -> its own unclassified failures so far (see the module docstring).
+        self._failures: OrderedDict[str, int] = OrderedDict()
 
-    async def relay(
-        self, documents: Sequence[Mapping[str, Any]], *, attempt: int = 1
-    ) -> RelayReport:
+    async def relay(self, documents: Sequence[Mapping[str, Any]]) -> RelayReport:
         """Publish the batch's pending outbox documents; raise ``RelayIncomplete`` if any must be
         retried (after marking what was sent, so the retry republishes as little as possible)."""
         report = RelayReport()
@@ -397,14 +424,14 @@ class OutboxRelay:
             for document, description in invalid
         ]
         if events:
-            updates += await self._publish(events, attempt, report)
+            updates += await self._publish(events, report)
         await self._run_bounded(updates)
         report.in_batch_order([str(document.get(OutboxField.ID)) for document in documents])
         self._raise_if_incomplete(report)
         return report
 
     async def _publish(
-        self, events: Sequence[OutboundEvent], attempt: int, report: RelayReport
+        self, events: Sequence[OutboundEvent], report: RelayReport
     ) -> list[Callable[[], Awaitable[None]]]:
         """Send the events in batches; the updates their results call for (marks, parks)."""
         observations = [
@@ -417,6 +444,8 @@ class OutboxRelay:
         ]
         try:
             results = await self._publisher.publish(stamped)
+            if len(stamped) > 1:
+                results = await self._isolate(stamped, results)
         except BaseException as error:
             # The publisher reports per event; an escape (cancellation, a bug) ends every one.
             for observation in observations:
@@ -427,14 +456,20 @@ class OutboxRelay:
         updates: list[Callable[[], Awaitable[None]]] = []
         for event, observation, failure in zip(stamped, observations, results, strict=True):
             if failure is None:
+                self._failures.pop(event.event_id, None)
                 observation.published((now - event.created_at).total_seconds())
                 report.published.append(event.document_id)
                 updates.append(self._marking(event, report))
                 continue
             kind = classify(failure)
-            if self._policy.should_park(kind, attempt):
+            failures = self._count_failure(event.event_id) if kind is FailureKind.UNEXPECTED else 1
+            if self._policy.should_park(kind, failures):
+                self._failures.pop(event.event_id, None)
                 reason = PARKED_REJECTED if kind is FailureKind.EVENT else PARKED_RETRIES_EXHAUSTED
-                description = bound(f"{type(failure).__name__}: {failure} (attempt {attempt})")
+                description = f"{type(failure).__name__}: {failure}"
+                if kind is FailureKind.UNEXPECTED:
+                    description += f" ({failures} failures of this event sent alone)"
+                description = bound(description)
                 observation.failed(failure, parked=True)
                 updates.append(
                     self._parking(
@@ -450,6 +485,40 @@ class OutboxRelay:
                 observation.failed(failure)
                 report.retry.append(event.document_id)
         return updates
+
+    async def _isolate(
+        self, events: Sequence[OutboundEvent], results: list[BaseException | None]
+    ) -> list[BaseException | None]:
+        """Publish alone each event of a multi-event publish whose failure would be charged to
+        it (its own fault, or unclassified): a refused send names no culprit, so only what fails
+        alone is the event's. Stops at the first alone send that fails for the moment or the
+        system: the link is bad, and the rest keep that error (retried, not charged)."""
+        isolated = list(results)
+        suspects = [
+            index
+            for index, failure in enumerate(results)
+            if failure is not None
+            and classify(failure) in (FailureKind.EVENT, FailureKind.UNEXPECTED)
+        ]
+        for position, index in enumerate(suspects):
+            [alone] = await self._publisher.publish([events[index]])
+            isolated[index] = alone
+            if alone is not None and classify(alone) in (
+                FailureKind.TRANSIENT,
+                FailureKind.SYSTEMIC,
+            ):
+                for rest in suspects[position + 1 :]:
+                    isolated[rest] = alone
+                break
+        return isolated
+
+    def _count_failure(self, event_id: str) -> int:
+        """One more unclassified failure of this event sent alone; its count so far."""
+        failures = self._failures.pop(event_id, 0) + 1
+        self._failures[event_id] = failures  # the most recent last
+        while len(self._failures) > self._policy.max_tracked_failures:
+            self._failures.popitem(last=False)
+        return failures
 
     async def _run_bounded(self, updates: Sequence[Callable[[], Awaitable[None]]]) -> None:
         """Run every update, at most ``max_concurrent_updates`` of this relay at once; return

@@ -7,10 +7,12 @@ Each FAIL case breaks the one thing its invariant guards and checks the offendin
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,6 +24,8 @@ from local.standins.broker import ManualClock, OutgoingMessage
 from local.standins.servicebus_link import LocalNamespace, servicebus_client
 from local.standins.topic import RETAINED_SUBSCRIPTION, topic_name
 from ops.audit import (
+    NOTHING_PENDING,
+    ONE_EVENT_PER_ORDER,
     SeenEvent,
     dead_lettered_as,
     every_dead_letter_has_a_reason,
@@ -36,6 +40,7 @@ from ops.audit import (
 from ops.cli import main
 from ops.cosmos import CosmosAuditReader, container_client
 from ops.servicebus import ServiceBusEvents
+from shared.relay.outbox import outbox_document_id
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.ops.audit_data import NOW, accepted, letter, seen_event
 from tests.orders import message, order_body
@@ -244,6 +249,98 @@ async def test_each_broken_invariant_fails_with_the_id_that_breaks_it(
         "no outbox event left pending or parked": ("FAIL", ["ord-b4"]),
         "every dead letter with its reason": ("FAIL", [f"m-noreason#{delivery.sequence_number}"]),
     }
+
+
+async def test_an_order_accepted_just_before_until_whose_event_is_dispatched_after_it_passes(
+    relaying: World, audit: Any, container: ContainerProxy
+) -> None:
+    """The relay's dispatch patch rewrites the event's ``_ts``: read by its order's window, not
+    its own. Fails with the window's outbox events selected by ``_ts`` alone ("1 without an
+    outbox event")."""
+    relaying.queue.send(message(order_body("ord-e1"), message_id="ord-e1"))
+    await relaying.host.run_until_idle()  # accepted: the order and its pending event
+    accepted_ts = (await container.read_item("ord-e1", partition_key="ord-e1"))["_ts"]
+    until = datetime.fromtimestamp(accepted_ts + 1, UTC)  # the order is in [since, until)
+    await asyncio.sleep(max(0.0, until.timestamp() - time.time()))  # _ts counts seconds
+    await relaying.change_feed.drain()  # dispatched at or after --until
+    event = await container.read_item(outbox_document_id("ord-e1"), partition_key="ord-e1")
+    assert (event["status"], event["_ts"] >= until.timestamp()) == ("dispatched", True)
+
+    code, report = audit("--until", until.isoformat(), "--subscription", RETAINED_SUBSCRIPTION)
+
+    assert code == 0, report
+    assert {v for v, _ in verdicts(report).values()} == {"PASS"}
+    assert (report["read"]["orders"], report["read"]["outboxEvents"]) == (1, 1)
+
+
+async def test_events_pending_within_the_grace_pass_the_delivery_check_and_past_it_fail(
+    relaying: World, audit: Any, clock: ManualClock
+) -> None:
+    """On live traffic the last seconds' events are still pending: not "without a delivered
+    event" while they are within ``--pending-grace``; past it, that and "left pending" FAIL. A
+    dispatched event missing from the subscription FAILs at once, grace or not. Fails with no
+    grace in the delivery check."""
+    await flow(relaying, "ord-g1", "ord-g2")  # delivered
+    for order_id in ("ord-g3", "ord-g4"):  # accepted, not yet relayed
+        relaying.queue.send(message(order_body(order_id), message_id=order_id))
+    await relaying.host.run_until_idle()
+    grace = ("--subscription", RETAINED_SUBSCRIPTION, "--pending-grace", "5m")
+
+    code, report = audit(*grace)
+
+    assert code == 0, report
+    [row] = [r for r in report["invariants"] if r["name"] == ONE_EVENT_PER_ORDER]
+    assert row["detail"] == "4 orders, 4 outbox events, 2 delivered, 2 pending within 0:05:00"
+
+    relaying.topic.delivered()  # downstream consumed ord-g1's and ord-g2's events
+    code, report = audit(*grace)
+
+    assert code == 1
+    rows = verdicts(report)
+    assert rows[ONE_EVENT_PER_ORDER] == ("FAIL", ["ord-g1", "ord-g2"])  # dispatched, not there
+    assert rows[NOTHING_PENDING] == ("PASS", [])
+
+    clock.advance(timedelta(minutes=6))  # past the grace: the relay should have published them
+    code, report = audit(*grace)
+
+    assert code == 1
+    rows = verdicts(report)
+    assert rows[ONE_EVENT_PER_ORDER] == ("FAIL", ["ord-g1", "ord-g2", "ord-g3", "ord-g4"])
+    assert rows[NOTHING_PENDING] == ("FAIL", ["ord-g3", "ord-g4"])
+
+
+async def test_an_audit_while_orders_flow_continuously_passes(relaying: World, audit: Any) -> None:
+    """Steady load: orders accepted, relayed and delivered without pause while three audits
+    read the window (default --until, now), each in its own thread as an operator's would run
+    against a live deployment. Each PASSes: no order of the last seconds is reported without its
+    event or its delivery."""
+    stop = asyncio.Event()
+
+    async def steady_load() -> int:
+        sent = 0
+        while not stop.is_set():
+            for _ in range(3):
+                order_id = f"ord-s{sent:05d}"
+                relaying.queue.send(message(order_body(order_id), message_id=order_id))
+                sent += 1
+            await relaying.host.run_until_idle()
+            await asyncio.sleep(0.05)  # accepted, not yet relayed: pending for a moment
+            await relaying.change_feed.drain()
+        return sent
+
+    load = asyncio.create_task(steady_load())
+    reports: list[tuple[int, dict[str, Any]]] = []
+    try:
+        while len(reports) < 3:
+            await asyncio.sleep(0.3)
+            reports.append(await asyncio.to_thread(audit, "--subscription", RETAINED_SUBSCRIPTION))
+    finally:
+        stop.set()
+        sent = await load
+
+    for code, report in reports:
+        assert code == 0, [i for i in report["invariants"] if i["verdict"] == "FAIL"]
+    assert 0 < reports[0][1]["read"]["orders"] < reports[-1][1]["read"]["orders"] <= sent
 
 
 async def test_without_a_subscription_the_outbox_is_the_evidence(

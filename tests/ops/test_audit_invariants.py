@@ -181,6 +181,43 @@ def test_one_event_per_order_with_what_the_subscription_delivered() -> None:
     )
 
 
+def test_an_event_pending_within_the_grace_is_not_missing_from_the_subscription() -> None:
+    """The relay has yet to publish it; past the grace, or dispatched, or parked, it is missing.
+    The outbox event itself has no grace: it is written with its order."""
+    a, a_event = accepted("ord-a")  # createdAt NOW, pending
+    b, b_event = accepted("ord-b")
+    b_event = {**b_event, "status": "dispatched"}
+    c, c_event = accepted("ord-c")
+    c_event = {**c_event, "status": "parked"}
+    d, d_event = accepted("ord-d")  # pending, and already delivered (its patch not yet made)
+    grace = timedelta(minutes=5)
+    orders, outbox = [a, b, c, d], [a_event, b_event, c_event, d_event]
+
+    assert one_event_per_accepted_order(
+        orders, outbox, [seen_event(d)], now=NOW + grace, grace=grace
+    ) == Invariant(
+        "exactly one OrderAccepted per accepted order",
+        False,
+        ["ord-b", "ord-c"],
+        "2 without a delivered event ['ord-b', 'ord-c']",
+    )
+    assert one_event_per_accepted_order(
+        [a, d], [a_event, d_event], [seen_event(d)], now=NOW + grace, grace=grace
+    ) == Invariant(
+        "exactly one OrderAccepted per accepted order",
+        True,
+        [],
+        "2 orders, 2 outbox events, 1 delivered, 1 pending within 0:05:00",
+    )
+    late = NOW + grace + timedelta(seconds=1)
+    assert one_event_per_accepted_order([a], [a_event], [], now=late, grace=grace).offending == [
+        "ord-a"
+    ]
+    assert one_event_per_accepted_order([a], [a_event], [], now=NOW).offending == ["ord-a"]
+    assert one_event_per_accepted_order([a], [a_event], []).offending == ["ord-a"]  # no clock
+    assert one_event_per_accepted_order([a], [], [], now=NOW, grace=grace).offending == ["ord-a"]
+
+
 # ---- 3. none for a rejected request ---------------------------------------------------------
 
 
@@ -353,3 +390,26 @@ def test_the_live_audit_checks_the_five_and_counts_a_stuck_document_once() -> No
     ]
     assert rows[3].detail == "1 parked ['ord-p']"
     assert rows[1].detail == "1 orders, 2 outbox events, 1 delivered"
+
+
+def test_the_live_audit_gives_the_delivery_check_the_pending_grace() -> None:
+    a, a_event = accepted("ord-a")  # pending since NOW, not delivered yet
+    data = AuditData(
+        orders=[a],
+        outbox=[a_event],
+        stuck=[a_event],
+        referenced={},
+        dead_letters=[],
+        events=[],
+    )
+    grace = timedelta(minutes=5)
+
+    young = audit(data, now=NOW + grace, pending_grace=grace)
+    old = audit(data, now=NOW + grace + timedelta(seconds=1), pending_grace=grace)
+
+    assert [row.verdict for row in young] == ["PASS"] * 5
+    assert [(row.verdict, row.offending) for row in old][1:4] == [
+        ("FAIL", ["ord-a"]),
+        ("PASS", []),
+        ("FAIL", ["ord-a"]),
+    ]

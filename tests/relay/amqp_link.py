@@ -29,14 +29,24 @@ here), CBS authentication, the connection's idle timeout and keep-alive, partial
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 from azure.servicebus._pyamqp._decode import decode_payload
-from azure.servicebus._pyamqp.error import ErrorCondition, MessageException, MessageSendFailed
+from azure.servicebus._pyamqp.error import (
+    AMQPConnectionError,
+    AMQPException,
+    AMQPLinkError,
+    ErrorCondition,
+    MessageException,
+    MessageSendFailed,
+)
 from azure.servicebus._pyamqp.message import BatchMessage
+from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
 from azure.servicebus.aio import ServiceBusClient, ServiceBusSender
+from azure.servicebus.exceptions import ServiceBusError
 
 # A connection string of the shape the SDK parses; nothing connects with it.
 CONNECTION_STRING = (
@@ -148,3 +158,22 @@ def sender_on(network: LinkNetwork, topic: str, **client_options: Any) -> Servic
 
     sender._create_handler = create_handler  # type: ignore[method-assign]
     return sender
+
+
+def service_bus_error(
+    condition: ErrorCondition, *, on: str = "link", description: str = "injected"
+) -> ServiceBusError:
+    """The error the SDK raises for an AMQP ``condition``, built as it builds it: pyamqp's
+    exception (a link detached or a connection closed with the condition, or a rejected
+    disposition: ``on`` = "link", "connection" or "disposition") mapped by
+    ``create_servicebus_exception`` (_transport/_pyamqp_transport.py:1191-1205, the class and
+    ``_retryable`` from :1113-1167)."""
+    amqp_errors: dict[str, type[AMQPException]] = {
+        "link": AMQPLinkError,
+        "connection": AMQPConnectionError,
+        "disposition": MessageSendFailed,
+    }
+    amqp_error = amqp_errors[on](condition, description=description)
+    return PyamqpTransport.create_servicebus_exception(
+        logging.getLogger("azure.servicebus"), amqp_error
+    )

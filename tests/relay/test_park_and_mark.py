@@ -182,7 +182,7 @@ async def test_an_event_the_broker_refuses_is_parked_with_when_and_why(
     assert parked["parkedReason"] == PARKED_REJECTED
     assert parked["parkedAt"] == document_timestamp(clock.now())
     assert parked["parkedDescription"] == (
-        "EventRejected: injected: the message exceeds the entity's limit (attempt 1)"
+        "EventRejected: injected: the message exceeds the entity's limit"
     )
     assert "ttl" not in parked and "dispatchedAt" not in parked
     assert topic.delivered() == []

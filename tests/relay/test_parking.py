@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from azure.servicebus._pyamqp.error import ErrorCondition
 from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
+from local.assembly.world import World
 from local.standins.broker import ManualClock
 from local.standins.change_feed import ChangeFeedEmulator
 from local.standins.topic import OrderEventsTopic
@@ -22,7 +26,8 @@ from shared.relay.core import (
     RelayPolicy,
     classify,
 )
-from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids
+from tests.relay.amqp_link import service_bus_error
+from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 from tests.state import documents
 
 
@@ -112,22 +117,137 @@ async def test_a_systemic_failure_is_retried_without_bound_and_never_parks(
     assert {getattr(r, "error_type", None) for r in errors} == {"MessagingEntityNotFoundError"}
 
 
-async def test_an_unclassified_failure_is_parked_after_the_bound(
+async def test_only_the_event_that_fails_alone_is_parked_and_the_rest_of_its_batch_go_on(
     container: ContainerProxy,
     change_feed: ChangeFeedEmulator,
     topic: OrderEventsTopic,
     clock: ManualClock,
+    captured_relay: RelayCaptured,
 ) -> None:
-    [order_id] = new_order_ids(1)
-    await accept_order(container, order_id, accepted_at=clock.now())
-    topic.fail_next_sends(lambda: RuntimeError("unheard of"), times=1000)
+    """Six events in one batch, one of which the broker refuses every time (a condition nobody
+    classified, ``amqp:decode-error``), alone or with the others. Fails on 95191bf: the refused
+    batch was charged to all six, and at the runtime's tenth attempt all six were parked."""
+    ids = new_order_ids(6)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    poison = (await outbox_by_order(container))[ids[2]]["eventId"]
+    topic.fail_sends_of(poison, lambda: service_bus_error(ErrorCondition.DecodeError))
 
     stats = await change_feed.drain(max_attempts_per_batch=30)
 
     assert not stats.stalled
     assert stats.failed_invocations == RelayPolicy().park_after_attempts - 1
-    parked = await outbox_of(container, order_id)
+    outbox = await outbox_by_order(container)
+    parked = outbox[ids[2]]
     assert parked["status"] == "parked"
     assert parked["parkedReason"] == PARKED_RETRIES_EXHAUSTED
-    assert "attempt 10" in parked["parkedDescription"]
-    assert topic.delivered() == []
+    assert "amqp:decode-error" in parked["parkedDescription"]
+    assert "10 failures of this event sent alone" in parked["parkedDescription"]
+    healthy = [i for i in ids if i != ids[2]]
+    assert {outbox[i]["status"] for i in healthy} == {"dispatched"}
+    # Published on the first invocation, once each downstream (the retries' copies dropped).
+    assert sorted(m.message_id or "" for m in topic.delivered()) == sorted(
+        outbox[i]["eventId"] for i in healthy
+    )
+    assert captured_relay.total("orders.relay.parked") == 1
+
+
+async def test_a_long_outage_then_a_stolen_link_parks_nothing(
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+) -> None:
+    """The issue's reproduction: nine invocations fail on an outage (about 25 minutes of the
+    retry policy's backoff), then one send fails with the plain, non-retryable
+    ``ServiceBusError`` the SDK raises for ``amqp:link:stolen``. Fails on 95191bf: the three
+    events were parked ``RetriesExhausted ... (attempt 10)`` and never published."""
+    ids = new_order_ids(3)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    outage = partial(service_bus_error, ErrorCondition.SocketError, on="connection")
+    topic.fail_next_sends(outage, times=9)
+    topic.fail_next_sends(partial(service_bus_error, ErrorCondition.LinkStolen), times=1)
+
+    stats = await change_feed.drain(max_attempts_per_batch=30)
+
+    assert not stats.stalled
+    assert stats.failed_invocations == 10
+    outbox = await outbox_by_order(container)
+    assert {outbox[i]["status"] for i in ids} == {"dispatched"}
+    assert sorted(m.message_id or "" for m in topic.delivered()) == sorted(
+        outbox[i]["eventId"] for i in ids
+    )
+    assert captured_relay.total("orders.relay.parked") == 0
+
+
+@pytest.mark.parametrize(
+    ("condition", "error_type"),
+    [
+        (ErrorCondition.ResourceDeleted, "ServiceBusError"),  # the topic deleted under the link
+        (ErrorCondition.UnauthorizedAccess, "ServiceBusAuthorizationError"),
+    ],
+)
+async def test_a_deleted_topic_or_a_refused_authorization_is_systemic_and_never_parks(
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+    condition: ErrorCondition,
+    error_type: str,
+) -> None:
+    """Every send refused for the system, far past the parking bound: the batch fails every
+    invocation and is never checkpointed past; nothing parked. Fails on 95191bf for
+    ``amqp:resource-deleted`` (unclassified: parked at the tenth attempt)."""
+    ids = new_order_ids(3)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    topic.fail_next_sends(partial(service_bus_error, condition), times=1000)
+
+    stats = await change_feed.drain(max_attempts_per_batch=30)
+
+    assert stats.stalled and stats.failed_invocations == 30  # the lease does not move
+    assert {d["status"] for d in (await outbox_by_order(container)).values()} == {"pending"}
+    assert captured_relay.total("orders.relay.parked") == 0
+    [failed] = captured_relay.points("orders.relay.failed")
+    assert failed.attributes is not None and failed.attributes["error.type"] == error_type
+    assert getattr(failed, "value", None) == 30 * 3
+
+
+async def test_the_watchdog_publishes_the_rest_of_its_page_and_parks_only_the_failing_event(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+) -> None:
+    """The watchdog relays every run as a first attempt; one event of its page refused every
+    time (unclassified) must neither block the others nor stay pending for ever. Fails on
+    95191bf: every run failed the whole page, and nothing of it was ever published."""
+    ids = new_order_ids(4)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    await world.recreate_leases(start_from_beginning=False).drain()  # the feed skips them
+    poison = (await outbox_by_order(container))[ids[1]]["eventId"]
+    topic.fail_sends_of(poison, lambda: service_bus_error(ErrorCondition.InvalidField))
+    clock.advance(timedelta(minutes=6))
+    healthy = [i for i in ids if i != ids[1]]
+
+    first = await world.watchdog.tick()
+
+    assert not first.succeeded  # the refused event stays pending for the next run
+    outbox = await outbox_by_order(container)
+    assert {outbox[i]["status"] for i in healthy} == {"dispatched"}
+    assert outbox[ids[1]]["status"] == "pending"
+    runs = [first]
+    while len(runs) < RelayPolicy().park_after_attempts:
+        clock.advance(timedelta(minutes=5))
+        runs.append(await world.watchdog.tick())
+    assert [run.succeeded for run in runs] == [False] * 9 + [True]
+    parked = (await outbox_by_order(container))[ids[1]]
+    assert (parked["status"], parked["parkedReason"]) == ("parked", PARKED_RETRIES_EXHAUSTED)
+    assert sorted(m.message_id or "" for m in topic.delivered()) == sorted(
+        outbox[i]["eventId"] for i in healthy
+    )

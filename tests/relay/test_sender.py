@@ -26,9 +26,9 @@ from azure.servicebus._pyamqp.error import ErrorCondition
 from local.assembly.world import World
 from local.standins.broker import ManualClock
 from local.standins.change_feed import ChangeFeedEmulator
-from shared.adapters.servicebus_out import ServiceBusEventPublisher
-from shared.relay.core import PublishUnavailable, build_event
-from tests.relay.amqp_link import LinkNetwork, sender_on
+from shared.adapters.servicebus_out import ServiceBusEventPublisher, translate
+from shared.relay.core import FailureKind, PublishUnavailable, build_event, classify
+from tests.relay.amqp_link import LinkNetwork, sender_on, service_bus_error
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 
 TOPIC = "order-events"
@@ -97,6 +97,69 @@ async def test_a_hung_link_is_bounded_and_reported_as_unavailable(where: str) ->
     assert (datetime.now(UTC) - started).total_seconds() < 5
     assert all(isinstance(r, PublishUnavailable) for r in results), results
     assert network.sent_ids == []
+
+
+async def test_publishes_queued_behind_a_hung_link_give_up_within_the_lock_wait() -> None:
+    """Twelve invocations publish at once on one sender whose link never answers a send. Each
+    holder fails after its bound (0.2 s, plus the 1 s grace); a waiter gives up after
+    ``lock_wait_s`` and reports its event unavailable, not after every holder before it. Fails
+    on 95191bf: the k-th publish returned after k holds (the 12th after about 14 s; in Azure,
+    the 10th after 311 s, past functionTimeout)."""
+    network = LinkNetwork(hang_send=True)
+    sender = sender_on(network, TOPIC)
+    publisher = ServiceBusEventPublisher(sender, timeout_s=0.2, lock_wait_s=0.5)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    async def publish_one(order_id: str) -> tuple[float, BaseException | None]:
+        [result] = await publisher.publish([_event(order_id)])  # type: ignore[list-item]
+        return loop.time() - started, result
+
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*(publish_one(f"ord-{index}") for index in range(12))), timeout=60
+    )
+
+    hold_s = 0.2 + 1.0  # one hung send: the adapter's bound
+    slack_s = 1.0  # a loaded machine
+    assert max(elapsed for elapsed, _ in outcomes) <= 0.5 + hold_s + slack_s, outcomes
+    assert all(isinstance(result, PublishUnavailable) for _, result in outcomes), outcomes
+    waited = [result for _, result in outcomes if result is not None and "busy" in str(result)]
+    assert len(waited) >= 10  # gave up waiting (one or two got the sender in time)
+    assert all(isinstance(result.__cause__, TimeoutError) for result in waited)
+    assert network.sent_ids == []
+    await sender.close()
+
+
+@pytest.mark.parametrize(
+    ("condition", "on", "kind"),
+    [
+        # The link, its session or its connection: a new link cures it.
+        (ErrorCondition.LinkStolen, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.LinkRedirect, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.SessionErrantLink, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.SessionUnattachedHandle, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.IllegalState, "link", FailureKind.TRANSIENT),
+        (ErrorCondition.ConnectionFramingError, "connection", FailureKind.TRANSIENT),
+        (ErrorCondition.InternalError, "disposition", FailureKind.TRANSIENT),  # retryable
+        # The system: the topic gone, the identity refused.
+        (ErrorCondition.ResourceDeleted, "link", FailureKind.SYSTEMIC),
+        (ErrorCondition.NotFound, "link", FailureKind.SYSTEMIC),
+        (ErrorCondition.UnauthorizedAccess, "link", FailureKind.SYSTEMIC),
+        # Maybe the message's: charged to an event only once it fails alone.
+        (ErrorCondition.DecodeError, "disposition", FailureKind.UNEXPECTED),
+        (ErrorCondition.InvalidField, "disposition", FailureKind.UNEXPECTED),
+        (ErrorCondition.NotAllowed, "disposition", FailureKind.UNEXPECTED),
+        # Alone too large: the event's own.
+        (ErrorCondition.LinkMessageSizeExceeded, "disposition", FailureKind.EVENT),
+    ],
+)
+def test_the_sdk_s_errors_are_classified_by_their_amqp_condition(
+    condition: ErrorCondition, on: str, kind: FailureKind
+) -> None:
+    """What a retry can fix, read from the condition the SDK keeps on its error. Fails on
+    95191bf for the link and session conditions and ``amqp:resource-deleted`` (a plain,
+    non-retryable ``ServiceBusError``: unclassified, parked at the tenth attempt)."""
+    assert classify(translate(service_bus_error(condition, on=on))) is kind
 
 
 async def test_a_retryable_service_bus_error_is_transient_and_never_parks(
