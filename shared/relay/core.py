@@ -492,7 +492,13 @@ class OutboxRelay:
         """Publish alone each event of a multi-event publish whose failure would be charged to
         it (its own fault, or unclassified): a refused send names no culprit, so only what fails
         alone is the event's. Stops at the first alone send that fails for the moment or the
-        system: the link is bad, and the rest keep that error (retried, not charged)."""
+        system: the link is bad, and the rest keep that error (retried, not charged).
+
+        An order's events go out in version order (docs/events.md): once one of them is not
+        published, the later ones of the same order in this batch are held (unavailable: sent
+        again with it), never sent ahead of it, unless it is parked now (set aside for an
+        operator; its republish comes after them). The adapter keeps that order for one publish
+        (its batches go in order, and it stops at the first that fails)."""
         isolated = list(results)
         suspects = [
             index
@@ -500,13 +506,23 @@ class OutboxRelay:
             if failure is not None
             and classify(failure) in (FailureKind.EVENT, FailureKind.UNEXPECTED)
         ]
+        unpublished_orders: set[str] = set()
         for position, index in enumerate(suspects):
-            [alone] = await self._publisher.publish([events[index]])
+            event = events[index]
+            if event.order_id in unpublished_orders:
+                isolated[index] = PublishUnavailable(
+                    f"held: an earlier event of order {event.order_id} was not published"
+                )
+                continue
+            [alone] = await self._publisher.publish([event])
             isolated[index] = alone
-            if alone is not None and classify(alone) in (
-                FailureKind.TRANSIENT,
-                FailureKind.SYSTEMIC,
-            ):
+            if alone is None:
+                continue
+            kind = classify(alone)
+            # One that is parked now is set aside for good: the later versions go on.
+            if not self._policy.should_park(kind, self._failures.get(event.event_id, 0) + 1):
+                unpublished_orders.add(event.order_id)
+            if kind in (FailureKind.TRANSIENT, FailureKind.SYSTEMIC):
                 for rest in suspects[position + 1 :]:
                     isolated[rest] = alone
                 break

@@ -19,6 +19,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.adapters.servicebus_in import HungSettlements
+from shared.consumer.contract import ORDER_PLACED
 from shared.consumer.core import Decision, IncomingMessage, Outcome, Settlement
 from shared.consumer.errors import ConfigurationError
 from shared.telemetry.names import (
@@ -223,7 +224,7 @@ class ConsumerTelemetry:
             span.set_attribute(ATTR_DEADLETTER_REASON, decision.deadletter_reason)
         if decision.order_id is not None:
             span.set_attribute(ATTR_ORDER_ID, decision.order_id)
-        message_type = _message_type(decision)
+        message_type = _message_type(decision, message)
         span.set_attribute(ATTR_MESSAGE_TYPE, message_type)
         if decision.order_version is not None:
             span.set_attribute(ATTR_ORDER_VERSION, decision.order_version)
@@ -368,11 +369,11 @@ class ConsumerTelemetry:
         )
 
 
-def _message_type(decision: Decision) -> str:
-    """The message type as a bounded attribute: an unknown Subject is ``other``."""
-    if decision.message_type in MESSAGE_TYPES:
-        return str(decision.message_type)
-    return OTHER_MESSAGE_TYPE
+def _message_type(decision: Decision, message: IncomingMessage) -> str:
+    """The message type as a bounded attribute: its Subject (none: OrderPlaced), ``other`` for
+    a Subject this consumer does not read."""
+    message_type = decision.message_type or message.subject or ORDER_PLACED
+    return message_type if message_type in MESSAGE_TYPES else OTHER_MESSAGE_TYPE
 
 
 def _message_fields(message: IncomingMessage, decision: Decision) -> dict[str, Any]:

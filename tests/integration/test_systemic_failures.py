@@ -215,7 +215,9 @@ async def test_invalid_configuration_is_recorded_as_a_systemic_delivery(
         for point in metric.data.data_points
         if isinstance(point, NumberDataPoint) and point.value == 1
     ]
-    assert points == [{"outcome": "systemic", "settlement": "abandon"}]
+    assert points == [
+        {"outcome": "systemic", "settlement": "abandon", "message_type": "OrderPlaced"}
+    ]
 
 
 EXPORT_PROBE = """
