@@ -25,7 +25,7 @@ from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.clock import document_timestamp
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
 from shared.consumer.errors import ConfigurationError
-from shared.relay.watchdog import WATCHDOG_SCHEDULE, WatchdogPolicy
+from shared.relay.watchdog import MAX_PAGES_PER_RUN, WATCHDOG_SCHEDULE, WatchdogPolicy
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 
 MIN_AGE = timedelta(seconds=300)  # OUTBOX_WATCHDOG_MIN_AGE_SECONDS' default
@@ -299,13 +299,13 @@ CANDIDATES = [
 ]
 
 
-@pytest.mark.parametrize("limit", [500, 2], ids=["one page", "more than a page"])
+@pytest.mark.parametrize("page_size", [500, 2], ids=["one page", "more than a page"])
 async def test_the_store_s_query_finds_exactly_what_the_rule_calls_stuck(
-    container: ContainerProxy, limit: int
+    container: ContainerProxy, page_size: int
 ) -> None:
     for document in CANDIDATES:
         await container.create_item(document)
-    policy = WatchdogPolicy(min_age_s=300, max_documents=limit)
+    policy = WatchdogPolicy(min_age_s=300, max_documents=page_size)
     expected = {d["id"] for d in CANDIDATES if policy.is_stuck(d, NOW)}
     assert expected == {
         "old-pending:OrderAccepted",
@@ -313,12 +313,14 @@ async def test_the_store_s_query_finds_exactly_what_the_rule_calls_stuck(
         "oldest-pending:OrderAccepted",
     }
 
-    stuck = await CosmosOutboxStore(container).stuck(policy.cutoff(NOW), limit)
+    pages = [
+        page async for page in CosmosOutboxStore(container).stuck(policy.cutoff(NOW), page_size)
+    ]
 
-    assert {d["id"] for d in stuck.documents} <= expected
-    assert len(stuck.documents) == min(limit, len(expected))
-    assert stuck.count == len(expected)  # the aggregate when there is more than a page
-    assert stuck.oldest_created_at == NOW - timedelta(days=1)
+    found = [d["id"] for page in pages for d in page]
+    assert sorted(found) == sorted(expected)
+    assert [len(page) for page in pages] == ([3] if page_size == 500 else [2, 1])
+    assert found[0] == "oldest-pending:OrderAccepted"  # oldest first: the run's oldest age
 
 
 @pytest.mark.parametrize(
@@ -341,3 +343,100 @@ def test_the_watchdog_settings_are_validated_naming_the_setting(
         return
     settings = WatchdogSettings.from_env(env)
     assert (settings.min_age_s, settings.max_documents) == expected
+
+
+# ---- the cost of a run over a backlog (issue 25) ----------------------------------------------
+
+BACKLOG_PAGE = 25  # OUTBOX_WATCHDOG_MAX_DOCUMENTS: a run publishes at most 20 pages, 500 events
+
+
+async def stuck_backlog(container: ContainerProxy, clock: ManualClock, count: int) -> list[str]:
+    """``count`` pending outbox documents, one second apart, the first one the oldest (as a
+    relay that does not run at all leaves them); the ids oldest first."""
+    ids = new_order_ids(count)
+    start = clock.now() - timedelta(seconds=count)
+    writes = asyncio.Semaphore(16)
+
+    async def write(index: int, order_id: str) -> None:
+        async with writes:
+            await accept_order(container, order_id, accepted_at=start + timedelta(seconds=index))
+
+    await asyncio.gather(*(write(index, order_id) for index, order_id in enumerate(ids)))
+    return ids
+
+
+async def test_one_run_over_a_backlog_loads_what_it_publishes_and_runs_no_aggregate(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """1,500 stuck events, pages of 25: one run publishes the 500 oldest (its 20 pages) through
+    the real SDK, and its queries load, as the azure-core transport sees them, no more than
+    1.1 x what it publishes plus a page, with no COUNT or MIN: an aggregate's response says
+    nothing of what it loaded, and over the pending documents it loads them all. Fails on
+    95191bf, which ran a COUNT and a MIN after each page (42 aggregates a run here, each loading
+    every pending document in Azure: createdAt was not indexed) and published in no order."""
+    from bench.transport import CountingTransport
+
+    transport = CountingTransport(connection_verify=False)
+    world.compose(
+        env={**world.env, "OUTBOX_WATCHDOG_MAX_DOCUMENTS": str(BACKLOG_PAGE)}, transport=transport
+    )
+    ids = await stuck_backlog(container, clock, 1_500)
+    clock.advance(MIN_AGE)
+    capacity = BACKLOG_PAGE * MAX_PAGES_PER_RUN
+
+    with caplog.at_level(logging.WARNING, logger="orders.relay"):
+        result = await world.watchdog.tick()
+
+    assert result.succeeded, result.error
+    queries = transport.queries
+    assert [q.query for q in queries if q.aggregate] == []
+    assert len(queries) <= MAX_PAGES_PER_RUN + 1  # one query, read page by page
+    loaded = sum(q.documents for q in queries)
+    assert capacity <= loaded <= 1.1 * capacity + BACKLOG_PAGE
+    outbox = await outbox_by_order(container)
+    published = sorted(m.message_id or "" for m in topic.delivered())
+    assert published == sorted(outbox[i]["eventId"] for i in ids[:capacity])  # the oldest first
+    assert {outbox[i]["status"] for i in ids[capacity:]} == {"pending"}
+    # Its report: what it read, the oldest's age, and that it stopped at its page limit.
+    [warning] = [r for r in caplog.records if hasattr(r, "stuck_outbox_documents")]
+    assert warning.stuck_outbox_documents == capacity
+    assert warning.oldest_stuck_age_s == MIN_AGE.total_seconds() + 1_500  # type: ignore[attr-defined]
+    assert warning.watchdog_end == "page_limit"  # type: ignore[attr-defined]
+
+
+async def test_runs_at_their_page_limit_drain_the_backlog_oldest_first(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Three runs over 2.2 runs' worth: two stop at their page limit, the third drains the
+    rest and says so; each run's oldest age is the oldest still pending when it starts."""
+    world.compose(env={**world.env, "OUTBOX_WATCHDOG_MAX_DOCUMENTS": "5"})
+    capacity = 5 * MAX_PAGES_PER_RUN
+    ids = await stuck_backlog(container, clock, capacity * 2 + capacity // 5)
+    clock.advance(MIN_AGE)
+
+    with caplog.at_level(logging.WARNING, logger="orders.relay"):
+        for _ in range(3):
+            assert (await world.watchdog.tick()).succeeded
+
+    warnings = [r for r in caplog.records if hasattr(r, "stuck_outbox_documents")]
+    assert [
+        (r.stuck_outbox_documents, r.watchdog_end, r.oldest_stuck_age_s)  # type: ignore[attr-defined]
+        for r in warnings
+    ] == [
+        (capacity, "page_limit", MIN_AGE.total_seconds() + len(ids)),
+        (capacity, "page_limit", MIN_AGE.total_seconds() + len(ids) - capacity),
+        (capacity // 5, "drained", MIN_AGE.total_seconds() + len(ids) - 2 * capacity),
+    ]
+    outbox = await outbox_by_order(container)
+    assert {d["status"] for d in outbox.values()} == {"dispatched"}
+    assert topic.stats.accepted == len(ids)
