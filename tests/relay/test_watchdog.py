@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    InMemoryMetricReader,
+)
 
 from local.assembly.world import World
 from local.standins.broker import ManualClock
@@ -25,7 +32,13 @@ from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.clock import document_timestamp
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
 from shared.consumer.errors import ConfigurationError
-from shared.relay.watchdog import MAX_PAGES_PER_RUN, WATCHDOG_SCHEDULE, WatchdogPolicy
+from shared.relay.watchdog import (
+    MAX_PAGES_PER_RUN,
+    WATCHDOG_PERIOD_S,
+    WATCHDOG_SCHEDULE,
+    WatchdogPolicy,
+)
+from shared.telemetry.relay import RelayTelemetry
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 
 MIN_AGE = timedelta(seconds=300)  # OUTBOX_WATCHDOG_MIN_AGE_SECONDS' default
@@ -350,16 +363,19 @@ def test_the_watchdog_settings_are_validated_naming_the_setting(
 BACKLOG_PAGE = 25  # OUTBOX_WATCHDOG_MAX_DOCUMENTS: a run publishes at most 20 pages, 500 events
 
 
-async def stuck_backlog(container: ContainerProxy, clock: ManualClock, count: int) -> list[str]:
-    """``count`` pending outbox documents, one second apart, the first one the oldest (as a
-    relay that does not run at all leaves them); the ids oldest first."""
+async def stuck_backlog(
+    container: ContainerProxy, clock: ManualClock, count: int, spacing_s: float = 1.0
+) -> list[str]:
+    """``count`` pending outbox documents, ``spacing_s`` apart up to now, the first one the
+    oldest (as a relay that does not run at all leaves them); the ids oldest first."""
     ids = new_order_ids(count)
-    start = clock.now() - timedelta(seconds=count)
+    start = clock.now() - timedelta(seconds=count * spacing_s)
     writes = asyncio.Semaphore(16)
 
     async def write(index: int, order_id: str) -> None:
         async with writes:
-            await accept_order(container, order_id, accepted_at=start + timedelta(seconds=index))
+            accepted_at = start + timedelta(seconds=index * spacing_s)
+            await accept_order(container, order_id, accepted_at=accepted_at)
 
     await asyncio.gather(*(write(index, order_id) for index, order_id in enumerate(ids)))
     return ids
@@ -440,3 +456,80 @@ async def test_runs_at_their_page_limit_drain_the_backlog_oldest_first(
     outbox = await outbox_by_order(container)
     assert {d["status"] for d in outbox.values()} == {"dispatched"}
     assert topic.stats.accepted == len(ids)
+
+
+@dataclass(frozen=True)
+class StuckAgeRow:
+    """One export interval's ``orders.relay.stuck_age`` row, as customMetrics holds it."""
+
+    watchdog_end: str  # customDimensions["orders.relay.watchdog_end"]
+    value_count: int
+    value_max: float
+
+
+def watchdog_behind_growth_s(rows: list[StuckAgeRow]) -> float:
+    """relay-alerts.bicep's ``relayWatchdogBehindQuery`` over a window's rows, oldest first:
+    ``GrowthS`` (the alert fires above 0)."""
+    runs = sum(row.value_count for row in rows)
+    at_page_limit = sum(row.value_count for row in rows if row.watchdog_end == "page_limit")
+    if runs < 2 or at_page_limit != runs:
+        return 0.0
+    return rows[-1].value_max - rows[0].value_max
+
+
+async def watchdog_rows(
+    world: World, clock: ManualClock, reader: InMemoryMetricReader, runs: int, arrive: Any
+) -> list[StuckAgeRow]:
+    """``runs`` runs five minutes apart, ``arrive`` awaited before each; one export interval
+    (a delta collection) per run, as the exporter's every minute would hold one run."""
+    rows = []
+    for _ in range(runs):
+        await arrive()
+        assert (await world.watchdog.tick()).succeeded
+        data = reader.get_metrics_data()
+        [point] = [
+            point
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "orders.relay.stuck_age"
+            for point in metric.data.data_points
+            if isinstance(point, HistogramDataPoint)
+        ]
+        end = str(point.attributes["orders.relay.watchdog_end"])  # type: ignore[index]
+        rows.append(StuckAgeRow(end, point.count, point.max))
+        clock.advance(timedelta(seconds=WATCHDOG_PERIOD_S))
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("spacing_s", "alert"), [(1.0, True), (6.0, False)], ids=["falling behind", "catching up"]
+)
+async def test_the_falling_behind_alert_reads_page_limit_runs_whose_oldest_age_rises(
+    world: World,
+    container: ContainerProxy,
+    clock: ManualClock,
+    spacing_s: float,
+    alert: bool,
+) -> None:
+    """A dead relay, the watchdog's capacity 100 events a run (20 pages of 5), a backlog of 400
+    and more arriving. One a second (300 a run) outgrows it: each run drains 100 s of orders in
+    300 s, every run stops at its page limit and the oldest age rises (GrowthS > 0: the alert
+    fires). One every 6 s (50 a run) does not: each run drains 600 s of orders, the oldest age
+    falls run over run though every run is still at its limit (no alert). The rows are the
+    exported histogram's, one delta collection per run."""
+    reader = InMemoryMetricReader(preferred_temporality={Histogram: AggregationTemporality.DELTA})
+    telemetry = RelayTelemetry("order-events", meter_provider=MeterProvider([reader]))
+    world.compose(
+        env={**world.env, "OUTBOX_WATCHDOG_MAX_DOCUMENTS": "5"}, relay_telemetry=telemetry
+    )
+    await stuck_backlog(container, clock, 400, spacing_s)
+    clock.advance(MIN_AGE)
+
+    async def arrive() -> None:  # the orders accepted since the last run
+        await stuck_backlog(container, clock, round(WATCHDOG_PERIOD_S / spacing_s), spacing_s)
+
+    rows = await watchdog_rows(world, clock, reader, 3, arrive)
+
+    assert [row.watchdog_end for row in rows] == ["page_limit"] * 3
+    assert (watchdog_behind_growth_s(rows) > 0) is alert
