@@ -143,6 +143,8 @@ class OutboxWatchdog:
         report = WatchdogReport()
         oldest: datetime | None = None
         answered = False
+        full_last_page = False
+        report.end = RunEnd.FAILED  # until every page read was published
         try:
             async for found in self._scanner.stuck(policy.cutoff(now), policy.max_documents):
                 answered = True
@@ -150,16 +152,14 @@ class OutboxWatchdog:
                 page = [d for d in found if policy.is_stuck(d, now)]
                 oldest = min(filter(None, [oldest, *map(created_at, page)]), default=None)
                 report.stuck += len(page)
-                report.end = RunEnd.FAILED  # until the relay returns
                 relayed = await self._relay.relay(page)  # raises RelayIncomplete: stop there
-                report.end = RunEnd.DRAINED
                 report.relay_reports.append(relayed)
                 report.republished.extend(relayed.published)
                 if report.pages == MAX_PAGES_PER_RUN:
-                    if len(found) == policy.max_documents:
-                        report.end = RunEnd.PAGE_LIMIT
+                    full_last_page = len(found) == policy.max_documents
                     break
             answered = True  # the query answered, with nothing left (or nothing at all)
+            report.end = RunEnd.PAGE_LIMIT if full_last_page else RunEnd.DRAINED
         finally:
             if oldest is not None:
                 report.oldest_age_s = max(0.0, (now - oldest).total_seconds())

@@ -258,6 +258,12 @@ async def test_a_failed_republish_fails_the_run_and_leaves_the_event_pending(
     assert not failed.succeeded and str(failed.error).startswith("RelayIncomplete")
     assert (await outbox_by_order(container))[order_id]["status"] == "pending"
     assert captured_relay.total("orders.relay.failed") == 1  # the failed-sends alert sees it
+    # The failed run still reports what it read, and that it failed.
+    [stuck] = captured_relay.points("orders.relay.stuck")
+    assert (getattr(stuck, "sum", None), stuck.attributes) == (
+        1,
+        {"orders.topic": "order-events", "orders.relay.watchdog_end": "failed"},
+    )
 
     assert (await world.watchdog.tick()).succeeded  # the next occurrence (no retry of its own)
     assert (await outbox_by_order(container))[order_id]["status"] == "dispatched"
@@ -487,6 +493,7 @@ async def watchdog_rows(
         await arrive()
         assert (await world.watchdog.tick()).succeeded
         data = reader.get_metrics_data()
+        assert data is not None
         [point] = [
             point
             for resource in data.resource_metrics
