@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ class QuerySeen:
     query: str
     documents: int  # the items its response carried (``Documents`` of the body)
     status: int
+    elapsed_s: float  # from the request handed to the transport to its response read
 
     @property
     def aggregate(self) -> bool:
@@ -104,11 +106,17 @@ class CountingTransport(FaultInjectingTransport):
     async def send(self, request: HttpRequest, **kwargs: Any) -> AsyncHttpResponse:
         kind = classify(request)
         self.counts[kind] += 1
+        started = time.perf_counter()
         response = await super().send(request, **kwargs)
         if kind == "query":
             # The body is already read: azure-core loads it unless the caller streams
             # (azure/core/pipeline/transport/_aiohttp.py:371-372), and the SDK does not.
-            seen = QuerySeen(_query_text(request), _documents(response), response.status_code)
+            seen = QuerySeen(
+                _query_text(request),
+                _documents(response),
+                response.status_code,
+                time.perf_counter() - started,
+            )
             self.queries.append(seen)
         return response
 
