@@ -62,6 +62,7 @@ def test_the_watchdog_is_a_timer_trigger_every_five_minutes(world: World) -> Non
     timer = world.watchdog
     assert timer.function.name == "outbox_watchdog"
     assert timer.schedule == WATCHDOG_SCHEDULE == "0 */5 * * * *"
+    assert WATCHDOG_PERIOD_S == 5 * 60  # the period the capacity and the alert are stated in
     assert timer.function.trigger["useMonitor"] is True
     assert timer.function.trigger["runOnStartup"] is False
 
