@@ -1,6 +1,6 @@
 """Benchmarks of the idempotent order consumer: ``python -m bench`` (``make bench``).
 
-Seven targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
+Eight targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
 ``docs/benchmarks.md``:
 
 1. Cosmos DB requests per outcome (new 1, duplicate 2, mismatch 2, invalid 0), counted at the
@@ -16,6 +16,9 @@ Seven targets, each a verdict of one run on one machine, written to ``bench/resu
    ``bench.latency``).
 7. Log Analytics: no row per healthy order outside the sampled traces, through the real exporter
    (``bench.ingestion``, ``bench.ingestion_scenario``).
+8. One outbox watchdog run over a backlog (10,000 stuck events): the documents its queries load,
+   counted at the transport, ≤ 1.1 × those it publishes plus a page, no aggregate, the run
+   within its schedule's period; its drain capacity against the tiers (``bench.watchdog``).
 
 They run on the one local stand-in, ``local.assembly.world.local_world`` (through
 ``bench.standin``): every function invocation goes through Microsoft's worker,

@@ -26,12 +26,22 @@ from bench import (
     report,
     request_counts,
     throughput,
+    watchdog,
 )
 from bench.standin import standin
 from local.assembly.world import cosmos_account
 from local.standins.cosmos_server import EMULATOR_KEY
 
-TARGETS = ("requests", "cpu", "throughput", "coldstart", "memory", "relay", "ingestion")
+TARGETS = (
+    "requests",
+    "cpu",
+    "throughput",
+    "coldstart",
+    "memory",
+    "relay",
+    "ingestion",
+    "watchdog",
+)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -48,6 +58,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--relay-orders", type=int, default=1_000, help="target 6: per round")
     parser.add_argument("--relay-rounds", type=int, default=3, help="target 6: rounds per relay")
     parser.add_argument("--ingestion-orders", type=int, default=200, help="target 7")
+    parser.add_argument("--watchdog-stuck", type=int, default=10_000, help="target 8: backlog")
+    parser.add_argument(
+        "--watchdog-page", type=int, default=None, help="target 8: page size (the app's default)"
+    )
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "bench" / "results.json")
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -68,7 +82,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if "ingestion" in selected:
             status.update(f"target 7: {args.ingestion_orders:,} orders, sampled and not")
             results["ingestion"] = await asyncio.to_thread(ingestion.measure, args.ingestion_orders)
-        if not {"requests", "cpu", "throughput", "relay"} & set(selected):
+        if not {"requests", "cpu", "throughput", "relay", "watchdog"} & set(selected):
             return results
         status.update("starting the Cosmos DB API")
         # COSMOS_EMULATOR_ENDPOINT: the real emulator or an account; else a local server.
@@ -100,6 +114,13 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         orders=args.relay_orders,
                         rounds_count=args.relay_rounds,
                         progress=lambda text: status.update(f"target 6: {text}"),
+                    )
+                if "watchdog" in selected:
+                    results["watchdog"] = await watchdog.measure(
+                        world,
+                        stuck=args.watchdog_stuck,
+                        page_size=args.watchdog_page,
+                        progress=lambda text: status.update(f"target 8: {text}"),
                     )
     return results
 

@@ -98,6 +98,18 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 ing["ok"],
             )
         )
+    if wd := results.get("watchdog"):
+        rows.append(
+            (
+                f"8. one watchdog run over {wd['stuck']:,} stuck events: documents its queries "
+                "loaded; aggregates; run time",
+                f"{wd['documents_loaded']:,} for {wd['published']:,} published, "
+                f"{wd['queries']} queries, {wd['aggregates']} aggregates; "
+                f"{_f(wd['run_s'])} s",
+                f"≤ {_f(wd['loaded_limit'], 0)}; 0; ≤ {wd['period_s']} s",
+                wd["ok"],
+            )
+        )
     return [(target, measured, limit, _verdict(ok)) for target, measured, limit, ok in rows]
 
 
@@ -223,6 +235,23 @@ def markdown_block(results: dict[str, Any]) -> str:
             + ".",
             "",
         ]
+    if wd := results.get("watchdog"):
+        out += [
+            f"Target 8: {wd['stuck']:,} stuck events, pages of {wd['page_size']}, at most "
+            f"{wd['max_pages_per_run']} pages a run every {wd['period_s']} s: the run published "
+            f"{wd['published']:,} in {_f(wd['run_s'])} s ({_f(wd['run_events_per_s'], 0)} "
+            f"events/s while it ran), {_f(wd['query_s'])} s of it in its {wd['queries']} query "
+            "requests (the local server scans and sorts the container for each: it has no index); "
+            f"its capacity, {_f(wd['drain_capacity_per_s'])} events/s over the schedule, "
+            "against the tiers:",
+            "",
+            "| tier | orders/s | drained by the watchdog alone |",
+            "|---|---|---|",
+        ]
+        for name, tier in wd["tiers"].items():
+            covered = "yes" if tier["covered"] else "no: the falling-behind alert"
+            out.append(f"| `{name}` | {tier['orders_per_s']:,.0f} | {covered} |")
+        out += ["", *(f"Problem: {problem}" for problem in wd["problems"]), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -1,5 +1,6 @@
 // Alert rules of the relay's edges: what no publish would show (a stuck outbox event the
-// watchdog could not publish, a watchdog that stopped reporting), sends failing for good and a
+// watchdog could not publish, a watchdog that stopped reporting, a backlog growing faster than
+// the watchdog drains), sends failing for good and a
 // relay that cannot start. The relay's own parked and lag alerts live in alerts.bicep, which
 // deploys this module on its action group. Log alerts query the Application Insights component; the names are the
 // ones of shared/telemetry/names.py (docs/operations.md, "Relay").
@@ -28,6 +29,14 @@ var relayStuckQuery = 'customMetrics | where name == "orders.relay.stuck_age" | 
 // No run in 15 minutes (three are due): the watchdog itself is down (app stopped, timer lock,
 // host storage role removed): nothing else would notice a relay that stopped too.
 var relayWatchdogSilentQuery = 'customMetrics | where name == "orders.relay.stuck_age" | summarize Runs = sum(valueCount)'
+// A backlog growing faster than the watchdog drains it: every run of the window stopped at its
+// page limit (it left stuck events behind) and the oldest stuck age rose from the first run to
+// the last. The watchdog publishes the oldest first, so when it keeps up (or catches up) that age
+// falls run over run; only arrivals faster than its capacity (MAX_PAGES_PER_RUN pages of
+// OUTBOX_WATCHDOG_MAX_DOCUMENTS every 5 minutes, about 33 events/s: below every tier's orders/s)
+// make it rise. The tuple names arg_min/arg_max's columns (learn.microsoft.com/kusto/query/
+// arg-min-aggregation-function); an empty window gives 0.
+var relayWatchdogBehindQuery = 'customMetrics | where name == "orders.relay.stuck_age" | extend WatchdogEnd = tostring(customDimensions["orders.relay.watchdog_end"]) | summarize Runs = sum(valueCount), AtPageLimit = sumif(valueCount, WatchdogEnd == "page_limit"), (FirstAt, FirstAgeS) = arg_min(timestamp, valueMax), (LastAt, LastAgeS) = arg_max(timestamp, valueMax) | extend GrowthS = iff(Runs >= 2 and AtPageLimit == Runs, LastAgeS - FirstAgeS, 0.0)'
 // Sends failing in at least three 5-minute bins of the last 15 minutes: an outage that the
 // relay's retries are not riding out (a blip is retried and published at once).
 var relayFailedSendsQuery = 'customMetrics | where name == "orders.relay.failed" | summarize Failed = sum(valueSum) by bin(timestamp, 5m) | summarize FailingPeriods = countif(Failed > 0), Failed = sum(Failed)'
@@ -96,6 +105,45 @@ resource relayWatchdogSilentAlert 'Microsoft.Insights/scheduledQueryRules@2023-1
           metricMeasureColumn: 'Runs'
           operator: 'LessThan'
           threshold: 1
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: [
+        actionGroupId
+      ]
+    }
+  }
+}
+
+resource relayWatchdogBehindAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${namePrefix}-relay-watchdog-behind'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders: outbox backlog growing faster than the watchdog drains'
+    description: 'Every outbox watchdog run for 15 minutes stopped at its page limit and the oldest stuck event grew older: the change-feed relay is not publishing, and the watchdog (a backstop of about 33 events/s) cannot keep up with the orders. Runbook: docs/operations.md#relay-watchdog-falling-behind'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      allOf: [
+        {
+          query: relayWatchdogBehindQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'GrowthS'
+          operator: 'GreaterThan'
+          threshold: 0
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1

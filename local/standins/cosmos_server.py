@@ -50,6 +50,8 @@ from types import TracebackType
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
+from ops.init_cosmos import ORDERS_INDEXING_POLICY
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI = REPO_ROOT / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
 LIBRARY = CLI.parent / "index.js"
@@ -164,8 +166,12 @@ class LocalCosmosServer:
 async def ensure_container(
     client: CosmosClient, database: str = "orders", container: str = "orders"
 ) -> ContainerProxy:
-    """Create the database and the container (partition key ``/orderId``) if missing."""
+    """Create the database and the container (partition key ``/orderId``, the deployed
+    indexing policy: the server refuses an ORDER BY of several fields without its composite
+    index, as Cosmos DB does) if missing."""
     db = await client.create_database_if_not_exists(database)
     return await db.create_container_if_not_exists(
-        container, partition_key=PartitionKey(path="/orderId")
+        container,
+        partition_key=PartitionKey(path="/orderId"),
+        indexing_policy=ORDERS_INDEXING_POLICY,
     )

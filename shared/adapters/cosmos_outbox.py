@@ -6,19 +6,34 @@ Applies the two conditional patches of an outbox document that ``shared.relay.ou
 feed or the watchdog's query delivered), so a replayed batch never overwrites a newer state: a
 412 means "already changed", not an error.
 
-And the watchdog's query for stuck documents (``stuck``): ``type``, ``status`` and ``eventType``
-equalities, all three range-indexed (``/type/?``, ``/status/?``, ``/eventType/?``:
-infra/app/cosmos.bicep, which indexes nothing else), so the index narrows the query to the
-pending outbox documents; ``createdAt`` is not indexed, so only those are loaded to compare it.
-Its cost therefore follows the pending documents (normally the few in flight), never the
-orders or the dispatched events in the container (README "Outbox watchdog" estimates it).
-``createdAt`` is ``shared.clock.document_timestamp``: fixed width, UTC, ``Z``, so its string
-order is its time order. Never creates or deletes documents; never touches orders; knows no field
-name of its own (``shared.relay.outbox`` owns them).
+And the watchdog's query for stuck documents (``stuck``), one query a run, read page by page:
+
+    SELECT * FROM c
+    WHERE c.type = @type AND c.status = @status AND c.eventType = @eventType
+      AND c.createdAt <= @cutoff
+    ORDER BY c.type, c.status, c.eventType, c.createdAt
+
+Its plan: the composite index (type, status, eventType, createdAt) of infra/app/cosmos.bicep
+serves the three equalities, the one range filter (last) and the order ("Queries with a filter
+and ORDER BY": the equality filters first in the ORDER BY, the range filter's property last,
+learn.microsoft.com/azure/cosmos-db/index-policy), so the index seeks to the oldest stuck
+document and every document loaded is one returned: a page of N costs about N RU (a 1 KB read
+is 1 RU, learn.microsoft.com/azure/cosmos-db/request-units) plus the index lookup (about 3 RU
+for an index-served query, learn.microsoft.com/azure/cosmos-db/nosql/troubleshoot-query-performance,
+whose "Retrieved Document Count" equals the "Output Document Count" only when the index serves
+the whole filter). No COUNT, no MIN: the oldest is the first document, the count the pages read
+(``shared.relay.watchdog``). A run that stops after n pages has loaded n pages, and one page per
+physical partition at most besides: across partitions the SDK reads a page from each range and
+merges them in order (azure/cosmos/_execution_context/aio/multi_execution_aggregator.py), and
+only a page it does not yet hold is read when asked for. ``createdAt`` is
+``shared.clock.document_timestamp``: fixed width, UTC, ``Z``, so its string order is its time
+order. Never creates or deletes documents; never touches orders; knows no field name of its own
+(``shared.relay.outbox`` owns them).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -35,16 +50,25 @@ from shared.relay.outbox import (
     OutboxField,
     OutboxRef,
     PatchOperation,
-    created_at,
     dispatched_patch,
     parked_patch,
 )
-from shared.relay.watchdog import StuckOutbox
+from shared.relay.watchdog import Page
 
-# WatchdogPolicy.is_stuck, as a query (tests/relay/test_watchdog.py holds the two together).
-_STUCK_FILTER = (
-    f"FROM c WHERE c.{OutboxField.TYPE} = @type AND c.{OutboxField.STATUS} = @status"
+# WatchdogPolicy.is_stuck, as a query (tests/relay/test_watchdog.py holds the two together). The
+# equalities, then the range filter, in the composite index's order; ORDER BY repeats them so
+# that the index serves the order too (index-policy, "Queries with a filter and ORDER BY"):
+# tests/infra/test_bicep.py holds these paths to the indexing policy.
+STUCK_INDEX_PATHS = (
+    OutboxField.TYPE,
+    OutboxField.STATUS,
+    OutboxField.EVENT_TYPE,
+    OutboxField.CREATED_AT,
+)
+STUCK_QUERY = (
+    f"SELECT * FROM c WHERE c.{OutboxField.TYPE} = @type AND c.{OutboxField.STATUS} = @status"
     f" AND c.{OutboxField.EVENT_TYPE} = @eventType AND c.{OutboxField.CREATED_AT} <= @cutoff"
+    f" ORDER BY {', '.join(f'c.{path}' for path in STUCK_INDEX_PATHS)}"
 )
 
 
@@ -62,48 +86,31 @@ class CosmosOutboxStore:
     ) -> bool:
         return await self._patch(document, parked_patch(parked_at, reason, description))
 
-    async def stuck(self, created_at_or_before: datetime, limit: int) -> StuckOutbox:
+    async def stuck(self, created_at_or_before: datetime, page_size: int) -> AsyncIterator[Page]:
         parameters: list[dict[str, Any]] = [
             {"name": "@type", "value": OUTBOX_TYPE},
             {"name": "@status", "value": STATUS_PENDING},
             {"name": "@eventType", "value": ORDER_ACCEPTED_EVENT_TYPE},
             {"name": "@cutoff", "value": document_timestamp(created_at_or_before)},
         ]
-        documents: list[dict[str, Any]] = []
-        pages = self._container.query_items(
-            f"SELECT * {_STUCK_FILTER}",
+        responses = self._container.query_items(
+            STUCK_QUERY,
             parameters=parameters,
-            max_item_count=limit,
+            max_item_count=page_size,
             timeout=OPERATION_TIMEOUT_S,
         ).by_page()
-        async for page in pages:
-            documents.extend([document async for document in page])
-            if len(documents) >= limit:
-                break
-        documents = documents[:limit]
-        if len(documents) < limit:  # that is all of them
-            dates = [d for d in (created_at(document) for document in documents) if d]
-            return StuckOutbox(documents, len(documents), min(dates, default=None))
-        # More than a page: count them, and find the oldest, from the index alone.
-        count = await self._value(f"SELECT VALUE COUNT(1) {_STUCK_FILTER}", parameters)
-        oldest = await self._value(
-            f"SELECT VALUE MIN(c.{OutboxField.CREATED_AT}) {_STUCK_FILTER}", parameters
-        )
-        return StuckOutbox(
-            documents,
-            max(len(documents), int(count or 0)),
-            created_at({OutboxField.CREATED_AT: oldest}),
-        )
-
-    async def _value(self, query: str, parameters: list[dict[str, Any]]) -> Any:
-        # A cross-partition aggregate: the SDK merges the partitions' partial results.
-        values = [
-            value
-            async for value in self._container.query_items(
-                query, parameters=parameters, timeout=OPERATION_TIMEOUT_S
-            )
-        ]
-        return values[0] if values else None
+        # A query execution may return fewer items than MaxItemCount (throttled, too large,
+        # too long: learn.microsoft.com/azure/cosmos-db/nosql/query/pagination), even none:
+        # pages of exactly ``page_size`` are made here, the last one shorter.
+        page: list[dict[str, Any]] = []
+        async for response in responses:
+            async for document in response:
+                page.append(document)
+                if len(page) == page_size:
+                    yield page
+                    page = []
+        if page:
+            yield page
 
     async def _patch(self, document: OutboxRef, operations: list[PatchOperation]) -> bool:
         etag = document.etag

@@ -84,6 +84,12 @@ METRIC_RELAY_LAG = "orders.relay.lag"
 # nothing still reports (valueCount = runs: the alert reads a silent watchdog as stuck too).
 METRIC_RELAY_STUCK = "orders.relay.stuck"
 METRIC_RELAY_STUCK_AGE = "orders.relay.stuck_age"
+# How the run ended (``shared.relay.watchdog.RunEnd``), on both: "page_limit" runs whose oldest
+# age rises are a backlog growing faster than the watchdog drains (its alert).
+ATTR_WATCHDOG_END = "orders.relay.watchdog_end"
+WATCHDOG_DRAINED = "drained"
+WATCHDOG_PAGE_LIMIT = "page_limit"
+WATCHDOG_FAILED = "failed"
 RELAY_PUBLISHED = "published"
 RELAY_FAILED = "failed"
 RELAY_PARKED = "parked"

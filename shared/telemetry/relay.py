@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from shared.relay.watchdog import RunEnd
 from shared.telemetry.names import (
     ATTR_DESTINATION,
     ATTR_ERROR_TYPE,
@@ -24,6 +25,7 @@ from shared.telemetry.names import (
     ATTR_RELAY_OUTCOME,
     ATTR_SYSTEM,
     ATTR_TOPIC,
+    ATTR_WATCHDOG_END,
     MESSAGING_SYSTEM,
     METRIC_RELAY_FAILED,
     METRIC_RELAY_LAG,
@@ -226,24 +228,28 @@ class RelayTelemetry:
             },
         )
 
-    def watchdog_checked(self, stuck: int, oldest_age_s: float, min_age_s: float) -> None:
-        """One watchdog run: how many outbox documents are stuck, and the oldest one's age (0
-        when none). Recorded on every run, the quiet ones included."""
-        attributes = {ATTR_TOPIC: self.topic_name}
+    def watchdog_checked(
+        self, stuck: int, oldest_age_s: float, min_age_s: float, end: RunEnd
+    ) -> None:
+        """One watchdog run: how many stuck outbox documents it read, the oldest one's age (0
+        when none) and how it ended. Recorded on every run, the quiet ones included."""
+        attributes = {ATTR_TOPIC: self.topic_name, ATTR_WATCHDOG_END: end.value}
         self._stuck.record(stuck, attributes)
         self._stuck_age.record(max(0.0, oldest_age_s), attributes)
         if stuck:
             relay_logger.warning(
                 "outbox watchdog: %d event(s) still pending more than %d s after "
                 "their order was accepted (oldest %.0f s): the change feed did not publish them; "
-                "publishing them now",
+                "the watchdog published them (run ended: %s)",
                 stuck,
                 min_age_s,
                 oldest_age_s,
+                end.value,
                 extra={
                     "topic": self.topic_name,
                     "stuck_outbox_documents": stuck,
                     "oldest_stuck_age_s": oldest_age_s,
+                    "watchdog_end": end.value,
                 },
             )
 

@@ -21,6 +21,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALLEST = [
     *("--cpu-messages", "100", "--creates", "20", "--messages", "16", "--rounds", "1"),
     *("--relay-orders", "20", "--relay-rounds", "1", "--ingestion-orders", "5"),
+    *("--watchdog-stuck", "150", "--watchdog-page", "5"),
 ]
 
 
@@ -44,6 +45,7 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
         "memory",
         "relay",
         "ingestion",
+        "watchdog",
     }
     assert results["requests"]["ok"], results["requests"]
     assert results["requests"]["outcomes"]["new"]["kinds"] == {"batch": 1}  # outbox on
@@ -64,12 +66,20 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
         "orders-10000-per-second.parameters.json": 40,
     }
     assert results["ingestion"]["ok"], results["ingestion"]
+    # Target 8, small: 150 stuck, 20 pages of 5: the 100 oldest published, loaded by one query
+    # read page by page, no aggregate, the tiers each above the watchdog's capacity.
+    wd = results["watchdog"]
+    assert wd["ok"], wd
+    assert (wd["published"], wd["aggregates"]) == (100, 0)
+    assert 100 <= wd["documents_loaded"] <= 1.1 * 100 + 5
+    assert {tier["covered"] for tier in wd["tiers"].values()} == {False}
     written = page.read_text()
     prose = (REPO_ROOT / "docs" / "benchmarks.md").read_text().partition(report.BEGIN)[0]
     assert written.startswith(prose)
     assert "| 3. consumer / platform floor throughput, concurrency 16 |" in written
     assert "| 6. relay on one lease, marks in flight" in written
     assert "| 7. Log Analytics rows per healthy order" in written
+    assert "| 8. one watchdog run over 150 stuck events" in written
 
 
 async def test_a_new_order_is_one_create_item_with_the_outbox_off(

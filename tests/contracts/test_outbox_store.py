@@ -6,8 +6,8 @@ the version read (``OutboxRef``'s etag) and then answers True; a document change
 earlier run marked or parked it, an operator republished it) or gone answers False and is left
 as it is, never overwritten: that is how a replayed batch stays a no-op. The fields written are
 ``shared.relay.outbox``'s. What the watchdog relies on (``OutboxWatchdog.run``): ``stuck`` gives
-at most ``limit`` of the pending OrderAccepted documents created at or before the cutoff, and the
-count and oldest ``createdAt`` of all of them.
+the pending OrderAccepted documents created at or before the cutoff, oldest first, in pages of the
+size asked (the last one shorter), each read only when asked for.
 
 The ``ttl`` is checked as a stored field only: that Cosmos DB then expires the document is the
 service's behaviour, not the adapter's, and showing it would mean waiting for it (cosmosdb-server
@@ -17,7 +17,7 @@ port (``local.standins.doubles`` says why); a new one subclasses ``OutboxStoreCo
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -49,6 +49,11 @@ class OutboxUnderTest:
     get: Callable[[OutboxRef], Awaitable[Document | None]]
     delete: Callable[[OutboxRef], Awaitable[None]]
     republish: Callable[[OutboxRef], Awaitable[None]]  # an operator's change, etag ignored
+
+
+async def pages_of(found: AsyncIterator[Sequence[Mapping[str, Any]]]) -> list[list[str]]:
+    """The ids of every page, in order."""
+    return [[str(document["id"]) for document in page] async for page in found]
 
 
 def pending(order_id: str = "ord-1001", accepted_at: datetime = ACCEPTED) -> Document:
@@ -185,37 +190,34 @@ class OutboxStoreContract:
         [an_order, _event] = order("ord-order")
         await subject.put(an_order)  # an order is never an outbox event, however old
 
-        found = await subject.store.stuck(cutoff, limit=10)
+        pages = await pages_of(subject.store.stuck(cutoff, page_size=10))
 
-        assert {d["id"] for d in found.documents} == {d["id"] for d in stuck}
-        assert found.count == 3
-        assert found.oldest_created_at == ACCEPTED - timedelta(minutes=7)
+        # One page, oldest first: the watchdog's oldest age is its first document's.
+        assert pages == [[d["id"] for d in reversed(stuck)]]
 
-    async def test_stuck_gives_at_most_limit_documents_and_counts_them_all(
+    async def test_stuck_comes_in_pages_of_the_size_asked_oldest_first(
         self, subject: OutboxUnderTest
     ) -> None:
         stuck = [
             await subject.put(
                 pending(f"ord-stuck-{minutes}", ACCEPTED - timedelta(minutes=minutes))
             )
-            for minutes in range(1, 6)
+            for minutes in (3, 1, 5, 2, 4)  # written in no particular order
+        ]
+        oldest_first = sorted((d["createdAt"], d["id"]) for d in stuck)
+
+        pages = await pages_of(subject.store.stuck(ACCEPTED, page_size=2))
+
+        assert pages == [
+            [oldest_first[0][1], oldest_first[1][1]],
+            [oldest_first[2][1], oldest_first[3][1]],
+            [oldest_first[4][1]],
         ]
 
-        found = await subject.store.stuck(ACCEPTED, limit=2)
-
-        assert len(found.documents) == 2
-        assert {d["id"] for d in found.documents} <= {d["id"] for d in stuck}
-        assert found.count == 5
-        assert found.oldest_created_at == ACCEPTED - timedelta(minutes=5)
-
-    async def test_nothing_stuck_is_an_empty_page_with_no_oldest(
-        self, subject: OutboxUnderTest
-    ) -> None:
+    async def test_nothing_stuck_is_no_page_at_all(self, subject: OutboxUnderTest) -> None:
         await subject.put(pending("ord-young", ACCEPTED + timedelta(minutes=1)))
 
-        found = await subject.store.stuck(ACCEPTED, limit=10)
-
-        assert (list(found.documents), found.count, found.oldest_created_at) == ([], 0, None)
+        assert await pages_of(subject.store.stuck(ACCEPTED, page_size=10)) == []
 
 
 class TestCosmosOutboxStore(OutboxStoreContract):

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from ops.durations import parse_iso8601_duration as iso_duration  # the one parser
+from ops.init_cosmos import INDEXING_FILE, ORDERS_INDEXING_POLICY
+from shared.adapters.cosmos_outbox import STUCK_QUERY
 from tests.infra.infra_support import (
     INFRA,
     REPO,
@@ -351,6 +353,23 @@ def test_cosmos_provisioned_mode_uses_autoscale_per_container() -> None:
     assert params["leasesAutoscaleMaxThroughput"] == "cosmosLeasesAutoscaleMaxThroughput"
 
 
+def orders_indexing_policy() -> dict[str, Any]:
+    """The orders container's indexing policy: the file the Bicep loads, which the emulator's
+    and the local server's containers get too (``ops.init_cosmos.ORDERS_INDEXING_POLICY``)."""
+    cosmos = doc("cosmos")
+    containers = resources_of_type(
+        cosmos, "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"
+    )
+    loaded = body(containers["ordersContainer"])["properties"]["resource"]["indexingPolicy"]
+    call = loaded["function"]
+    assert call["type"] == "load_json_content"
+    path = (APP / call["parameters"]["file_path"]).resolve()
+    assert path == INDEXING_FILE
+    policy: dict[str, Any] = json.loads(path.read_text())
+    assert policy == ORDERS_INDEXING_POLICY
+    return policy
+
+
 def test_orders_container_partitioning_ttl_and_lean_indexing() -> None:
     cosmos = doc("cosmos")
     containers = resources_of_type(
@@ -359,12 +378,13 @@ def test_orders_container_partitioning_ttl_and_lean_indexing() -> None:
     orders = body(containers["ordersContainer"])["properties"]["resource"]
     assert orders["partitionKey"]["paths"] == ["/orderId"]
     assert int_literal(orders["defaultTtl"]) == -1  # per-item TTL (outbox docs), no default expiry
-    indexing = orders["indexingPolicy"]
+    indexing = orders_indexing_policy()
     assert [p["path"] for p in indexing["excludedPaths"]] == ["/*"]
     assert {p["path"] for p in indexing["includedPaths"]} == {
         "/type/?",
         "/status/?",
         "/eventType/?",
+        "/createdAt/?",
     }
     leases = body(containers["leasesContainer"])["properties"]["resource"]
     assert leases["partitionKey"]["paths"] == ["/id"]
@@ -372,6 +392,29 @@ def test_orders_container_partitioning_ttl_and_lean_indexing() -> None:
     assert module["databaseName"] == "orders"
     assert module["containerName"] == "orders"
     assert module["leasesContainerName"] == "leases"
+
+
+def test_every_field_the_watchdog_s_query_filters_or_orders_on_is_indexed() -> None:
+    """The watchdog's query (``STUCK_QUERY``) loads only what it returns when the index serves
+    its whole filter and its order: each field it filters on in the range index, and one
+    composite index of its ORDER BY fields in their order and direction, the equalities first
+    and the range filter last (learn.microsoft.com/azure/cosmos-db/index-policy, "Queries with
+    a filter and ORDER BY"). Fails on the policy before issue 25, which excluded ``createdAt``
+    (every aggregate and page then loaded every pending outbox document)."""
+    where, _, order_by = STUCK_QUERY.partition(" WHERE ")[2].partition(" ORDER BY ")
+    filtered = re.findall(r"c\.(\w+) (=|<=) @", where)
+    ordered = re.findall(r"c\.(\w+)", order_by)
+    indexing = orders_indexing_policy()
+
+    included = {p["path"] for p in indexing["includedPaths"]}
+    assert {f"/{name}/?" for name, _ in filtered} <= included
+    equalities = [name for name, operator in filtered if operator == "="]
+    ranges = [name for name, operator in filtered if operator != "="]
+    assert ordered == [*equalities, *ranges] and len(ranges) == 1  # one range filter, last
+    assert [(p["path"], p["order"]) for p in indexing["compositeIndexes"][0]] == [
+        (f"/{name}", "ascending") for name in ordered
+    ]
+    assert "DESC" not in order_by.upper()
 
 
 # ---- Storage, monitoring ------------------------------------------------------------------------

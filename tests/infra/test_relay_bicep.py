@@ -145,9 +145,10 @@ def test_the_watchdog_s_timer_has_its_host_storage_in_azure_and_locally() -> Non
 
 
 def test_the_relay_s_edge_alerts_are_deployed_on_the_consumer_s_action_group() -> None:
-    """Four alerts that no publish would raise (223dafd had none: a relay that never ran was
-    silent): a stuck outbox event, a silent watchdog, failed sends for 15 minutes, a relay
-    that cannot start. In their own file, deployed by alerts.bicep on its action group."""
+    """Five alerts that no publish would raise (223dafd had none: a relay that never ran was
+    silent): a stuck outbox event, a silent watchdog, a watchdog falling behind a growing
+    backlog (issue 25), failed sends for 15 minutes, a relay that cannot start. In their own
+    file, deployed by alerts.bicep on its action group."""
     relay_alerts = doc("relay-alerts")["resources"]
     rules = {
         name: body(resource)["properties"]
@@ -157,6 +158,7 @@ def test_the_relay_s_edge_alerts_are_deployed_on_the_consumer_s_action_group() -
     assert set(rules) == {
         "relayStuckAlert",
         "relayWatchdogSilentAlert",
+        "relayWatchdogBehindAlert",
         "relayFailedSendsAlert",
         "relayConfigurationAlert",
     }
@@ -172,6 +174,11 @@ def test_the_relay_s_edge_alerts_are_deployed_on_the_consumer_s_action_group() -
     silent = rules["relayWatchdogSilentAlert"]
     assert silent["windowSize"] == "PT15M"  # three runs are due in it
     assert silent["criteria"]["allOf"][0]["operator"] == "LessThan"
+    behind = rules["relayWatchdogBehindAlert"]
+    assert behind["windowSize"] == "PT15M"  # three runs, each at its page limit
+    criterion = behind["criteria"]["allOf"][0]
+    assert (criterion["metricMeasureColumn"], criterion["operator"]) == ("GrowthS", "GreaterThan")
+    assert criterion["threshold"] == 0
     failed = rules["relayFailedSendsAlert"]["criteria"]["allOf"][0]
     assert (failed["metricMeasureColumn"], failed["threshold"]) == ("FailingPeriods", 3)
     module = body(doc("alerts")["modules"]["relayAlerts"])

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    InMemoryMetricReader,
+)
 
 from local.assembly.world import World
 from local.standins.broker import ManualClock
@@ -25,7 +32,13 @@ from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.clock import document_timestamp
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
 from shared.consumer.errors import ConfigurationError
-from shared.relay.watchdog import WATCHDOG_SCHEDULE, WatchdogPolicy
+from shared.relay.watchdog import (
+    MAX_PAGES_PER_RUN,
+    WATCHDOG_PERIOD_S,
+    WATCHDOG_SCHEDULE,
+    WatchdogPolicy,
+)
+from shared.telemetry.relay import RelayTelemetry
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 
 MIN_AGE = timedelta(seconds=300)  # OUTBOX_WATCHDOG_MIN_AGE_SECONDS' default
@@ -49,6 +62,7 @@ def test_the_watchdog_is_a_timer_trigger_every_five_minutes(world: World) -> Non
     timer = world.watchdog
     assert timer.function.name == "outbox_watchdog"
     assert timer.schedule == WATCHDOG_SCHEDULE == "0 */5 * * * *"
+    assert WATCHDOG_PERIOD_S == 5 * 60  # the period the capacity and the alert are stated in
     assert timer.function.trigger["useMonitor"] is True
     assert timer.function.trigger["runOnStartup"] is False
 
@@ -245,6 +259,12 @@ async def test_a_failed_republish_fails_the_run_and_leaves_the_event_pending(
     assert not failed.succeeded and str(failed.error).startswith("RelayIncomplete")
     assert (await outbox_by_order(container))[order_id]["status"] == "pending"
     assert captured_relay.total("orders.relay.failed") == 1  # the failed-sends alert sees it
+    # The failed run still reports what it read, and that it failed.
+    [stuck] = captured_relay.points("orders.relay.stuck")
+    assert (getattr(stuck, "sum", None), stuck.attributes) == (
+        1,
+        {"orders.topic": "order-events", "orders.relay.watchdog_end": "failed"},
+    )
 
     assert (await world.watchdog.tick()).succeeded  # the next occurrence (no retry of its own)
     assert (await outbox_by_order(container))[order_id]["status"] == "dispatched"
@@ -299,13 +319,13 @@ CANDIDATES = [
 ]
 
 
-@pytest.mark.parametrize("limit", [500, 2], ids=["one page", "more than a page"])
+@pytest.mark.parametrize("page_size", [500, 2], ids=["one page", "more than a page"])
 async def test_the_store_s_query_finds_exactly_what_the_rule_calls_stuck(
-    container: ContainerProxy, limit: int
+    container: ContainerProxy, page_size: int
 ) -> None:
     for document in CANDIDATES:
         await container.create_item(document)
-    policy = WatchdogPolicy(min_age_s=300, max_documents=limit)
+    policy = WatchdogPolicy(min_age_s=300, max_documents=page_size)
     expected = {d["id"] for d in CANDIDATES if policy.is_stuck(d, NOW)}
     assert expected == {
         "old-pending:OrderAccepted",
@@ -313,12 +333,14 @@ async def test_the_store_s_query_finds_exactly_what_the_rule_calls_stuck(
         "oldest-pending:OrderAccepted",
     }
 
-    stuck = await CosmosOutboxStore(container).stuck(policy.cutoff(NOW), limit)
+    pages = [
+        page async for page in CosmosOutboxStore(container).stuck(policy.cutoff(NOW), page_size)
+    ]
 
-    assert {d["id"] for d in stuck.documents} <= expected
-    assert len(stuck.documents) == min(limit, len(expected))
-    assert stuck.count == len(expected)  # the aggregate when there is more than a page
-    assert stuck.oldest_created_at == NOW - timedelta(days=1)
+    found = [d["id"] for page in pages for d in page]
+    assert sorted(found) == sorted(expected)
+    assert [len(page) for page in pages] == ([3] if page_size == 500 else [2, 1])
+    assert found[0] == "oldest-pending:OrderAccepted"  # oldest first: the run's oldest age
 
 
 @pytest.mark.parametrize(
@@ -341,3 +363,181 @@ def test_the_watchdog_settings_are_validated_naming_the_setting(
         return
     settings = WatchdogSettings.from_env(env)
     assert (settings.min_age_s, settings.max_documents) == expected
+
+
+# ---- the cost of a run over a backlog (issue 25) ----------------------------------------------
+
+BACKLOG_PAGE = 25  # OUTBOX_WATCHDOG_MAX_DOCUMENTS: a run publishes at most 20 pages, 500 events
+
+
+async def stuck_backlog(
+    container: ContainerProxy, clock: ManualClock, count: int, spacing_s: float = 1.0
+) -> list[str]:
+    """``count`` pending outbox documents, ``spacing_s`` apart up to now, the first one the
+    oldest (as a relay that does not run at all leaves them); the ids oldest first."""
+    ids = new_order_ids(count)
+    start = clock.now() - timedelta(seconds=count * spacing_s)
+    writes = asyncio.Semaphore(16)
+
+    async def write(index: int, order_id: str) -> None:
+        async with writes:
+            accepted_at = start + timedelta(seconds=index * spacing_s)
+            await accept_order(container, order_id, accepted_at=accepted_at)
+
+    await asyncio.gather(*(write(index, order_id) for index, order_id in enumerate(ids)))
+    return ids
+
+
+async def test_one_run_over_a_backlog_loads_what_it_publishes_and_runs_no_aggregate(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """1,500 stuck events, pages of 25: one run publishes the 500 oldest (its 20 pages) through
+    the real SDK, and its queries load, as the azure-core transport sees them, no more than
+    1.1 x what it publishes plus a page, with no COUNT or MIN: an aggregate's response says
+    nothing of what it loaded, and over the pending documents it loads them all. Fails on
+    95191bf, which ran a COUNT and a MIN after each page (42 aggregates a run here, each loading
+    every pending document in Azure: createdAt was not indexed) and published in no order."""
+    from bench.transport import CountingTransport
+
+    transport = CountingTransport(connection_verify=False)
+    world.compose(
+        env={**world.env, "OUTBOX_WATCHDOG_MAX_DOCUMENTS": str(BACKLOG_PAGE)}, transport=transport
+    )
+    ids = await stuck_backlog(container, clock, 1_500)
+    clock.advance(MIN_AGE)
+    capacity = BACKLOG_PAGE * MAX_PAGES_PER_RUN
+
+    with caplog.at_level(logging.WARNING, logger="orders.relay"):
+        result = await world.watchdog.tick()
+
+    assert result.succeeded, result.error
+    queries = transport.queries
+    assert [q.query for q in queries if q.aggregate] == []
+    assert len(queries) <= MAX_PAGES_PER_RUN + 1  # one query, read page by page
+    loaded = sum(q.documents for q in queries)
+    assert capacity <= loaded <= 1.1 * capacity + BACKLOG_PAGE
+    outbox = await outbox_by_order(container)
+    published = sorted(m.message_id or "" for m in topic.delivered())
+    assert published == sorted(outbox[i]["eventId"] for i in ids[:capacity])  # the oldest first
+    assert {outbox[i]["status"] for i in ids[capacity:]} == {"pending"}
+    # Its report: what it read, the oldest's age, and that it stopped at its page limit.
+    [warning] = [r for r in caplog.records if hasattr(r, "stuck_outbox_documents")]
+    assert warning.stuck_outbox_documents == capacity
+    assert warning.oldest_stuck_age_s == MIN_AGE.total_seconds() + 1_500  # type: ignore[attr-defined]
+    assert warning.watchdog_end == "page_limit"  # type: ignore[attr-defined]
+
+
+async def test_runs_at_their_page_limit_drain_the_backlog_oldest_first(
+    world: World,
+    relay: object,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Three runs over 2.2 runs' worth: two stop at their page limit, the third drains the
+    rest and says so; each run's oldest age is the oldest still pending when it starts."""
+    world.compose(env={**world.env, "OUTBOX_WATCHDOG_MAX_DOCUMENTS": "5"})
+    capacity = 5 * MAX_PAGES_PER_RUN
+    ids = await stuck_backlog(container, clock, capacity * 2 + capacity // 5)
+    clock.advance(MIN_AGE)
+
+    with caplog.at_level(logging.WARNING, logger="orders.relay"):
+        for _ in range(3):
+            assert (await world.watchdog.tick()).succeeded
+
+    warnings = [r for r in caplog.records if hasattr(r, "stuck_outbox_documents")]
+    assert [
+        (r.stuck_outbox_documents, r.watchdog_end, r.oldest_stuck_age_s)  # type: ignore[attr-defined]
+        for r in warnings
+    ] == [
+        (capacity, "page_limit", MIN_AGE.total_seconds() + len(ids)),
+        (capacity, "page_limit", MIN_AGE.total_seconds() + len(ids) - capacity),
+        (capacity // 5, "drained", MIN_AGE.total_seconds() + len(ids) - 2 * capacity),
+    ]
+    outbox = await outbox_by_order(container)
+    assert {d["status"] for d in outbox.values()} == {"dispatched"}
+    assert topic.stats.accepted == len(ids)
+
+
+@dataclass(frozen=True)
+class StuckAgeRow:
+    """One export interval's ``orders.relay.stuck_age`` row, as customMetrics holds it."""
+
+    watchdog_end: str  # customDimensions["orders.relay.watchdog_end"]
+    value_count: int
+    value_max: float
+
+
+def watchdog_behind_growth_s(rows: list[StuckAgeRow]) -> float:
+    """relay-alerts.bicep's ``relayWatchdogBehindQuery`` over a window's rows, oldest first:
+    ``GrowthS`` (the alert fires above 0)."""
+    runs = sum(row.value_count for row in rows)
+    at_page_limit = sum(row.value_count for row in rows if row.watchdog_end == "page_limit")
+    if runs < 2 or at_page_limit != runs:
+        return 0.0
+    return rows[-1].value_max - rows[0].value_max
+
+
+async def watchdog_rows(
+    world: World, clock: ManualClock, reader: InMemoryMetricReader, runs: int, arrive: Any
+) -> list[StuckAgeRow]:
+    """``runs`` runs five minutes apart, ``arrive`` awaited before each; one export interval
+    (a delta collection) per run, as the exporter's every minute would hold one run."""
+    rows = []
+    for _ in range(runs):
+        await arrive()
+        assert (await world.watchdog.tick()).succeeded
+        data = reader.get_metrics_data()
+        assert data is not None
+        [point] = [
+            point
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "orders.relay.stuck_age"
+            for point in metric.data.data_points
+            if isinstance(point, HistogramDataPoint)
+        ]
+        end = str(point.attributes["orders.relay.watchdog_end"])  # type: ignore[index]
+        rows.append(StuckAgeRow(end, point.count, point.max))
+        clock.advance(timedelta(seconds=WATCHDOG_PERIOD_S))
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("spacing_s", "alert"), [(1.0, True), (6.0, False)], ids=["falling behind", "catching up"]
+)
+async def test_the_falling_behind_alert_reads_page_limit_runs_whose_oldest_age_rises(
+    world: World,
+    container: ContainerProxy,
+    clock: ManualClock,
+    spacing_s: float,
+    alert: bool,
+) -> None:
+    """A dead relay, the watchdog's capacity 100 events a run (20 pages of 5), a backlog of 400
+    and more arriving. One a second (300 a run) outgrows it: each run drains 100 s of orders in
+    300 s, every run stops at its page limit and the oldest age rises (GrowthS > 0: the alert
+    fires). One every 6 s (50 a run) does not: each run drains 600 s of orders, the oldest age
+    falls run over run though every run is still at its limit (no alert). The rows are the
+    exported histogram's, one delta collection per run."""
+    reader = InMemoryMetricReader(preferred_temporality={Histogram: AggregationTemporality.DELTA})
+    telemetry = RelayTelemetry("order-events", meter_provider=MeterProvider([reader]))
+    world.compose(
+        env={**world.env, "OUTBOX_WATCHDOG_MAX_DOCUMENTS": "5"}, relay_telemetry=telemetry
+    )
+    await stuck_backlog(container, clock, 400, spacing_s)
+    clock.advance(MIN_AGE)
+
+    async def arrive() -> None:  # the orders accepted since the last run
+        await stuck_backlog(container, clock, round(WATCHDOG_PERIOD_S / spacing_s), spacing_s)
+
+    rows = await watchdog_rows(world, clock, reader, 3, arrive)
+
+    assert [row.watchdog_end for row in rows] == ["page_limit"] * 3
+    assert (watchdog_behind_growth_s(rows) > 0) is alert

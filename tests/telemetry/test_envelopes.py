@@ -283,6 +283,9 @@ def test_the_watchdog_reports_every_run_as_the_stuck_and_silent_alerts_read_it(
     ]
     assert max(maxima) == capture.summary["watchdog_oldest_age_s"]
     assert max(maxima) > 900 - 600  # past the watchdog's age (the stuck alert's threshold: 900)
+    # How each run ended, as the falling-behind alert reads it: both drained (the scenario's
+    # backlog is one event; tests/relay/test_watchdog.py drives runs at their page limit).
+    assert {row[0]["orders.relay.watchdog_end"] for row in ages} == {"drained"}
     stuck = capture.metric_rows("orders.relay.stuck")
     assert sum(value for _, value, _ in stuck) == capture.summary["watchdog_stuck"] == 1
     warnings = [
