@@ -26,7 +26,6 @@ from typing import Any
 
 from shared.clock import document_timestamp
 from shared.consumer.contract import (
-    EVENT_TYPES,
     ORDER_ACCEPTED_EVENT_TYPE,
     ORDER_AMENDED,
     ValidChange,
@@ -211,13 +210,13 @@ def is_outbox(document: Mapping[str, Any]) -> bool:
 
 
 def is_pending_outbox(document: Mapping[str, Any]) -> bool:
-    """The documents the relay publishes: outbox entries of the order events
-    (``EVENT_TYPES``) not yet dispatched. Orders, inbox markers, dispatched and parked entries
-    (the relay's own marks come back through the change feed) are ignored."""
+    """The documents the relay publishes: outbox entries not yet dispatched, of any event type
+    (one that is no valid event, an unknown type included, is parked loudly, never skipped:
+    ``shared.relay.core.build_event``). Orders, inbox markers, dispatched and parked entries (the
+    relay's own marks come back through the change feed) are ignored."""
     return (
         document.get(OutboxField.TYPE) == OUTBOX_TYPE
         and document.get(OutboxField.STATUS) == STATUS_PENDING
-        and document.get(OutboxField.EVENT_TYPE) in EVENT_TYPES
     )
 
 
