@@ -213,8 +213,7 @@ class RelayTelemetry:
     def parked(self, event_id: str, order_id: str, reason: str, description: str) -> None:
         self._parked.add(1, {ATTR_TOPIC: self.topic_name})
         relay_logger.critical(
-            "event %s of order %s parked (%s): %s; reset its status to pending to "
-            "publish it again",
+            "event %s of order %s parked (%s): %s; reset its status to pending to publish it again",
             event_id,
             order_id,
             reason,
