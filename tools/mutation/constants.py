@@ -539,9 +539,9 @@ OUTBOX_STORE = [
     ),
     _m(
         "adapters/cosmos_outbox",
-        "stuck-any-event-type",
-        " AND c.{OutboxField.EVENT_TYPE} = @eventType",
-        "",
+        "stuck-any-document-type",
+        "WHERE c.{OutboxField.TYPE} = @type AND ",
+        "WHERE ",
     ),
 ]
 
