@@ -47,3 +47,40 @@ def random_order(rng: random.Random, order_id: str, placed: datetime) -> dict[st
         placedAt=placed.isoformat(timespec="seconds"),
         lines=lines,
     )
+
+
+def amended_body(order_id: str = "ord-1001", version: int = 2, **fields: Any) -> dict[str, Any]:
+    """A valid OrderAmended v1 body: the order's whole new state at ``version`` (the sample
+    order's, with one more unit of its first line per version past 1). Send it with Subject
+    ``OrderAmended`` and a MessageId of its own (``lifecycle_message_id``)."""
+    base = order_body(order_id)
+    lines = [dict(line) for line in base["lines"]]
+    lines[0]["quantity"] += version - 1
+    body: dict[str, Any] = {
+        **base,
+        "orderVersion": version,
+        "lines": lines,
+        "amendedAt": f"2026-11-29T{10 + min(version, 13):02d}:30:00Z",
+    }
+    body.update(fields)
+    return body
+
+
+def cancelled_body(
+    order_id: str = "ord-1001", version: int = 2, reason: str = "customer request", **fields: Any
+) -> dict[str, Any]:
+    """A valid OrderCancelled v1 body at ``version``. Subject ``OrderCancelled``."""
+    body: dict[str, Any] = {
+        "schemaVersion": 1,
+        "orderId": order_id,
+        "orderVersion": version,
+        "cancelledAt": "2026-11-29T23:00:00Z",
+        "reason": reason,
+    }
+    body.update(fields)
+    return body
+
+
+def lifecycle_message_id(order_id: str, version: int) -> str:
+    """The MessageId producers are advised to give a change: ``{orderId}:v{orderVersion}``."""
+    return f"{order_id}:v{version}"

@@ -293,6 +293,7 @@ class Runtime:
             retry_policy=self._retry_policy,
             clock=self._clock,
             jitter=self._jitter,
+            marker_ttl_s=settings.inbox_marker_ttl_s,
         )
         # No await between the check above and this assignment: concurrent first messages
         # cannot build two clients.

@@ -84,7 +84,7 @@ resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-11-15
 // Orders and outbox documents. Only the paths that queries filter or order on are indexed: writes
 // are the hot path (one create or transactional batch per message) and every indexed path costs
 // RU on write. The outbox watchdog's query (shared/adapters/cosmos_outbox.py) filters on type,
-// status and eventType (equalities) and createdAt (a range), and orders by the four: the
+// status (equalities: every event type and no marker) and createdAt (a range), and orders by the three: the
 // composite index serves the filter and the order, so it loads only the documents it returns
 // ("Queries with a filter and ORDER BY", learn.microsoft.com/azure/cosmos-db/index-policy);
 // /createdAt/? is the range index of the same filter. The policy is infra/orders-indexing.json,

@@ -14,7 +14,7 @@ test, demo or benchmark fakes them (each runs the real adapter over cosmosdb-ser
 model or the broker model, all fast and local), and a double nobody uses would be a second
 implementation to keep true for nothing. One added later subclasses its port's contract suite.
 
-Imports only ``shared``'s errors; never an SDK.
+Imports only ``shared``'s errors and write shapes; never an SDK.
 """
 
 from __future__ import annotations
@@ -27,7 +27,15 @@ from typing import Any
 
 import pydantic_core
 
-from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument, StoreError
+from shared.consumer.errors import (
+    ConditionFailed,
+    DocumentExists,
+    DocumentMissing,
+    OrderAlreadyExists,
+    OrphanedDocument,
+    StoreError,
+)
+from shared.consumer.writes import Create, PatchOperation, Write
 
 # ---- the order store -------------------------------------------------------------------------
 
@@ -82,9 +90,33 @@ class InMemoryOrderStore:
                     self.documents.pop(key, None)
 
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
+        return await self.read(order_id, order_id)
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
         self._request("read")
-        document = self.documents.get((order_id, order_id))
+        document = self.documents.get((partition_key, document_id))
         return self._copy(document) if document is not None else None
+
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        """All or nothing, as a transactional batch: each write is checked against the state
+        the earlier writes of the same commit left, and the first refused one decides."""
+        self._request("create" if len(writes) == 1 and isinstance(writes[0], Create) else "batch")
+        staged: dict[str, dict[str, Any]] = {}
+        for index, write in enumerate(writes):
+            key = (partition_key, write.document_id)
+            current = staged.get(write.document_id, self.documents.get(key))
+            if isinstance(write, Create):
+                if current is not None:
+                    raise DocumentExists(index, write.document_id)
+                staged[write.document_id] = self._copy(write.document)
+                continue
+            if current is None:
+                raise DocumentMissing(index, write.document_id)
+            if write.condition is not None and not write.condition.holds_for(current):
+                raise ConditionFailed(index, write.document_id)
+            staged[write.document_id] = _patched(current, write.operations)
+        for document_id, document in staged.items():
+            self.documents[(partition_key, document_id)] = document
 
     def _request(self, name: str) -> None:
         if self._keep is None:
@@ -99,6 +131,24 @@ class InMemoryOrderStore:
             return plain
         copied: dict[str, Any] = pydantic_core.from_json(pydantic_core.to_json(plain))
         return copied
+
+
+def _patched(document: Mapping[str, Any], operations: Sequence[PatchOperation]) -> dict[str, Any]:
+    """A copy of ``document`` with the top-level patch operations applied (set, add, replace,
+    remove, incr: learn.microsoft.com/azure/cosmos-db/partial-document-update)."""
+    patched = dict(pydantic_core.from_json(pydantic_core.to_json(document)))
+    for operation in operations:
+        name = str(operation["path"]).removeprefix("/")
+        kind = operation["op"]
+        if kind in ("set", "add", "replace"):
+            patched[name] = pydantic_core.from_json(pydantic_core.to_json(operation["value"]))
+        elif kind == "remove":
+            patched.pop(name, None)
+        elif kind == "incr":
+            patched[name] = patched.get(name, 0) + operation["value"]
+        else:
+            raise ValueError(f"patch operation {kind!r} is not modelled")
+    return patched
 
 
 # ---- the settlement actions ------------------------------------------------------------------

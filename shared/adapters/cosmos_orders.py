@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import json
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -43,12 +45,17 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from shared.config import Settings
 from shared.consumer.errors import (
+    ConditionFailed,
+    DocumentExists,
+    DocumentMissing,
     OrderAlreadyExists,
     OrphanedDocument,
     StoreError,
     SystemicStoreError,
     TransientStoreError,
+    WriteRefused,
 )
+from shared.consumer.writes import Condition, Create, Patch, Write
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -158,12 +165,51 @@ class CosmosOrderStore:
             self._charge_of_error(operation, error)
             _raise_classified(error, writing=True)
 
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        """One ``create_item`` for a single create, else one transactional batch; a write
+        refused for what is stored raises its ``WriteRefused`` (``refused_write``)."""
+        single = len(writes) == 1 and isinstance(writes[0], Create)
+        operation = "create" if single else "batch"
+        try:
+            if single:
+                await _within_deadline(
+                    self._container.create_item(
+                        dict(writes[0].document),  # type: ignore[union-attr]
+                        timeout=OPERATION_TIMEOUT_S,
+                        response_hook=self._charge_hook(operation),
+                    )
+                )
+            else:
+                await _within_deadline(
+                    self._container.execute_item_batch(
+                        [batch_operation(write) for write in writes],
+                        partition_key=partition_key,
+                        timeout=OPERATION_TIMEOUT_S,
+                        response_hook=self._charge_hook(operation),
+                    )
+                )
+        except cosmos_errors.CosmosBatchOperationError as error:
+            self._charge_of_error(operation, error)
+            refused = refused_write(batch_failure(error), writes)
+            if refused is None:
+                _raise_classified(error, writing=True)
+            raise refused from error
+        except cosmos_errors.CosmosResourceExistsError as error:
+            self._charge_of_error(operation, error)
+            raise DocumentExists(0, writes[0].document_id) from error
+        except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
+            self._charge_of_error(operation, error)
+            _raise_classified(error, writing=True)
+
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
+        return await self.read(order_id, order_id)
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
         try:
             document: Mapping[str, Any] = await _within_deadline(
                 self._container.read_item(
-                    order_id,
-                    partition_key=order_id,
+                    document_id,
+                    partition_key=partition_key,
                     timeout=OPERATION_TIMEOUT_S,
                     response_hook=self._charge_hook("read"),
                 )
@@ -236,6 +282,72 @@ def conflicting_document(
         found = statuses.index(409)
         return found if found < len(documents) else None
     return None
+
+
+def batch_operation(write: Write) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+    """One write as ``execute_item_batch`` takes it (azure/cosmos/_base.py
+    ``_format_batch_operations``: a patch's ``filter_predicate`` becomes the operation's
+    ``condition``, learn.microsoft.com/azure/cosmos-db/partial-document-update)."""
+    if isinstance(write, Create):
+        return ("create", (dict(write.document),), {})
+    options: dict[str, Any] = {}
+    if write.condition is not None:
+        options["filter_predicate"] = filter_predicate(write.condition)
+    return ("patch", (write.document_id, list(write.operations)), options)
+
+
+def filter_predicate(condition: Condition) -> str:
+    """A ``Condition`` as Cosmos DB's filter predicate (``FROM c WHERE ...``). A field compared
+    below a limit its default satisfies may be missing (``NOT IS_DEFINED``); a comparison with a
+    missing field is undefined, so otherwise it fails, as ``Condition.holds_for`` says. Names
+    are the stored field names (identifiers); values JSON literals (Cosmos DB's string literals
+    take double quotes and JSON's escapes: learn.microsoft.com/azure/cosmos-db/nosql/query/
+    constants)."""
+    clauses: list[str] = []
+    for name, limit in condition.below.items():
+        field = _property(name)
+        default = condition.defaults.get(name)
+        if isinstance(default, int) and default < limit:
+            clauses.append(f"(NOT IS_DEFINED({field}) OR {field} < {int(limit)})")
+        else:
+            clauses.append(f"{field} < {int(limit)}")
+    for name, value in condition.equals.items():
+        field = _property(name)
+        literal = json.dumps(value)
+        if name in condition.defaults and condition.defaults[name] == value:
+            clauses.append(f"(NOT IS_DEFINED({field}) OR {field} = {literal})")
+        else:
+            clauses.append(f"{field} = {literal}")
+    return "FROM c WHERE " + (" AND ".join(clauses) or "true")
+
+
+def _property(name: str) -> str:
+    if not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"not a field name a filter predicate can name: {name!r}")
+    return f"c.{name}"
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_REFUSALS: dict[int, Callable[[int, str], WriteRefused]] = {
+    409: DocumentExists,  # a create met an existing id
+    404: DocumentMissing,  # a patch named no document (the container exists: it answered 207)
+    412: ConditionFailed,  # a patch's filter predicate (or if-match) did not hold
+}
+
+
+def refused_write(failure: BatchFailure, writes: Sequence[Write]) -> WriteRefused | None:
+    """The write a 207 answer refused for what is stored, or None when the batch failed for
+    another reason (classified as any failure). A 404 inside a 207 is the operation's document:
+    a missing container fails the whole request before any operation runs."""
+    refusal = _REFUSALS.get(failure.status)
+    if refusal is None or failure.index is None or not 0 <= failure.index < len(writes):
+        return None
+    write = writes[failure.index]
+    if refusal is DocumentExists and not isinstance(write, Create):
+        return None
+    if refusal is not DocumentExists and not isinstance(write, Patch):
+        return None
+    return refusal(failure.index, write.document_id)
 
 
 @dataclass(frozen=True, slots=True)

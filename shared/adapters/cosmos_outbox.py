@@ -9,12 +9,14 @@ feed or the watchdog's query delivered), so a replayed batch never overwrites a 
 And the watchdog's query for stuck documents (``stuck``), one query a run, read page by page:
 
     SELECT * FROM c
-    WHERE c.type = @type AND c.status = @status AND c.eventType = @eventType
-      AND c.createdAt <= @cutoff
-    ORDER BY c.type, c.status, c.eventType, c.createdAt
+    WHERE c.type = @type AND c.status = @status AND c.createdAt <= @cutoff
+    ORDER BY c.type, c.status, c.createdAt
 
-Its plan: the composite index (type, status, eventType, createdAt) of infra/app/cosmos.bicep
-serves the three equalities, the one range filter (last) and the order ("Queries with a filter
+Every event type the outbox carries (OrderAccepted, OrderAmended, OrderCancelled) is one
+``type: outbox``; orders and inbox markers have types of their own and are never read.
+
+Its plan: the composite index (type, status, createdAt) of infra/orders-indexing.json
+serves the two equalities, the one range filter (last) and the order ("Queries with a filter
 and ORDER BY": the equality filters first in the ORDER BY, the range filter's property last,
 learn.microsoft.com/azure/cosmos-db/index-policy), so the index seeks to the oldest stuck
 document and every document loaded is one returned: a page of N costs about N RU (a 1 KB read
@@ -43,7 +45,6 @@ from azure.cosmos.aio import ContainerProxy
 
 from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S  # the consumer's bound per operation
 from shared.clock import document_timestamp
-from shared.consumer.contract import ORDER_ACCEPTED_EVENT_TYPE
 from shared.relay.outbox import (
     OUTBOX_TYPE,
     STATUS_PENDING,
@@ -59,15 +60,10 @@ from shared.relay.watchdog import Page
 # equalities, then the range filter, in the composite index's order; ORDER BY repeats them so
 # that the index serves the order too (index-policy, "Queries with a filter and ORDER BY"):
 # tests/infra/test_bicep.py holds these paths to the indexing policy.
-STUCK_INDEX_PATHS = (
-    OutboxField.TYPE,
-    OutboxField.STATUS,
-    OutboxField.EVENT_TYPE,
-    OutboxField.CREATED_AT,
-)
+STUCK_INDEX_PATHS = (OutboxField.TYPE, OutboxField.STATUS, OutboxField.CREATED_AT)
 STUCK_QUERY = (
     f"SELECT * FROM c WHERE c.{OutboxField.TYPE} = @type AND c.{OutboxField.STATUS} = @status"
-    f" AND c.{OutboxField.EVENT_TYPE} = @eventType AND c.{OutboxField.CREATED_AT} <= @cutoff"
+    f" AND c.{OutboxField.CREATED_AT} <= @cutoff"
     f" ORDER BY {', '.join(f'c.{path}' for path in STUCK_INDEX_PATHS)}"
 )
 
@@ -90,7 +86,6 @@ class CosmosOutboxStore:
         parameters: list[dict[str, Any]] = [
             {"name": "@type", "value": OUTBOX_TYPE},
             {"name": "@status", "value": STATUS_PENDING},
-            {"name": "@eventType", "value": ORDER_ACCEPTED_EVENT_TYPE},
             {"name": "@cutoff", "value": document_timestamp(created_at_or_before)},
         ]
         responses = self._container.query_items(

@@ -63,6 +63,7 @@ def to_incoming(message: Any) -> IncomingMessage:
         delivery_count=message.delivery_count,
         application_properties=_properties(message.application_properties),
         locked_until=message.locked_until_utc,
+        subject=property_text(message.subject),
     )
 
 

@@ -19,11 +19,12 @@ Decisions a reader may want to know:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 import pydantic_core
 from pydantic import (
@@ -49,6 +50,8 @@ CONTRACT_FIELDS = ("schemaVersion", "orderId", "customerId", "currency", "placed
 class DeadletterReason:
     """The bounded set of reasons this consumer dead-letters with (Service Bus DeadLetterReason)."""
 
+    UNSUPPORTED_MESSAGE_TYPE = "UnsupportedMessageType"
+    INVALID_TRANSITION = "InvalidTransition"
     MISSING_MESSAGE_ID = "MissingMessageId"
     MESSAGE_ID_MISMATCH = "MessageIdMismatch"
     INVALID_PAYLOAD = "InvalidPayload"
@@ -111,6 +114,9 @@ def normalise_timestamp(value: str) -> str:
 # The validated shapes are TypedDicts, not models: validation returns the plain dicts that are
 # stored and hashed. The validated dict has the fields in declaration order (CONTRACT_FIELDS), not
 # the input's order; unknown fields are dropped.
+OrderId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
+
+
 @with_config(ConfigDict(strict=True, extra="ignore"))
 class OrderLine(TypedDict):
     sku: Sku
@@ -118,16 +124,19 @@ class OrderLine(TypedDict):
     unitPriceMinor: Annotated[int, Field(ge=0, le=1_000_000_000)]
 
 
+OrderLines = Annotated[list[OrderLine], Field(min_length=1, max_length=100)]
+
+
 @with_config(ConfigDict(strict=True, extra="ignore"))
 class OrderPlaced(TypedDict):
     """The validated body. Field names are the wire names so the fields round-trip unchanged."""
 
     schemaVersion: int
-    orderId: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
+    orderId: OrderId
     customerId: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
     placedAt: Annotated[str, AfterValidator(normalise_timestamp)]
-    lines: Annotated[list[OrderLine], Field(min_length=1, max_length=100)]
+    lines: OrderLines
 
 
 # Compiled once, at import.
@@ -188,9 +197,45 @@ class ValidOrder:
     def total_minor(self) -> int:
         return sum(line["quantity"] * line["unitPriceMinor"] for line in self.fields["lines"])
 
+    @property
+    def message_type(self) -> str:
+        return ORDER_PLACED
+
+    @property
+    def version(self) -> int:
+        return 1  # an OrderPlaced is always the order's first version
+
 
 def parse_order(body: bytes, message_id: str | None) -> ValidOrder:
-    """Validate a message body against the contract, or raise ``InvalidMessage``."""
+    """Validate an OrderPlaced body against the contract, or raise ``InvalidMessage``.
+
+    ``orderVersion`` may be given and must then be exactly 1 (an OrderPlaced is the order's
+    first version); it is neither stored among the fields nor hashed, so a body with it and one
+    without it are the same request."""
+    message_id, document = _read_object(body, message_id)
+    if "orderVersion" in document and not _is_exact_int(document["orderVersion"], 1):
+        raise InvalidMessage(
+            DeadletterReason.INVALID_PAYLOAD,
+            "orderVersion: an OrderPlaced is version 1, not "
+            f"{bound(repr(document['orderVersion']), 40)}",
+        )
+    try:
+        fields: dict[str, Any] = _VALIDATE(document)
+    except ValidationError as error:
+        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
+    order_id = fields["orderId"]
+    if order_id != message_id:
+        raise InvalidMessage(
+            DeadletterReason.MESSAGE_ID_MISMATCH,
+            f"MessageId {bound(message_id, 80)!r} differs from orderId {order_id!r}",
+        )
+    return ValidOrder(fields=fields, request_hash=fingerprint_v1(fields))
+
+
+def _read_object(body: bytes, message_id: str | None) -> tuple[str, dict[str, Any]]:
+    """The checks every message type shares, in the order a reader meets them: a MessageId, the
+    size, JSON, an object, a ``schemaVersion`` this consumer reads. Returns the MessageId and
+    the parsed object."""
     if not message_id:
         raise InvalidMessage(DeadletterReason.MISSING_MESSAGE_ID, "the message has no MessageId")
     if len(body) > MAX_BODY_BYTES:
@@ -216,17 +261,11 @@ def parse_order(body: bytes, message_id: str | None) -> ValidOrder:
             f"schemaVersion {bound(str(version), 40)} is not supported; this consumer reads "
             f"{SCHEMA_VERSION}",
         )
-    try:
-        fields: dict[str, Any] = _VALIDATE(document)
-    except ValidationError as error:
-        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
-    order_id = fields["orderId"]
-    if order_id != message_id:
-        raise InvalidMessage(
-            DeadletterReason.MESSAGE_ID_MISMATCH,
-            f"MessageId {bound(message_id, 80)!r} differs from orderId {order_id!r}",
-        )
-    return ValidOrder(fields=fields, request_hash=fingerprint_v1(fields))
+    return message_id, document
+
+
+def _is_exact_int(value: Any, expected: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value == expected
 
 
 def describe(error: ValidationError) -> str:
@@ -248,6 +287,144 @@ def _is_not_utf8(body: bytes) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
+# The lifecycle messages: OrderAmended and OrderCancelled, schemaVersion 1 (docs/events.md,
+# "Messages the consumer reads"). The Service Bus Subject names the type; no Subject means
+# OrderPlaced, so producers written before the lifecycle keep working.
+#
+# An amendment carries the order's whole new state (event-carried state transfer): applying it
+# is a set, never an increment, so the highest version wins whatever the arrival order. Versions
+# are the producer's: OrderPlaced is 1, each later change the next integer; a cancelled order
+# changes no more.
+# ---------------------------------------------------------------------------------------------
+
+ORDER_PLACED = "OrderPlaced"
+ORDER_AMENDED = "OrderAmended"
+ORDER_CANCELLED = "OrderCancelled"
+MAX_MESSAGE_ID_CHARS = 128  # Service Bus's own limit for a MessageId
+MAX_ORDER_VERSION = 2**31 - 1
+OrderVersion = Annotated[int, Field(ge=2, le=MAX_ORDER_VERSION)]
+
+
+@with_config(ConfigDict(strict=True, extra="ignore"))
+class OrderAmended(TypedDict):
+    schemaVersion: int
+    orderId: OrderId
+    orderVersion: OrderVersion
+    customerId: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+    placedAt: Annotated[str, AfterValidator(normalise_timestamp)]
+    lines: OrderLines
+    amendedAt: Annotated[str, AfterValidator(normalise_timestamp)]
+
+
+@with_config(ConfigDict(strict=True, extra="ignore"))
+class OrderCancelled(TypedDict):
+    schemaVersion: int
+    orderId: OrderId
+    orderVersion: OrderVersion
+    cancelledAt: Annotated[str, AfterValidator(normalise_timestamp)]
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+_CHANGE_VALIDATORS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    ORDER_AMENDED: TypeAdapter(OrderAmended).validator.validate_python,
+    ORDER_CANCELLED: TypeAdapter(OrderCancelled).validator.validate_python,
+}
+# The fields each change's fingerprint covers, with the message type: the same MessageId sent
+# as another type is another request (a mismatch), never a duplicate.
+CHANGE_FIELDS: dict[str, tuple[str, ...]] = {
+    ORDER_AMENDED: (
+        "schemaVersion",
+        "orderId",
+        "orderVersion",
+        "customerId",
+        "currency",
+        "placedAt",
+        "lines",
+        "amendedAt",
+    ),
+    ORDER_CANCELLED: ("schemaVersion", "orderId", "orderVersion", "cancelledAt", "reason"),
+}
+
+
+def fingerprint_change(message_type: str, fields: Mapping[str, Any]) -> str:
+    """SHA-256 of the UTF-8 bytes of ``json.dumps({"messageType": message_type, **{name:
+    fields[name] for name in CHANGE_FIELDS[message_type]}}, sort_keys=True, separators=(",",
+    ":"), ensure_ascii=False)``: the same canonical form as ``fingerprint_v1`` (algorithm
+    ``HASH_ALGORITHM``), over the change's own fields and its type."""
+    canonical = {"messageType": message_type}
+    canonical.update({name: fields[name] for name in CHANGE_FIELDS[message_type]})
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ValidChange:
+    """An OrderAmended or OrderCancelled that passed its contract, with its fingerprint."""
+
+    message_type: str  # ORDER_AMENDED or ORDER_CANCELLED
+    message_id: str
+    fields: dict[str, Any]
+    request_hash: str
+    hash_algorithm: str = HASH_ALGORITHM
+
+    @property
+    def order_id(self) -> str:
+        return str(self.fields["orderId"])
+
+    @property
+    def version(self) -> int:
+        return int(self.fields["orderVersion"])
+
+    @property
+    def total_minor(self) -> int:
+        return sum(line["quantity"] * line["unitPriceMinor"] for line in self.fields["lines"])
+
+
+def parse_message(
+    body: bytes, message_id: str | None, subject: str | None
+) -> ValidOrder | ValidChange:
+    """Validate a message of any type this consumer reads, chosen by its Subject, or raise
+    ``InvalidMessage``: ``UnsupportedMessageType`` for another Subject, checked first (nothing
+    of the body is read for a type this consumer does not know)."""
+    message_type = subject or ORDER_PLACED
+    if message_type == ORDER_PLACED:
+        return parse_order(body, message_id)
+    validate = _CHANGE_VALIDATORS.get(message_type)
+    if validate is None:
+        raise InvalidMessage(
+            DeadletterReason.UNSUPPORTED_MESSAGE_TYPE,
+            f"Subject {bound(message_type, 80)!r} is not a message type this consumer reads "
+            f"({ORDER_PLACED}, {ORDER_AMENDED}, {ORDER_CANCELLED})",
+        )
+    message_id, document = _read_object(body, message_id)
+    try:
+        fields = validate(document)
+    except ValidationError as error:
+        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
+    order_id = fields["orderId"]
+    # With duplicate detection on, the queue would silently drop a change that reuses its
+    # order's MessageId (the OrderPlaced's) inside the window: refuse it loudly instead.
+    if len(message_id) > MAX_MESSAGE_ID_CHARS or message_id == order_id:
+        problem = (
+            f"is longer than {MAX_MESSAGE_ID_CHARS} characters"
+            if len(message_id) > MAX_MESSAGE_ID_CHARS
+            else f"equals the orderId; an {message_type} needs its own, e.g. "
+            f"'{order_id}:v{fields['orderVersion']}'"
+        )
+        raise InvalidMessage(
+            DeadletterReason.MESSAGE_ID_MISMATCH,
+            f"MessageId {bound(message_id, 80)!r} {problem}",
+        )
+    return ValidChange(
+        message_type=message_type,
+        message_id=message_id,
+        fields=fields,
+        request_hash=fingerprint_change(message_type, fields),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # The OrderAccepted event, schemaVersion 1: what the outbox relay publishes to the topic
 # (docs/events.md is its description for downstream teams; change both together).
 #
@@ -261,14 +438,24 @@ ORDER_ACCEPTED_SCHEMA_VERSION = 1
 EVENT_CONTENT_TYPE = "application/json"
 
 
+EventSchemaVersion = Literal[1]
+TotalMinor = Annotated[int, Field(ge=0)]
+LineCount = Annotated[int, Field(ge=1, le=100)]
+_EventId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$")]
+_Timestamp = Annotated[str, AfterValidator(normalise_timestamp)]
+
+
 @with_config(ConfigDict(strict=True, extra="forbid"))
 class OrderAcceptedPayload(TypedDict):
-    orderId: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
+    orderId: OrderId
+    # Added with the order lifecycle: always 1. Outbox documents written before it lack it; the
+    # relay publishes them with it (``shared.relay.core.build_event``).
+    orderVersion: NotRequired[Literal[1]]
     customerId: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
-    totalMinor: Annotated[int, Field(ge=0)]
+    totalMinor: TotalMinor
     placedAt: str
-    lineCount: Annotated[int, Field(ge=1, le=100)]
+    lineCount: LineCount
 
 
 @with_config(ConfigDict(strict=True, extra="forbid"))
@@ -276,16 +463,81 @@ class OrderAcceptedV1(TypedDict):
     """The event body. ``eventId`` is also the Service Bus MessageId; ``occurredAt`` is when the
     order was accepted (the outbox document's ``createdAt``), UTC, RFC 3339."""
 
-    schemaVersion: Literal[1]
-    eventId: Annotated[
-        str, StringConstraints(pattern=r"^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$")
-    ]
+    schemaVersion: EventSchemaVersion
+    eventId: _EventId
     eventType: Literal["OrderAccepted"]
-    occurredAt: Annotated[str, AfterValidator(normalise_timestamp)]
+    occurredAt: _Timestamp
     payload: OrderAcceptedPayload
 
 
-_ORDER_ACCEPTED_V1: TypeAdapter[OrderAcceptedV1] = TypeAdapter(OrderAcceptedV1)
+@with_config(ConfigDict(strict=True, extra="forbid"))
+class OrderAmendedPayload(TypedDict):
+    """The order's whole new state at ``orderVersion`` (event-carried state transfer)."""
+
+    orderId: OrderId
+    orderVersion: OrderVersion
+    customerId: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+    totalMinor: TotalMinor
+    placedAt: str
+    amendedAt: str
+    lineCount: LineCount
+    lines: OrderLines
+
+
+@with_config(ConfigDict(strict=True, extra="forbid"))
+class OrderAmendedV1(TypedDict):
+    schemaVersion: EventSchemaVersion
+    eventId: _EventId
+    eventType: Literal["OrderAmended"]
+    occurredAt: _Timestamp
+    payload: OrderAmendedPayload
+
+
+@with_config(ConfigDict(strict=True, extra="forbid"))
+class OrderCancelledPayload(TypedDict):
+    orderId: OrderId
+    orderVersion: OrderVersion
+    cancelledAt: str
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+@with_config(ConfigDict(strict=True, extra="forbid"))
+class OrderCancelledV1(TypedDict):
+    schemaVersion: EventSchemaVersion
+    eventId: _EventId
+    eventType: Literal["OrderCancelled"]
+    occurredAt: _Timestamp
+    payload: OrderCancelledPayload
+
+
+OrderEventV1 = OrderAcceptedV1 | OrderAmendedV1 | OrderCancelledV1
+ORDER_AMENDED_EVENT_TYPE = ORDER_AMENDED
+ORDER_CANCELLED_EVENT_TYPE = ORDER_CANCELLED
+# The events the outbox carries, each validated by its own v1 schema.
+EVENT_TYPES = (ORDER_ACCEPTED_EVENT_TYPE, ORDER_AMENDED_EVENT_TYPE, ORDER_CANCELLED_EVENT_TYPE)
+_EVENT_VALIDATORS: dict[str, Callable[[Any], Any]] = {
+    ORDER_ACCEPTED_EVENT_TYPE: TypeAdapter(OrderAcceptedV1).validate_python,
+    ORDER_AMENDED_EVENT_TYPE: TypeAdapter(OrderAmendedV1).validate_python,
+    ORDER_CANCELLED_EVENT_TYPE: TypeAdapter(OrderCancelledV1).validate_python,
+}
+
+
+def order_event_v1(candidate: Mapping[str, Any]) -> OrderEventV1:
+    """Validate a v1 event body of any type the outbox carries (chosen by its ``eventType``), or
+    raise ``InvalidMessage`` with reason ``InvalidPayload`` and a bounded description."""
+    event_type = candidate.get("eventType")
+    validate = _EVENT_VALIDATORS.get(event_type) if isinstance(event_type, str) else None
+    if validate is None:
+        raise InvalidMessage(
+            DeadletterReason.INVALID_PAYLOAD,
+            f"eventType {bound(repr(event_type), 80)} is not one of {', '.join(EVENT_TYPES)}",
+        )
+    try:
+        event: OrderEventV1 = validate(candidate)
+    except ValidationError as error:
+        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
+    return event
 
 
 def order_accepted_v1(candidate: Mapping[str, Any]) -> OrderAcceptedV1:
@@ -297,6 +549,9 @@ def order_accepted_v1(candidate: Mapping[str, Any]) -> OrderAcceptedV1:
         raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
 
 
-def encode_event(event: OrderAcceptedV1) -> bytes:
+_ORDER_ACCEPTED_V1: TypeAdapter[OrderAcceptedV1] = TypeAdapter(OrderAcceptedV1)
+
+
+def encode_event(event: OrderEventV1) -> bytes:
     """The wire bytes: compact JSON, UTF-8, keys in the order of the contract."""
     return pydantic_core.to_json(event)

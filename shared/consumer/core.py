@@ -12,21 +12,29 @@ the store confirmed the write or a stored order with the same fingerprint was re
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from shared.clock import SYSTEM_CLOCK, Clock, document_timestamp
 from shared.consumer.contract import (
     CONTRACT_FIELDS,
     FINGERPRINT_ALGORITHMS,
+    ORDER_PLACED,
     DeadletterReason,
     InvalidMessage,
+    ValidChange,
     ValidOrder,
     bound,
-    parse_order,
+    parse_message,
+)
+from shared.consumer.decision import (
+    SETTLEMENT_BY_OUTCOME,
+    Decision,
+    IncomingMessage,
+    OrderStore,
+    Outcome,
+    Settlement,
 )
 from shared.consumer.errors import (
     OrderAlreadyExists,
@@ -34,70 +42,37 @@ from shared.consumer.errors import (
     SystemicStoreError,
     TransientStoreError,
 )
+from shared.consumer.lifecycle import decide_change, record_stale
+from shared.consumer.order import ORDER_TYPE, placed_order, stored_version
 from shared.relay.outbox import new_outbox_document
 
-# The order document's ``type`` (the outbox event's is ``shared.relay.outbox.OUTBOX_TYPE``).
-ORDER_TYPE = "order"
+# Re-exported: the vocabulary lives in ``shared.consumer.decision``; callers keep importing it
+# from the core, where it is decided.
+__all__ = [
+    "HELD_BEFORE_ABANDON",
+    "ORDER_TYPE",
+    "RETRIED_IN_DELIVERY",
+    "SETTLEMENT_BY_OUTCOME",
+    "Decision",
+    "IncomingMessage",
+    "OrderStore",
+    "Outcome",
+    "RetryPolicy",
+    "Settlement",
+    "build_documents",
+    "decide",
+]
+
+# Fields an amendment may change: a mismatch against an amended order cannot compare them.
+_AMENDABLE = frozenset({"customerId", "currency", "placedAt", "lines"})
+# How long an inbox marker is kept when the caller does not say; the app passes its setting
+# (``Settings.inbox_marker_ttl_s``, whose default this equals: tests/unit/test_config.py): the
+# queue's lockDuration x maxDeliveryCount + message TTL + a 14-day dead-letter replay horizon.
+DEFAULT_MARKER_TTL_S = 60 * 10 + 14 * 24 * 3600 + 14 * 24 * 3600
 # The dead-letter reason of an order whose outbox event exists without the order (a reason of
 # the consumer's bounded set; ``shared.consumer.contract.DeadletterReason`` holds the contract's
 # own).
 ORPHANED_DOCUMENT = "OrphanedDocument"
-
-
-class Outcome(enum.StrEnum):
-    PROCESSED = "processed"
-    DUPLICATE = "duplicate"
-    MISMATCH = "mismatch"
-    INVALID = "invalid"
-    TRANSIENT = "transient"
-    SYSTEMIC = "systemic"
-    UNEXPECTED = "unexpected"
-
-
-class Settlement(enum.StrEnum):
-    COMPLETE = "complete"
-    ABANDON = "abandon"
-    DEADLETTER = "deadletter"
-
-
-SETTLEMENT_BY_OUTCOME: Mapping[Outcome, Settlement] = {
-    Outcome.PROCESSED: Settlement.COMPLETE,
-    Outcome.DUPLICATE: Settlement.COMPLETE,
-    Outcome.MISMATCH: Settlement.DEADLETTER,
-    Outcome.INVALID: Settlement.DEADLETTER,
-    Outcome.TRANSIENT: Settlement.ABANDON,
-    Outcome.SYSTEMIC: Settlement.ABANDON,
-    Outcome.UNEXPECTED: Settlement.ABANDON,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class IncomingMessage:
-    """What the core needs of a Service Bus message; transport details stay out of the hash."""
-
-    message_id: str | None
-    body: bytes
-    correlation_id: str | None = None
-    delivery_count: int | None = None
-    application_properties: Mapping[str, Any] = field(default_factory=dict)
-    locked_until: datetime | None = None  # the broker's lock expiry at delivery
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    outcome: Outcome
-    order_id: str | None = None
-    request_hash: str | None = None
-    deadletter_reason: str | None = None
-    description: str | None = None
-    error: BaseException | None = None
-    # The wait the service asked for before a retry (a throttled batch operation's
-    # ``retryAfterMilliseconds``), carried as data: ``RetryPolicy`` honours it.
-    retry_after_s: float | None = None
-
-    @property
-    def settlement(self) -> Settlement:
-        return SETTLEMENT_BY_OUTCOME[self.outcome]
 
 
 # Outcomes worth retrying within the same delivery: the moment or the system is wrong, and
@@ -167,18 +142,6 @@ class RetryPolicy:
 _MAX_EXPONENT = 64
 
 
-class OrderStore(Protocol):
-    """The persistence port. Adapters translate their errors into ``shared.consumer.errors``."""
-
-    async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
-        """Write all documents of one order atomically. Raise ``OrderAlreadyExists`` if the
-        first (the order) exists, ``OrphanedDocument`` if another one exists without it. One
-        request: a single create, or one transactional batch."""
-        ...
-
-    async def read_order(self, order_id: str) -> Mapping[str, Any] | None: ...
-
-
 def build_documents(
     valid: ValidOrder,
     message: IncomingMessage,
@@ -192,22 +155,14 @@ def build_documents(
     ``traceparent`` is the W3C trace context of the consumer's processing span, as a string the
     telemetry adapter supplies (this core knows no tracing library); stored on the outbox event,
     it lets the relay's publish span link back to the consumer's trace."""
-    order_id = valid.order_id
     accepted = document_timestamp(accepted_at)
-    total_minor = valid.total_minor
-    order = {
-        "id": order_id,
-        "type": ORDER_TYPE,
-        "status": "accepted",
-        **valid.fields,
-        "totalMinor": total_minor,
-        "requestHash": valid.request_hash,
-        "hashAlgorithm": valid.hash_algorithm,
-        "messageId": message.message_id,
-        "correlationId": message.correlation_id,
-        "firstDeliveryCount": message.delivery_count,
-        "acceptedAt": accepted,
-    }
+    order = placed_order(
+        valid,
+        message_id=message.message_id,
+        correlation_id=message.correlation_id,
+        delivery_count=message.delivery_count,
+        accepted_at=accepted,
+    )
     if not outbox_enabled:
         return [order]
     outbox = new_outbox_document(
@@ -227,19 +182,32 @@ async def decide(
     outbox_enabled: bool = True,
     clock: Clock = SYSTEM_CLOCK,
     traceparent: str | None = None,
+    marker_ttl_s: int = DEFAULT_MARKER_TTL_S,
 ) -> Decision:
     """Validate, write once, and classify. Never raises for a message-level problem.
-    ``traceparent``: the consumer span's, stored on the outbox event (``build_documents``)."""
+    ``traceparent``: the consumer span's, stored on the outbox event (``build_documents``);
+    ``marker_ttl_s``: how long an inbox marker is kept (``shared.consumer.inbox``)."""
     try:
-        valid = parse_order(message.body, message.message_id)
+        valid = parse_message(message.body, message.message_id, message.subject)
     except InvalidMessage as invalid:
         return Decision(
             Outcome.INVALID,
             order_id=message.message_id,
             deadletter_reason=invalid.reason,
             description=invalid.description,
+            message_type=message.subject or ORDER_PLACED,
         )
     try:
+        if isinstance(valid, ValidChange):
+            return await decide_change(
+                valid,
+                message,
+                store,
+                marker_ttl_s=marker_ttl_s,
+                now=clock.now(),
+                outbox_enabled=outbox_enabled,
+                traceparent=traceparent,
+            )
         documents = build_documents(
             valid,
             message,
@@ -250,10 +218,16 @@ async def decide(
         try:
             await store.create(documents)
         except OrderAlreadyExists:
-            return await _compare_with_stored(valid, store)
-        except OrphanedDocument as orphan:
-            return _orphaned(valid, orphan)
-        return Decision(Outcome.PROCESSED, order_id=valid.order_id, request_hash=valid.request_hash)
+            return await _compare_with_stored(valid, store, marker_ttl_s, clock)
+        return Decision(
+            Outcome.PROCESSED,
+            order_id=valid.order_id,
+            request_hash=valid.request_hash,
+            message_type=ORDER_PLACED,
+            order_version=1,
+        )
+    except OrphanedDocument as orphan:
+        return _orphaned(valid, orphan)
     except TransientStoreError as error:
         return _failed(Outcome.TRANSIENT, valid, error)
     except SystemicStoreError as error:
@@ -262,7 +236,9 @@ async def decide(
         return _failed(Outcome.UNEXPECTED, valid, error)
 
 
-async def _compare_with_stored(valid: ValidOrder, store: OrderStore) -> Decision:
+async def _compare_with_stored(
+    valid: ValidOrder, store: OrderStore, marker_ttl_s: int, clock: Clock
+) -> Decision:
     stored = await store.read_order(valid.order_id)
     if stored is None:
         # The order conflicted, then was gone: deleted between the create and this read. A retry
@@ -270,6 +246,11 @@ async def _compare_with_stored(valid: ValidOrder, store: OrderStore) -> Decision
         # ends systemic (``OrphanedDocument``): a conflict on any document but the order never
         # reaches this read.
         raise TransientStoreError(f"order {valid.order_id} conflicted but could not be read")
+    if stored.get("requestHash") is None:
+        # Created by an amendment or a cancellation that arrived first: a newer version.
+        return await record_stale(
+            valid, stored_version(stored), store, marker_ttl_s=marker_ttl_s, now=clock.now()
+        )
     algorithm = stored.get("hashAlgorithm")
     fingerprint = FINGERPRINT_ALGORITHMS.get(str(algorithm))
     if fingerprint is None:
@@ -280,22 +261,35 @@ async def _compare_with_stored(valid: ValidOrder, store: OrderStore) -> Decision
     incoming_hash = fingerprint(valid.fields)
     stored_hash = stored.get("requestHash")
     if incoming_hash == stored_hash:
-        return Decision(Outcome.DUPLICATE, order_id=valid.order_id, request_hash=incoming_hash)
-    differing = [name for name in CONTRACT_FIELDS if stored.get(name) != valid.fields[name]]
+        return Decision(
+            Outcome.DUPLICATE,
+            order_id=valid.order_id,
+            request_hash=incoming_hash,
+            message_type=ORDER_PLACED,
+            order_version=1,
+        )
+    # An amended order's fields are no longer the placed ones: compare what it was placed with
+    # where that is still stored, and say so otherwise.
+    amended = stored_version(stored) > 1
+    comparable = [name for name in CONTRACT_FIELDS if not (amended and name in _AMENDABLE)]
+    differing = [name for name in comparable if stored.get(name) != valid.fields[name]]
     return Decision(
         Outcome.MISMATCH,
         order_id=valid.order_id,
         request_hash=incoming_hash,
+        message_type=ORDER_PLACED,
+        order_version=1,
         deadletter_reason=DeadletterReason.HASH_MISMATCH,
         description=bound(
             f"order {valid.order_id} already exists with {algorithm} hash {stored_hash}; this "
             f"message hashes to {incoming_hash}; differing fields: "
             f"{', '.join(differing) or 'none visible (stored document changed)'}"
+            + (f" (the order is at version {stored_version(stored)})" if amended else "")
         ),
     )
 
 
-def _orphaned(valid: ValidOrder, orphan: OrphanedDocument) -> Decision:
+def _orphaned(valid: ValidOrder | ValidChange, orphan: OrphanedDocument) -> Decision:
     """The order's outbox event exists without the order: every redelivery would conflict on
     it the same way, and no other order is affected, so the message is dead-lettered at once
     with a reason of its own rather than held as systemic (which burned ``maxDeliveryCount``
@@ -305,6 +299,8 @@ def _orphaned(valid: ValidOrder, orphan: OrphanedDocument) -> Decision:
         Outcome.MISMATCH,
         order_id=valid.order_id,
         request_hash=valid.request_hash,
+        message_type=valid.message_type,
+        order_version=valid.version,
         deadletter_reason=ORPHANED_DOCUMENT,
         description=bound(
             f"order {valid.order_id} cannot be stored: its document {orphan.document_id!r} "
@@ -315,11 +311,13 @@ def _orphaned(valid: ValidOrder, orphan: OrphanedDocument) -> Decision:
     )
 
 
-def _failed(outcome: Outcome, valid: ValidOrder, error: BaseException) -> Decision:
+def _failed(outcome: Outcome, valid: ValidOrder | ValidChange, error: BaseException) -> Decision:
     return Decision(
         outcome,
         order_id=valid.order_id,
         request_hash=valid.request_hash,
+        message_type=valid.message_type,
+        order_version=valid.version,
         description=bound(f"{type(error).__name__}: {error}"),
         error=error,
         retry_after_s=error.retry_after_s if isinstance(error, TransientStoreError) else None,

@@ -63,3 +63,35 @@ class OrphanedDocument(StoreError):
         )
         self.order_id = order_id
         self.document_id = document_id
+
+
+class WriteRefused(StoreError):
+    """One write of an atomic commit was refused for what is stored, so nothing of the commit
+    was written. ``index`` is the refused write's position in the commit; the core reads which
+    one to tell a duplicate, a stale version and a first arrival apart."""
+
+    def __init__(self, index: int, document_id: str, problem: str) -> None:
+        super().__init__(f"write {index} ({document_id!r}) refused: {problem}")
+        self.index = index
+        self.document_id = document_id
+
+
+class DocumentExists(WriteRefused):
+    """A create met an existing document with the same id (HTTP 409)."""
+
+    def __init__(self, index: int, document_id: str) -> None:
+        super().__init__(index, document_id, "the document exists")
+
+
+class DocumentMissing(WriteRefused):
+    """A patch named a document that does not exist (HTTP 404 for that operation)."""
+
+    def __init__(self, index: int, document_id: str) -> None:
+        super().__init__(index, document_id, "no such document")
+
+
+class ConditionFailed(WriteRefused):
+    """A patch's condition did not hold for the stored document (HTTP 412)."""
+
+    def __init__(self, index: int, document_id: str) -> None:
+        super().__init__(index, document_id, "its condition does not hold")

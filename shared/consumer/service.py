@@ -24,6 +24,7 @@ from typing import Protocol
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.consumer.core import (
+    DEFAULT_MARKER_TTL_S,
     HELD_BEFORE_ABANDON,
     RETRIED_IN_DELIVERY,
     Decision,
@@ -79,8 +80,10 @@ class OrderConsumer:
         retry_policy: RetryPolicy | None = None,
         clock: Clock = SYSTEM_CLOCK,
         jitter: Callable[[], float] = random.random,
+        marker_ttl_s: int = DEFAULT_MARKER_TTL_S,
     ) -> None:
         self._store = store
+        self._marker_ttl_s = marker_ttl_s
         self._observer = observer
         self._outbox_enabled = outbox_enabled
         self._retry_policy = retry_policy or RetryPolicy()
@@ -119,6 +122,7 @@ class OrderConsumer:
                 outbox_enabled=self._outbox_enabled,
                 clock=clock,
                 traceparent=traceparent,
+                marker_ttl_s=self._marker_ttl_s,
             )
             remaining = (deadline - clock.now()).total_seconds()
             if decision.outcome in HELD_BEFORE_ABANDON:

@@ -84,7 +84,7 @@ from shared.consumer.contract import (
     InvalidMessage,
     bound,
     encode_event,
-    order_accepted_v1,
+    order_event_v1,
 )
 from shared.relay.outbox import (
     DISPATCHED_TTL_S,
@@ -229,14 +229,23 @@ class OutboundEvent:
 
 
 def build_event(document: Mapping[str, Any]) -> OutboundEvent:
-    """The OrderAccepted v1 message of one pending outbox document, or ``InvalidMessage``."""
-    body = order_accepted_v1(
+    """The v1 message of one pending outbox document (OrderAccepted, OrderAmended or
+    OrderCancelled, by its ``eventType``), or ``InvalidMessage``. Its Subject is the event type."""
+    payload = document.get(OutboxField.PAYLOAD)
+    if (
+        document.get(OutboxField.EVENT_TYPE) == ORDER_ACCEPTED_EVENT_TYPE
+        and isinstance(payload, Mapping)
+        and "orderVersion" not in payload
+    ):
+        # Written before the lifecycle: an OrderAccepted is version 1, and says so on the wire.
+        payload = {**payload, "orderVersion": 1}
+    body = order_event_v1(
         {
             "schemaVersion": ORDER_ACCEPTED_SCHEMA_VERSION,
             "eventId": document.get(OutboxField.EVENT_ID),
             "eventType": document.get(OutboxField.EVENT_TYPE),
             "occurredAt": document.get(OutboxField.CREATED_AT),
-            "payload": document.get(OutboxField.PAYLOAD),
+            "payload": payload,
         }
     )
     order_id = body["payload"]["orderId"]
@@ -263,6 +272,7 @@ def build_event(document: Mapping[str, Any]) -> OutboundEvent:
         correlation_id=optional_text(document.get(OutboxField.CORRELATION_ID)),
         causation_id=causation_id,
         application_properties=properties,
+        subject=body["eventType"],
         stored_traceparent=optional_text(document.get(OutboxField.TRACEPARENT)),
     )
 
@@ -482,7 +492,13 @@ class OutboxRelay:
         """Publish alone each event of a multi-event publish whose failure would be charged to
         it (its own fault, or unclassified): a refused send names no culprit, so only what fails
         alone is the event's. Stops at the first alone send that fails for the moment or the
-        system: the link is bad, and the rest keep that error (retried, not charged)."""
+        system: the link is bad, and the rest keep that error (retried, not charged).
+
+        An order's events go out in version order (docs/events.md): once one of them is not
+        published, the later ones of the same order in this batch are held (unavailable: sent
+        again with it), never sent ahead of it, unless it is parked now (set aside for an
+        operator; its republish comes after them). The adapter keeps that order for one publish
+        (its batches go in order, and it stops at the first that fails)."""
         isolated = list(results)
         suspects = [
             index
@@ -490,13 +506,23 @@ class OutboxRelay:
             if failure is not None
             and classify(failure) in (FailureKind.EVENT, FailureKind.UNEXPECTED)
         ]
+        unpublished_orders: set[str] = set()
         for position, index in enumerate(suspects):
-            [alone] = await self._publisher.publish([events[index]])
+            event = events[index]
+            if event.order_id in unpublished_orders:
+                isolated[index] = PublishUnavailable(
+                    f"held: an earlier event of order {event.order_id} was not published"
+                )
+                continue
+            [alone] = await self._publisher.publish([event])
             isolated[index] = alone
-            if alone is not None and classify(alone) in (
-                FailureKind.TRANSIENT,
-                FailureKind.SYSTEMIC,
-            ):
+            if alone is None:
+                continue
+            kind = classify(alone)
+            # One that is parked now is set aside for good: the later versions go on.
+            if not self._policy.should_park(kind, self._failures.get(event.event_id, 0) + 1):
+                unpublished_orders.add(event.order_id)
+            if kind in (FailureKind.TRANSIENT, FailureKind.SYSTEMIC):
                 for rest in suspects[position + 1 :]:
                     isolated[rest] = alone
                 break

@@ -1,7 +1,8 @@
 """The outbox document: the one owner of its stored shape.
 
-An order's ``OrderAccepted`` event is written with the order, in the same transactional batch
-and partition (``shared.consumer.core``), as one outbox document; the relay publishes it and
+Each change applied to an order (accepted, amended, cancelled) writes its event with the change,
+in the same transactional batch and partition (``shared.consumer.core``,
+``shared.consumer.lifecycle``), as one outbox document; the relay publishes it and
 marks it, the watchdog finds it when the change feed did not, the operator tool parks and
 republishes it. Every one of them reads and writes it through this module: its field names
 (``OutboxField``), its type and statuses, its ids, how it is built, how it is read, and the
@@ -24,7 +25,12 @@ from datetime import datetime
 from typing import Any
 
 from shared.clock import document_timestamp
-from shared.consumer.contract import ORDER_ACCEPTED_EVENT_TYPE, ValidOrder
+from shared.consumer.contract import (
+    ORDER_ACCEPTED_EVENT_TYPE,
+    ORDER_AMENDED,
+    ValidChange,
+    ValidOrder,
+)
 
 
 class OutboxField:
@@ -73,10 +79,19 @@ def order_event_id(order_id: str, event_type: str = ORDER_ACCEPTED_EVENT_TYPE) -
     return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{order_id}/{event_type}"))
 
 
-def outbox_document_id(order_id: str) -> str:
+def version_event_id(order_id: str, order_version: int) -> str:
+    """The id of the event of a later version (OrderAmended, OrderCancelled): UUIDv5 of
+    ``EVENT_ID_NAMESPACE`` and ``<orderId>/v<orderVersion>`` (docs/events.md). One version has
+    one event, so the version identifies it; OrderAccepted keeps ``order_event_id``."""
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{order_id}/v{order_version}"))
+
+
+def outbox_document_id(order_id: str, order_version: int = 1) -> str:
     # Cannot collide with an order: ids are unique per partition, and this partition's order id
-    # is ``order_id`` itself.
-    return f"{order_id}:{ORDER_ACCEPTED_EVENT_TYPE}"
+    # is ``order_id`` itself. Version 1 (OrderAccepted) keeps the id it always had.
+    if order_version == 1:
+        return f"{order_id}:{ORDER_ACCEPTED_EVENT_TYPE}"
+    return f"{order_id}:v{order_version}"
 
 
 # ---- building --------------------------------------------------------------------------------
@@ -104,6 +119,7 @@ def new_outbox_document(
         OutboxField.STATUS: STATUS_PENDING,
         OutboxField.PAYLOAD: {
             "orderId": order_id,
+            "orderVersion": 1,
             "customerId": valid.fields["customerId"],
             "currency": valid.fields["currency"],
             "totalMinor": valid.total_minor,
@@ -113,6 +129,54 @@ def new_outbox_document(
         # What a relay needs to publish with trace continuity and idempotence downstream.
         OutboxField.CORRELATION_ID: correlation_id,
         OutboxField.CAUSATION_ID: causation_id,
+        OutboxField.CREATED_AT: created_at,
+    }
+    if traceparent:
+        document[OutboxField.TRACEPARENT] = traceparent
+    return document
+
+
+def new_change_outbox_document(
+    change: ValidChange,
+    *,
+    correlation_id: str | None,
+    created_at: str,
+    traceparent: str | None = None,
+) -> dict[str, Any]:
+    """The pending OrderAmended or OrderCancelled outbox document of an applied change, in the
+    order's partition; its causation is the change's MessageId. An amendment's payload is the
+    order's whole new state."""
+    order_id, version, fields = change.order_id, change.version, change.fields
+    payload: dict[str, Any]
+    if change.message_type == ORDER_AMENDED:
+        payload = {
+            "orderId": order_id,
+            "orderVersion": version,
+            "customerId": fields["customerId"],
+            "currency": fields["currency"],
+            "totalMinor": change.total_minor,
+            "placedAt": fields["placedAt"],
+            "amendedAt": fields["amendedAt"],
+            "lineCount": len(fields["lines"]),
+            "lines": fields["lines"],
+        }
+    else:
+        payload = {
+            "orderId": order_id,
+            "orderVersion": version,
+            "cancelledAt": fields["cancelledAt"],
+            "reason": fields["reason"],
+        }
+    document: dict[str, Any] = {
+        OutboxField.ID: outbox_document_id(order_id, version),
+        OutboxField.ORDER_ID: order_id,
+        OutboxField.TYPE: OUTBOX_TYPE,
+        OutboxField.EVENT_TYPE: change.message_type,
+        OutboxField.EVENT_ID: version_event_id(order_id, version),
+        OutboxField.STATUS: STATUS_PENDING,
+        OutboxField.PAYLOAD: payload,
+        OutboxField.CORRELATION_ID: correlation_id,
+        OutboxField.CAUSATION_ID: change.message_id,
         OutboxField.CREATED_AT: created_at,
     }
     if traceparent:
@@ -146,13 +210,13 @@ def is_outbox(document: Mapping[str, Any]) -> bool:
 
 
 def is_pending_outbox(document: Mapping[str, Any]) -> bool:
-    """The documents the relay publishes: OrderAccepted outbox entries not yet dispatched. Orders,
-    dispatched and parked entries (the relay's own marks come back through the change feed) are
-    ignored."""
+    """The documents the relay publishes: outbox entries not yet dispatched, of any event type
+    (one that is no valid event, an unknown type included, is parked loudly, never skipped:
+    ``shared.relay.core.build_event``). Orders, inbox markers, dispatched and parked entries (the
+    relay's own marks come back through the change feed) are ignored."""
     return (
         document.get(OutboxField.TYPE) == OUTBOX_TYPE
         and document.get(OutboxField.STATUS) == STATUS_PENDING
-        and document.get(OutboxField.EVENT_TYPE) == ORDER_ACCEPTED_EVENT_TYPE
     )
 
 

@@ -19,6 +19,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.adapters.servicebus_in import HungSettlements
+from shared.consumer.contract import ORDER_PLACED
 from shared.consumer.core import Decision, IncomingMessage, Outcome, Settlement
 from shared.consumer.errors import ConfigurationError
 from shared.telemetry.names import (
@@ -33,15 +34,19 @@ from shared.telemetry.names import (
     ATTR_KEPT_MESSAGE_ID,
     ATTR_KEPT_QUEUE,
     ATTR_MESSAGE_ID,
+    ATTR_MESSAGE_TYPE,
     ATTR_OPERATION_NAME,
     ATTR_OPERATION_TYPE,
     ATTR_ORDER_ID,
+    ATTR_ORDER_VERSION,
     ATTR_OUTCOME,
     ATTR_REQUEST_CHARGE,
     ATTR_SETTLEMENT,
+    ATTR_STORED_VERSION,
     ATTR_SYSTEM,
     INSTRUMENTATION_SCOPE,
     LOGGER_NAME,
+    MESSAGE_TYPES,
     MESSAGING_SYSTEM,
     METRIC_DELIVERY_COUNT,
     METRIC_DURATION,
@@ -51,6 +56,7 @@ from shared.telemetry.names import (
     METRIC_SETTLEMENT_HUNG,
     NOT_SETTLED,
     OPERATION_TYPE,
+    OTHER_MESSAGE_TYPE,
 )
 from shared.telemetry.spans import producer_links, qualified_name, set_error_type, traceparent_of
 
@@ -69,6 +75,9 @@ _DISPOSITION = {
 _LOG_LEVEL_BY_OUTCOME = {
     Outcome.PROCESSED: logging.INFO,
     Outcome.DUPLICATE: logging.INFO,
+    # A signal (a producer resending an old version, a replay), never a page: counted, and
+    # logged with both versions (docs/operations.md, "Stale messages").
+    Outcome.STALE: logging.INFO,
     Outcome.MISMATCH: logging.WARNING,
     Outcome.INVALID: logging.WARNING,
     Outcome.TRANSIENT: logging.WARNING,
@@ -215,6 +224,12 @@ class ConsumerTelemetry:
             span.set_attribute(ATTR_DEADLETTER_REASON, decision.deadletter_reason)
         if decision.order_id is not None:
             span.set_attribute(ATTR_ORDER_ID, decision.order_id)
+        message_type = _message_type(decision, message)
+        span.set_attribute(ATTR_MESSAGE_TYPE, message_type)
+        if decision.order_version is not None:
+            span.set_attribute(ATTR_ORDER_VERSION, decision.order_version)
+        if decision.stored_version is not None:
+            span.set_attribute(ATTR_STORED_VERSION, decision.stored_version)
         charges = _delivery_charge.get()
         if charges:
             span.set_attribute(ATTR_REQUEST_CHARGE, sum(charges))
@@ -230,7 +245,9 @@ class ConsumerTelemetry:
             # settlement_failed() has set error.type to the settlement error.
             span.set_status(Status(StatusCode.ERROR, f"{decision.settlement.value} failed"))
 
-        self._messages.add(1, {"outcome": outcome, "settlement": settlement})
+        self._messages.add(
+            1, {"outcome": outcome, "settlement": settlement, "message_type": message_type}
+        )
         self._duration.record(duration_s, {"outcome": outcome})
         if message.delivery_count is not None:
             self._delivery_count.record(message.delivery_count, {"outcome": outcome})
@@ -247,6 +264,9 @@ class ConsumerTelemetry:
                 "settlement": settlement,
                 "deadletter_reason": decision.deadletter_reason,
                 "description": decision.description,
+                "message_type": message_type,
+                "order_version": decision.order_version,
+                "stored_version": decision.stored_version,
                 **_message_fields(message, decision),
             },
         )
@@ -347,6 +367,13 @@ class ConsumerTelemetry:
             else "",
             extra=fields,
         )
+
+
+def _message_type(decision: Decision, message: IncomingMessage) -> str:
+    """The message type as a bounded attribute: its Subject (none: OrderPlaced), ``other`` for
+    a Subject this consumer does not read."""
+    message_type = decision.message_type or message.subject or ORDER_PLACED
+    return message_type if message_type in MESSAGE_TYPES else OTHER_MESSAGE_TYPE
 
 
 def _message_fields(message: IncomingMessage, decision: Decision) -> dict[str, Any]:

@@ -48,6 +48,13 @@ ATTR_SETTLEMENT = "orders.settlement"
 ATTR_ATTEMPTS = "orders.attempts"
 ATTR_DEADLETTER_REASON = "orders.deadletter_reason"
 ATTR_REQUEST_CHARGE = "orders.cosmos.request_charge"
+# The order lifecycle: the message's type (bounded: MESSAGE_TYPES, else OTHER_MESSAGE_TYPE), its
+# order version and, for a stale one, the stored version it lost to.
+ATTR_MESSAGE_TYPE = "orders.message_type"
+ATTR_ORDER_VERSION = "orders.order_version"
+ATTR_STORED_VERSION = "orders.stored_version"
+MESSAGE_TYPES = frozenset({"OrderPlaced", "OrderAmended", "OrderCancelled"})
+OTHER_MESSAGE_TYPE = "other"
 
 # Metric names: the alert rules and KQL in infra/ query these.
 METRIC_MESSAGES = "orders.messages"

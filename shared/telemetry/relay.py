@@ -160,7 +160,7 @@ class RelayTelemetry:
         # the span's dependencies row) and is exported exactly when that span is sampled.
         with trace.use_span(span, end_on_exit=True):
             relay_logger.info(
-                "OrderAccepted %s of order %s published",
+                "event %s of order %s published",
                 event_id,
                 order_id,
                 extra={"event_id": event_id, "order_id": order_id, "topic": self.topic_name},
@@ -191,7 +191,7 @@ class RelayTelemetry:
         span.end()
         self._failed.add(1, {ATTR_TOPIC: self.topic_name, ATTR_ERROR_TYPE: error_type})
         relay_logger.error(
-            "sending OrderAccepted %s of order %s failed: %s: %s",
+            "sending event %s of order %s failed: %s: %s",
             event_id,
             order_id,
             error_type,
@@ -213,8 +213,7 @@ class RelayTelemetry:
     def parked(self, event_id: str, order_id: str, reason: str, description: str) -> None:
         self._parked.add(1, {ATTR_TOPIC: self.topic_name})
         relay_logger.critical(
-            "OrderAccepted %s of order %s parked (%s): %s; reset its status to pending to "
-            "publish it again",
+            "event %s of order %s parked (%s): %s; reset its status to pending to publish it again",
             event_id,
             order_id,
             reason,
@@ -238,7 +237,7 @@ class RelayTelemetry:
         self._stuck_age.record(max(0.0, oldest_age_s), attributes)
         if stuck:
             relay_logger.warning(
-                "outbox watchdog: %d OrderAccepted event(s) still pending more than %d s after "
+                "outbox watchdog: %d event(s) still pending more than %d s after "
                 "their order was accepted (oldest %.0f s): the change feed did not publish them; "
                 "the watchdog published them (run ended: %s)",
                 stuck,

@@ -30,7 +30,16 @@ from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
 from shared.consumer.contract import parse_order
 from shared.consumer.core import IncomingMessage, OrderStore, build_documents
-from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
+from shared.consumer.errors import (
+    ConditionFailed,
+    DocumentExists,
+    DocumentMissing,
+    OrderAlreadyExists,
+    OrphanedDocument,
+    WriteRefused,
+)
+from shared.consumer.order import applies_over
+from shared.consumer.writes import Create, Patch, set_field
 from tests.orders import order_body
 
 Document = dict[str, Any]
@@ -160,6 +169,124 @@ class OrderStoreContract:
         stored = await subject.store.read_order("ord-1001")
 
         assert stored is not None and stored["status"] == "accepted"
+
+    # ---- the atomic commit (the lifecycle's marker + conditional change + event) ----------
+
+    async def test_a_commit_of_creates_and_a_conditional_patch_writes_them_all(
+        self, subject: StoreUnderTest
+    ) -> None:
+        await subject.put(stored_order(version=1))
+
+        await subject.store.commit(
+            "ord-1001",
+            [
+                Create(marker("m-2")),
+                Patch("ord-1001", [set_field("orderVersion", 2)], applies_over(2)),
+                Create(event(2)),
+            ],
+        )
+
+        assert await subject.stored_ids("ord-1001") == {"ord-1001", "m-2", "ev-2"}
+        stored = await subject.store.read("ord-1001", "ord-1001")
+        assert stored is not None and stored["orderVersion"] == 2
+        assert without_system_fields(await subject.store.read("ord-1001", "m-2") or {}) == marker(
+            "m-2"
+        )
+
+    @pytest.mark.parametrize(
+        ("stored", "refusal"),
+        [
+            ({"orderVersion": 2}, ConditionFailed),  # the same version applied
+            ({"orderVersion": 3}, ConditionFailed),  # a newer one
+            ({"orderVersion": 1, "status": "cancelled"}, ConditionFailed),
+            (None, DocumentMissing),  # no order yet
+        ],
+        ids=["same-version", "newer-version", "cancelled", "missing"],
+    )
+    async def test_a_patch_refused_for_what_is_stored_writes_nothing_of_its_commit(
+        self, subject: StoreUnderTest, stored: dict[str, Any] | None, refusal: type[WriteRefused]
+    ) -> None:
+        """Fails on a store that writes operation by operation (cosmosdb-server's own batch):
+        the marker at index 0 would stay written."""
+        if stored is not None:
+            await subject.put({**stored_order(version=1), **stored})
+
+        with pytest.raises(refusal) as raised:
+            await subject.store.commit(
+                "ord-1001",
+                [
+                    Create(marker("m-2")),
+                    Patch("ord-1001", [set_field("orderVersion", 2)], applies_over(2)),
+                    Create(event(2)),
+                ],
+            )
+
+        assert (raised.value.index, raised.value.document_id) == (1, "ord-1001")
+        expected = {"ord-1001"} if stored is not None else set()
+        assert await subject.stored_ids("ord-1001") == expected
+        if stored is not None:
+            after = await subject.store.read("ord-1001", "ord-1001")
+            assert after is not None and after["orderVersion"] == stored["orderVersion"]
+
+    async def test_a_create_that_meets_its_id_is_document_exists_at_its_index(
+        self, subject: StoreUnderTest
+    ) -> None:
+        await subject.put(stored_order(version=1))
+        await subject.put(marker("m-2"))
+
+        with pytest.raises(DocumentExists) as raised:
+            await subject.store.commit(
+                "ord-1001",
+                [
+                    Create(marker("m-2")),
+                    Patch("ord-1001", [set_field("orderVersion", 2)], applies_over(2)),
+                ],
+            )
+        single = None
+        try:
+            await subject.store.commit("ord-1001", [Create(marker("m-2"))])
+        except DocumentExists as refused:
+            single = refused
+
+        assert (raised.value.index, raised.value.document_id) == (0, "m-2")
+        assert single is not None and (single.index, single.document_id) == (0, "m-2")
+        stored = await subject.store.read("ord-1001", "ord-1001")
+        assert stored is not None and stored["orderVersion"] == 1
+
+    async def test_an_order_without_a_version_is_version_1_to_the_condition(
+        self, subject: StoreUnderTest
+    ) -> None:
+        legacy = stored_order(version=1)
+        del legacy["orderVersion"]  # written before versions existed
+        await subject.put(legacy)
+
+        await subject.store.commit(
+            "ord-1001", [Patch("ord-1001", [set_field("orderVersion", 2)], applies_over(2))]
+        )
+
+        stored = await subject.store.read("ord-1001", "ord-1001")
+        assert stored is not None and stored["orderVersion"] == 2
+
+    async def test_a_document_never_stored_reads_as_none(self, subject: StoreUnderTest) -> None:
+        assert await subject.store.read("ord-1001", "m-404") is None
+
+
+def stored_order(version: int) -> Document:
+    return {
+        "id": "ord-1001",
+        "orderId": "ord-1001",
+        "type": "order",
+        "status": "accepted",
+        "orderVersion": version,
+    }
+
+
+def marker(document_id: str) -> Document:
+    return {"id": document_id, "orderId": "ord-1001", "type": "inbox", "ttl": 600}
+
+
+def event(version: int) -> Document:
+    return {"id": f"ev-{version}", "orderId": "ord-1001", "type": "outbox", "status": "pending"}
 
 
 class TestInMemoryOrderStore(OrderStoreContract):

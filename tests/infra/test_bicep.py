@@ -383,7 +383,6 @@ def test_orders_container_partitioning_ttl_and_lean_indexing() -> None:
     assert {p["path"] for p in indexing["includedPaths"]} == {
         "/type/?",
         "/status/?",
-        "/eventType/?",
         "/createdAt/?",
     }
     leases = body(containers["leasesContainer"])["properties"]["resource"]

@@ -215,7 +215,9 @@ async def test_invalid_configuration_is_recorded_as_a_systemic_delivery(
         for point in metric.data.data_points
         if isinstance(point, NumberDataPoint) and point.value == 1
     ]
-    assert points == [{"outcome": "systemic", "settlement": "abandon"}]
+    assert points == [
+        {"outcome": "systemic", "settlement": "abandon", "message_type": "OrderPlaced"}
+    ]
 
 
 EXPORT_PROBE = """
@@ -239,7 +241,7 @@ env = {
     "OUTBOX_ENABLED": "maybe",
 }
 received = SimpleNamespace(message_id="ord-1", body=b"{}", correlation_id=None,
-    delivery_count=1, application_properties={}, locked_until_utc=datetime.now(UTC))
+    delivery_count=1, application_properties={}, locked_until_utc=datetime.now(UTC), subject=None)
 decision = asyncio.run(Runtime(Composition(env)).handle(received, actions))
 assert decision.outcome == "systemic", decision
 assert actions.operations == ["abandon"]

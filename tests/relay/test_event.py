@@ -15,7 +15,12 @@ import pytest
 from shared.consumer.contract import InvalidMessage, parse_order
 from shared.consumer.core import IncomingMessage, build_documents
 from shared.relay.core import build_event
-from shared.relay.outbox import EVENT_ID_NAMESPACE, is_pending_outbox, order_event_id
+from shared.relay.outbox import (
+    EVENT_ID_NAMESPACE,
+    is_pending_outbox,
+    order_event_id,
+    version_event_id,
+)
 from tests.orders import order_body
 
 ACCEPTED = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
@@ -46,6 +51,7 @@ def test_the_event_is_built_from_the_consumer_s_outbox_document() -> None:
         "occurredAt": "2026-11-29T12:00:00.123456Z",
         "payload": {
             "orderId": "ord-7",
+            "orderVersion": 1,
             "customerId": "cust-42",
             "currency": "EUR",
             "totalMinor": 3499,
@@ -105,3 +111,20 @@ def test_the_contract_s_example_and_event_id_derivation_are_what_the_service_emi
     assert name == f"{order_id}/OrderAccepted"
     assert worked == str(uuid.uuid5(uuid.UUID(namespace), name)) == order_event_id(order_id)
     assert worked == example["eventId"] == outbox["eventId"]
+    later_name, later = re.search(  # type: ignore[union-attr]
+        r"version 2 of `[^`]+` gives the name\n?\s*`([^`]+)` and the eventId `([0-9a-f-]{36})`",
+        text,
+    ).groups()
+    assert later_name == f"{order_id}/v2"
+    assert (
+        later == str(uuid.uuid5(uuid.UUID(namespace), later_name)) == version_event_id(order_id, 2)
+    )
+
+
+def test_an_order_accepted_written_before_versions_is_published_as_version_1() -> None:
+    """Outbox documents written before the lifecycle have no ``orderVersion``: on the wire
+    every OrderAccepted says version 1 (docs/events.md)."""
+    _, outbox = consumer_documents()
+    del outbox["payload"]["orderVersion"]
+
+    assert json.loads(build_event(outbox).body)["payload"]["orderVersion"] == 1

@@ -307,7 +307,14 @@ CANDIDATES = [
     outbox_document("young-pending", 299.999),
     outbox_document("old-dispatched", 3600, status="dispatched"),
     outbox_document("old-parked", 3600, status="parked"),
-    outbox_document("other-event", 3600, eventType="OrderCancelled"),
+    outbox_document("a-cancellation", 3600, eventType="OrderCancelled"),  # every event type
+    {
+        "id": "inbox:orders:m-1",  # an inbox marker: never an outbox document
+        "orderId": "an-order",
+        "type": "inbox",
+        "status": "pending",
+        "createdAt": document_timestamp(NOW - timedelta(hours=2)),
+    },
     {
         "id": "an-order",
         "orderId": "an-order",
@@ -330,6 +337,7 @@ async def test_the_store_s_query_finds_exactly_what_the_rule_calls_stuck(
     assert expected == {
         "old-pending:OrderAccepted",
         "just-stuck:OrderAccepted",
+        "a-cancellation:OrderAccepted",
         "oldest-pending:OrderAccepted",
     }
 
@@ -339,7 +347,7 @@ async def test_the_store_s_query_finds_exactly_what_the_rule_calls_stuck(
 
     found = [d["id"] for page in pages for d in page]
     assert sorted(found) == sorted(expected)
-    assert [len(page) for page in pages] == ([3] if page_size == 500 else [2, 1])
+    assert [len(page) for page in pages] == ([4] if page_size == 500 else [2, 2])
     assert found[0] == "oldest-pending:OrderAccepted"  # oldest first: the run's oldest age
 
 

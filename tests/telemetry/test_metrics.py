@@ -20,7 +20,8 @@ from tests.telemetry.conftest import (
 )
 
 IDENTIFIERS = {"ord-1001", "ord-9", "corr-1", "cust-42"}
-ALLOWED_ATTRIBUTE_KEYS = {"outcome", "settlement", "operation"}
+# Bounded by construction: message_type is one of the three types or "other".
+ALLOWED_ATTRIBUTE_KEYS = {"outcome", "settlement", "operation", "message_type"}
 
 
 def by_attributes(points: list[NumberDataPoint | HistogramDataPoint]) -> dict[Any, Any]:
@@ -32,7 +33,8 @@ def counter_values(captured: Captured) -> dict[tuple[str, str], float]:
     for point in captured.points("orders.messages"):
         assert isinstance(point, NumberDataPoint)
         attributes = dict(point.attributes or {})
-        assert set(attributes) == {"outcome", "settlement"}
+        assert set(attributes) == {"outcome", "settlement", "message_type"}
+        assert attributes["message_type"] == "OrderPlaced"  # every message here is one
         values[(str(attributes["outcome"]), str(attributes["settlement"]))] = point.value
     return values
 

@@ -17,4 +17,5 @@ def received(body: dict[str, Any]) -> SimpleNamespace:
         delivery_count=1,
         application_properties={},
         locked_until_utc=None,
+        subject=None,
     )

@@ -244,3 +244,11 @@ def test_a_retention_below_its_minimum_names_the_setting(
 
     assert raised.value.setting == setting
     assert str(raised.value) == f"{setting}: must be at least {minimum}, got {value}"
+
+
+def test_the_cores_default_marker_window_is_the_apps_default_setting() -> None:
+    """The core's default (tests, benchmarks) may not drift from the app's (the Bicep's)."""
+    from shared.config import DEFAULT_INBOX_MARKER_TTL_S
+    from shared.consumer.core import DEFAULT_MARKER_TTL_S
+
+    assert DEFAULT_MARKER_TTL_S == DEFAULT_INBOX_MARKER_TTL_S

@@ -44,6 +44,7 @@ def _m(module: str, what: str, old: str, new: str) -> ConstantMutant:
 _SETTLEMENT = [
     ("processed-abandons", "PROCESSED: Settlement.COMPLETE", "PROCESSED: Settlement.ABANDON"),
     ("duplicate-abandons", "DUPLICATE: Settlement.COMPLETE", "DUPLICATE: Settlement.ABANDON"),
+    ("stale-abandons", "STALE: Settlement.COMPLETE", "STALE: Settlement.ABANDON"),
     (
         "mismatch-completes",
         "MISMATCH: Settlement.DEADLETTER",
@@ -64,7 +65,7 @@ _SETTLEMENT = [
 ]
 
 CORE = [
-    *(_m("consumer/core", what, old, new) for what, old, new in _SETTLEMENT),
+    *(_m("consumer/decision", what, old, new) for what, old, new in _SETTLEMENT),
     _m(
         "consumer/core",
         "systemic-not-retried",
@@ -111,19 +112,18 @@ CORE = [
         "unexpected_hold_s: float = 0.0",
     ),
     _m("consumer/core", "exponent-uncapped", "_MAX_EXPONENT = 64", "_MAX_EXPONENT = 100_000"),
-    _m("consumer/core", "outcome-value-renamed", 'SYSTEMIC = "systemic"', 'SYSTEMIC = "system"'),
     _m(
-        "consumer/core",
+        "consumer/decision", "outcome-value-renamed", 'SYSTEMIC = "systemic"', 'SYSTEMIC = "system"'
+    ),
+    _m(
+        "consumer/decision",
         "settlement-value-renamed",
         'DEADLETTER = "deadletter"',
         'DEADLETTER = "dead"',
     ),
 ]
 
-_PAYLOAD = "class OrderAcceptedPayload(TypedDict):"
-_ORDER_ID = (
-    r'orderId: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]'
-)
+_ORDER_ID = r'Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]'
 
 CONTRACT = [
     _m(
@@ -265,14 +265,14 @@ CONTRACT = [
     _m(
         "consumer/contract",
         "order-id-admits-slash",
-        f"schemaVersion: int\n    {_ORDER_ID}",
-        f"schemaVersion: int\n    {_ORDER_ID.replace('._:-', '._:/-')}",
+        f"OrderId = {_ORDER_ID}",
+        f"OrderId = {_ORDER_ID.replace('._:-', '._:/-')}",
     ),
     _m(
         "consumer/contract",
         "order-id-length-65",
-        f"schemaVersion: int\n    {_ORDER_ID}",
-        f"schemaVersion: int\n    {_ORDER_ID.replace('{0,63}', '{0,64}')}",
+        f"OrderId = {_ORDER_ID}",
+        f"OrderId = {_ORDER_ID.replace('{0,63}', '{0,64}')}",
     ),
     _m(
         "consumer/contract",
@@ -306,33 +306,27 @@ CONTRACT = [
     ),
     _m(
         "consumer/contract",
-        "payload-order-id-admits-slash",
-        f"{_PAYLOAD}\n    {_ORDER_ID}",
-        f"{_PAYLOAD}\n    {_ORDER_ID.replace('._:-', '._:/-')}",
-    ),
-    _m(
-        "consumer/contract",
         "negative-total-admitted",
-        "totalMinor: Annotated[int, Field(ge=0)]",
-        "totalMinor: int",
+        "TotalMinor = Annotated[int, Field(ge=0)]",
+        "TotalMinor = int",
     ),
     _m(
         "consumer/contract",
         "zero-line-count-admitted",
-        "lineCount: Annotated[int, Field(ge=1, le=100)]",
-        "lineCount: Annotated[int, Field(ge=0, le=100)]",
+        "LineCount = Annotated[int, Field(ge=1, le=100)]",
+        "LineCount = Annotated[int, Field(ge=0, le=100)]",
     ),
     _m(
         "consumer/contract",
         "line-count-101-admitted",
-        "lineCount: Annotated[int, Field(ge=1, le=100)]",
-        "lineCount: Annotated[int, Field(ge=1, le=101)]",
+        "LineCount = Annotated[int, Field(ge=1, le=100)]",
+        "LineCount = Annotated[int, Field(ge=1, le=101)]",
     ),
     _m(
         "consumer/contract",
         "event-schema-2-admitted",
-        "schemaVersion: Literal[1]",
-        "schemaVersion: Literal[1, 2]",
+        "EventSchemaVersion = Literal[1]",
+        "EventSchemaVersion = Literal[1, 2]",
     ),
     _m(
         "consumer/contract",
@@ -545,9 +539,9 @@ OUTBOX_STORE = [
     ),
     _m(
         "adapters/cosmos_outbox",
-        "stuck-any-event-type",
-        " AND c.{OutboxField.EVENT_TYPE} = @eventType",
-        "",
+        "stuck-any-document-type",
+        "WHERE c.{OutboxField.TYPE} = @type AND ",
+        "WHERE ",
     ),
 ]
 

@@ -1,0 +1,105 @@
+"""What the consumer decides about one delivery, and the store port it decides against.
+
+The vocabulary every part of the consumer shares: the delivery as the core sees it
+(``IncomingMessage``), the outcome and its settlement (``Outcome``, ``Settlement``, one total
+table), the ``Decision``, and the ``OrderStore`` port. No Azure imports; no logic beyond the
+table.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from shared.consumer.writes import Write
+
+
+class Outcome(enum.StrEnum):
+    PROCESSED = "processed"
+    DUPLICATE = "duplicate"
+    # A first delivery of a version at or below the one applied: completed, nothing changed but
+    # its marker. A signal (a producer resending, a replay), never an error.
+    STALE = "stale"
+    MISMATCH = "mismatch"
+    INVALID = "invalid"
+    TRANSIENT = "transient"
+    SYSTEMIC = "systemic"
+    UNEXPECTED = "unexpected"
+
+
+class Settlement(enum.StrEnum):
+    COMPLETE = "complete"
+    ABANDON = "abandon"
+    DEADLETTER = "deadletter"
+
+
+SETTLEMENT_BY_OUTCOME: Mapping[Outcome, Settlement] = {
+    Outcome.PROCESSED: Settlement.COMPLETE,
+    Outcome.DUPLICATE: Settlement.COMPLETE,
+    Outcome.STALE: Settlement.COMPLETE,
+    Outcome.MISMATCH: Settlement.DEADLETTER,
+    Outcome.INVALID: Settlement.DEADLETTER,
+    Outcome.TRANSIENT: Settlement.ABANDON,
+    Outcome.SYSTEMIC: Settlement.ABANDON,
+    Outcome.UNEXPECTED: Settlement.ABANDON,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """What the core needs of a Service Bus message; transport details stay out of the hash."""
+
+    message_id: str | None
+    body: bytes
+    correlation_id: str | None = None
+    delivery_count: int | None = None
+    application_properties: Mapping[str, Any] = field(default_factory=dict)
+    locked_until: datetime | None = None  # the broker's lock expiry at delivery
+    subject: str | None = None  # the message type; None means OrderPlaced
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    outcome: Outcome
+    order_id: str | None = None
+    request_hash: str | None = None
+    deadletter_reason: str | None = None
+    description: str | None = None
+    error: BaseException | None = None
+    # The wait the service asked for before a retry (a throttled batch operation's
+    # ``retryAfterMilliseconds``), carried as data: ``RetryPolicy`` honours it.
+    retry_after_s: float | None = None
+    # The message's type and order version once it passed its contract; for a stale message the
+    # stored version it lost to (logged with both).
+    message_type: str | None = None
+    order_version: int | None = None
+    stored_version: int | None = None
+
+    @property
+    def settlement(self) -> Settlement:
+        return SETTLEMENT_BY_OUTCOME[self.outcome]
+
+
+class OrderStore(Protocol):
+    """The persistence port. Adapters translate their errors into ``shared.consumer.errors``."""
+
+    async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
+        """Write all documents of one order atomically. Raise ``OrderAlreadyExists`` if the
+        first (the order) exists, ``OrphanedDocument`` if another one exists without it. One
+        request: a single create, or one transactional batch."""
+        ...
+
+    async def read_order(self, order_id: str) -> Mapping[str, Any] | None: ...
+
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        """Apply ``writes`` in one partition atomically, in one request: all or nothing. A write
+        refused for what is stored raises its ``shared.consumer.errors.WriteRefused`` (the first
+        refused, with its index): ``DocumentExists``, ``DocumentMissing``, ``ConditionFailed``."""
+        ...
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        """One document by id, or None."""
+        ...

@@ -1,0 +1,71 @@
+"""The events of one order reach the topic in version order: the relay never sends a later
+version ahead of one it could not publish (``OutboxRelay._isolate``), through Microsoft's worker,
+the change-feed emulation and the topic model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from azure.cosmos.aio import ContainerProxy
+from azure.servicebus._pyamqp.error import ErrorCondition
+
+from local.standins.broker import ManualClock, OutgoingMessage, PeekLockQueue
+from local.standins.change_feed import ChangeFeedEmulator
+from local.standins.host import LocalFunctionsHost
+from local.standins.topic import OrderEventsTopic
+from ops.sample_orders import amended_body, lifecycle_message_id, order_body
+from shared.relay.core import RelayPolicy
+from shared.relay.outbox import order_event_id, version_event_id
+from tests.relay.amqp_link import service_bus_error
+from tests.state import documents
+
+
+def versions_published(topic: OrderEventsTopic) -> dict[str, list[int]]:
+    published: dict[str, list[int]] = {}
+    for message in topic.delivered():
+        payload: dict[str, Any] = json.loads(message.body)["payload"]
+        published.setdefault(payload["orderId"], []).append(payload["orderVersion"])
+    return published
+
+
+async def test_a_later_version_waits_for_an_earlier_one_that_fails_and_goes_once_it_is_parked(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+) -> None:
+    """The order's OrderAccepted is refused by the broker every time (a condition nobody
+    classified); its OrderAmended v2 sits in the same relay batch. Without the hold, the
+    isolation pass published v2 at once, ahead of v1 (and v1 would follow if it recovered)."""
+    poisoned, healthy = "ord-held-1", "ord-held-2"
+    for order_id in (poisoned, healthy):
+        queue.send(OutgoingMessage(order_id, json.dumps(order_body(order_id)).encode()))
+        queue.send(
+            OutgoingMessage(
+                lifecycle_message_id(order_id, 2),
+                json.dumps(amended_body(order_id, 2)).encode(),
+                subject="OrderAmended",
+            )
+        )
+        await host.run_until_idle()
+    topic.fail_sends_of(
+        order_event_id(poisoned), lambda: service_bus_error(ErrorCondition.DecodeError)
+    )
+
+    stats = await change_feed.drain(max_attempts_per_batch=30)
+
+    assert not stats.stalled
+    assert stats.failed_invocations == RelayPolicy().park_after_attempts - 1
+    published = versions_published(topic)
+    assert published[healthy] == [1, 2]
+    assert published[poisoned] == [2]  # only after v1 was parked, never ahead of it
+    statuses = {
+        doc["eventId"]: doc["status"]
+        for doc in await documents(container)
+        if doc["type"] == "outbox"
+    }
+    assert statuses[order_event_id(poisoned)] == "parked"
+    assert statuses[version_event_id(poisoned, 2)] == "dispatched"
