@@ -8,7 +8,7 @@
 - ``adapters/``: one module per outside system and direction (Cosmos DB orders, Cosmos DB
   outbox, Service Bus in, Service Bus out, the Entra ID credential);
 - ``config``: app settings and host.json, read once and validated;
-- ``consumer/`` and ``relay/``: the decision cores (they share the OrderAccepted contract and
+- ``consumer/`` and ``relay/``: the decision cores (they share the order events' contract and
   the outbox document, so they may import each other); pure: no adapter, telemetry, config,
   Azure, OpenTelemetry or aiohttp;
 - ``clock`` and ``message_body``: time and the reading of a message body, below everything.

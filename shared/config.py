@@ -8,7 +8,7 @@
 | ``COSMOS_DATABASE`` | ``orders`` | database name |
 | ``COSMOS_CONTAINER`` | ``orders`` | container name, partition key ``/orderId`` |
 | ``COSMOS_VERIFY_TLS`` | ``true`` | ``false`` only for local emulators with self-signed certs |
-| ``OUTBOX_ENABLED`` | ``true`` | write an OrderAccepted outbox event in the same batch |
+| ``OUTBOX_ENABLED`` | ``true`` | write each change's outbox event in the same batch |
 | ``INBOX_MARKER_TTL_SECONDS`` | the sum of the | the inbox markers' ``ttl`` (at most 2^31-1): how |
 | | next two | long a handled message's MessageId is remembered |
 | ``INBOX_REDELIVERY_HORIZON_SECONDS`` | ``1210200`` | what the queue can redeliver: lockDuration |
@@ -32,7 +32,7 @@ the Cosmos DB settings above for its marks:
 
 | setting | default | meaning |
 |---|---|---|
-| ``ORDER_EVENTS_TOPIC_NAME`` | (required) | topic the OrderAccepted events are sent to |
+| ``ORDER_EVENTS_TOPIC_NAME`` | (required) | topic the order events are sent to |
 | ``ServiceBusConnection__fullyQualifiedNamespace`` | (this or the next) | the namespace, |
 | | | identity-based: the queue trigger's own setting |
 | ``ServiceBusConnection`` | | a connection string: emulators only |

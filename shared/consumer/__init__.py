@@ -2,7 +2,7 @@
 out, settled exactly once and recorded.
 
 - ``contract``: the OrderPlaced v1 contract (validation, the canonical request fingerprint)
-  and the OrderAccepted v1 event's shape;
+  and the v1 events' shapes (OrderAccepted, OrderAmended, OrderCancelled);
 - ``errors``: every error the core understands, classified by what a redelivery can fix;
 - ``core``: ``decide``, the ``OrderStore`` port, the message, outcome, settlement and retry
   policy types, and the order document;

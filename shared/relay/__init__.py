@@ -3,7 +3,7 @@ never stuck unseen.
 
 - ``outbox``: the outbox document, its one owner (field names, type and statuses, ids,
   building, reading, the dispatched, parked and pending-again patches);
-- ``core``: ``OutboxRelay``: which documents to publish, the OrderAccepted v1 message each
+- ``core``: ``OutboxRelay``: which documents to publish, the v1 message each
   becomes, what a failed send means (park the event, or fail the invocation for the host to
   re-run); the ``EventPublisher``, ``OutboxStore`` and ``RelayObserver`` ports;
 - ``watchdog``: ``OutboxWatchdog``: the documents still pending after a while, found by query

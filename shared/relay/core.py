@@ -1,5 +1,5 @@
-"""The outbox relay: which outbox documents to publish, how each becomes an OrderAccepted v1
-message, and what to do when a send fails. No Azure imports: the topic and the container are
+"""The outbox relay: which outbox documents to publish, how each becomes a v1 event message,
+and what to do when a send fails. No Azure imports: the topic and the container are
 reached through the two ports below (``EventPublisher``, ``OutboxStore``).
 
 Guarantee: every pending outbox document is published at least once, and never skipped silently.
@@ -201,8 +201,8 @@ class RelayPolicy:
 
 @dataclass(frozen=True, slots=True)
 class OutboundEvent:
-    """One OrderAccepted v1 message, transport-neutral; the publisher adapter turns it into a
-    ``ServiceBusMessage`` (MessageId = ``event_id``)."""
+    """One v1 event message (OrderAccepted, OrderAmended, OrderCancelled), transport-neutral;
+    the publisher adapter turns it into a ``ServiceBusMessage`` (MessageId = ``event_id``)."""
 
     event_id: str
     order_id: str

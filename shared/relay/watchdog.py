@@ -64,7 +64,7 @@ class WatchdogPolicy:
         return now - timedelta(seconds=self.min_age_s)
 
     def is_stuck(self, document: Mapping[str, Any], now: datetime) -> bool:
-        """The rule: an OrderAccepted outbox document still pending ``min_age_s`` after its
+        """The rule: an outbox document (any event type) still pending ``min_age_s`` after its
         ``createdAt``. The store's query is held to it (tests/relay/test_watchdog.py)."""
         created = created_at(document)
         return is_pending_outbox(document) and created is not None and created <= self.cutoff(now)
@@ -99,7 +99,7 @@ class WatchdogObserver(Protocol):
 
 class OutboxScanner(Protocol):
     def stuck(self, created_at_or_before: datetime, page_size: int) -> AsyncIterator[Page]:
-        """The pending OrderAccepted outbox documents created at or before the cutoff, oldest
+        """The pending outbox documents (every event type) created at or before the cutoff, oldest
         ``createdAt`` first, in pages of ``page_size`` (the last one shorter; none when nothing
         is stuck). One query for all of them, each page read only when asked for: a caller
         that stops after ``n`` pages has loaded about ``n`` pages, whatever the backlog."""
