@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, NotRequired
@@ -181,6 +181,11 @@ FINGERPRINT_ALGORITHMS: dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
+def total_minor(lines: Sequence[Mapping[str, Any]]) -> int:
+    """An order's total in minor units: the sum of quantity x unitPriceMinor over its lines."""
+    return sum(line["quantity"] * line["unitPriceMinor"] for line in lines)
+
+
 @dataclass(frozen=True, slots=True)
 class ValidOrder:
     """An order that passed the contract, with its fingerprint under the current algorithm."""
@@ -195,7 +200,7 @@ class ValidOrder:
 
     @property
     def total_minor(self) -> int:
-        return sum(line["quantity"] * line["unitPriceMinor"] for line in self.fields["lines"])
+        return total_minor(self.fields["lines"])
 
     @property
     def message_type(self) -> str:
@@ -378,7 +383,7 @@ class ValidChange:
 
     @property
     def total_minor(self) -> int:
-        return sum(line["quantity"] * line["unitPriceMinor"] for line in self.fields["lines"])
+        return total_minor(self.fields["lines"])
 
 
 def parse_message(

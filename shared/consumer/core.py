@@ -35,6 +35,7 @@ from shared.consumer.decision import (
     OrderStore,
     Outcome,
     Settlement,
+    decided,
 )
 from shared.consumer.errors import (
     OrderAlreadyExists,
@@ -219,13 +220,7 @@ async def decide(
             await store.create(documents)
         except OrderAlreadyExists:
             return await _compare_with_stored(valid, store, marker_ttl_s, clock)
-        return Decision(
-            Outcome.PROCESSED,
-            order_id=valid.order_id,
-            request_hash=valid.request_hash,
-            message_type=ORDER_PLACED,
-            order_version=1,
-        )
+        return decided(Outcome.PROCESSED, valid)
     except OrphanedDocument as orphan:
         return _orphaned(valid, orphan)
     except TransientStoreError as error:
@@ -261,24 +256,16 @@ async def _compare_with_stored(
     incoming_hash = fingerprint(valid.fields)
     stored_hash = stored.get("requestHash")
     if incoming_hash == stored_hash:
-        return Decision(
-            Outcome.DUPLICATE,
-            order_id=valid.order_id,
-            request_hash=incoming_hash,
-            message_type=ORDER_PLACED,
-            order_version=1,
-        )
+        return decided(Outcome.DUPLICATE, valid, request_hash=incoming_hash)
     # An amended order's fields are no longer the placed ones: compare what it was placed with
     # where that is still stored, and say so otherwise.
     amended = stored_version(stored) > 1
     comparable = [name for name in CONTRACT_FIELDS if not (amended and name in _AMENDABLE)]
     differing = [name for name in comparable if stored.get(name) != valid.fields[name]]
-    return Decision(
+    return decided(
         Outcome.MISMATCH,
-        order_id=valid.order_id,
+        valid,
         request_hash=incoming_hash,
-        message_type=ORDER_PLACED,
-        order_version=1,
         deadletter_reason=DeadletterReason.HASH_MISMATCH,
         description=bound(
             f"order {valid.order_id} already exists with {algorithm} hash {stored_hash}; this "
@@ -295,12 +282,9 @@ def _orphaned(valid: ValidOrder | ValidChange, orphan: OrphanedDocument) -> Deci
     with a reason of its own rather than held as systemic (which burned ``maxDeliveryCount``
     deliveries into an anonymous ``MaxDeliveryCountExceeded``). The stored state is what
     differs from the request: the outcome is a mismatch, like a ``HashMismatch``."""
-    return Decision(
+    return decided(
         Outcome.MISMATCH,
-        order_id=valid.order_id,
-        request_hash=valid.request_hash,
-        message_type=valid.message_type,
-        order_version=valid.version,
+        valid,
         deadletter_reason=ORPHANED_DOCUMENT,
         description=bound(
             f"order {valid.order_id} cannot be stored: its document {orphan.document_id!r} "
@@ -312,12 +296,9 @@ def _orphaned(valid: ValidOrder | ValidChange, orphan: OrphanedDocument) -> Deci
 
 
 def _failed(outcome: Outcome, valid: ValidOrder | ValidChange, error: BaseException) -> Decision:
-    return Decision(
+    return decided(
         outcome,
-        order_id=valid.order_id,
-        request_hash=valid.request_hash,
-        message_type=valid.message_type,
-        order_version=valid.version,
+        valid,
         description=bound(f"{type(error).__name__}: {error}"),
         error=error,
         retry_after_s=error.retry_after_s if isinstance(error, TransientStoreError) else None,

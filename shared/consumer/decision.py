@@ -103,3 +103,34 @@ class OrderStore(Protocol):
     async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
         """One document by id, or None."""
         ...
+
+
+class AboutMessage(Protocol):
+    """What a decision repeats of the valid message it is about (``ValidOrder``,
+    ``ValidChange``)."""
+
+    @property
+    def order_id(self) -> str: ...
+
+    @property
+    def request_hash(self) -> str: ...
+
+    @property
+    def message_type(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+
+def decided(outcome: Outcome, about: AboutMessage, **details: Any) -> Decision:
+    """The decision ``outcome`` about a message that passed its contract: its order, fingerprint,
+    type and version, and ``details`` (a reason, a description, the stored version ...), which
+    may replace any of them."""
+    fields: dict[str, Any] = {
+        "order_id": about.order_id,
+        "request_hash": about.request_hash,
+        "message_type": about.message_type,
+        "order_version": about.version,
+    }
+    fields.update(details)
+    return Decision(outcome, **fields)

@@ -39,7 +39,7 @@ from shared.consumer.contract import (
     ValidOrder,
     bound,
 )
-from shared.consumer.decision import Decision, IncomingMessage, OrderStore, Outcome
+from shared.consumer.decision import Decision, IncomingMessage, OrderStore, Outcome, decided
 from shared.consumer.errors import (
     ConditionFailed,
     DocumentExists,
@@ -150,12 +150,9 @@ async def record_stale(
         await store.commit(handled.order_id, [Create(marker)])
     except DocumentExists:
         return await compare_with_marker(handled, store)
-    return Decision(
+    return decided(
         Outcome.STALE,
-        order_id=handled.order_id,
-        request_hash=handled.request_hash,
-        message_type=handled.message_type,
-        order_version=handled.version,
+        handled,
         stored_version=version,
         description=f"{handled.message_type} version {handled.version} is stale: the order is "
         f"at version {version}",
@@ -174,17 +171,12 @@ async def compare_with_marker(handled: Handled, store: OrderStore) -> Decision:
     if algorithm != handled.hash_algorithm:
         # Written by a newer deployment (rolling upgrade): let it handle the redelivery.
         raise SystemicStoreError(f"marker of {message_id!r} uses unknown hash {algorithm!r}")
-    common: dict[str, Any] = {
-        "order_id": handled.order_id,
-        "request_hash": handled.request_hash,
-        "message_type": handled.message_type,
-        "order_version": handled.version,
-    }
     stored_hash = stored.get(InboxField.REQUEST_HASH)
     if stored_hash == handled.request_hash:
-        return Decision(Outcome.DUPLICATE, **common)
-    return Decision(
+        return decided(Outcome.DUPLICATE, handled)
+    return decided(
         Outcome.MISMATCH,
+        handled,
         deadletter_reason=DeadletterReason.HASH_MISMATCH,
         description=bound(
             f"MessageId {message_id!r} was handled as {stored.get(InboxField.MESSAGE_TYPE)} "
@@ -192,27 +184,20 @@ async def compare_with_marker(handled: Handled, store: OrderStore) -> Decision:
             f"{stored_hash}; this {handled.message_type} version {handled.version} hashes to "
             f"{handled.request_hash}"
         ),
-        **common,
     )
 
 
 def _applied(change: ValidChange) -> Decision:
-    return Decision(
+    return decided(
         Outcome.PROCESSED,
-        order_id=change.order_id,
-        request_hash=change.request_hash,
-        message_type=change.message_type,
-        order_version=change.version,
+        change,
     )
 
 
 def _invalid_transition(change: ValidChange, cancelled_version: int) -> Decision:
-    return Decision(
+    return decided(
         Outcome.INVALID,
-        order_id=change.order_id,
-        request_hash=change.request_hash,
-        message_type=change.message_type,
-        order_version=change.version,
+        change,
         stored_version=cancelled_version,
         deadletter_reason=DeadletterReason.INVALID_TRANSITION,
         description=bound(
