@@ -187,8 +187,8 @@ def total_minor(lines: Sequence[Mapping[str, Any]]) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class ValidOrder:
-    """An order that passed the contract, with its fingerprint under the current algorithm."""
+class ValidMessage:
+    """A message that passed its contract, with its fingerprint under the current algorithm."""
 
     fields: dict[str, Any]
     request_hash: str
@@ -201,6 +201,11 @@ class ValidOrder:
     @property
     def total_minor(self) -> int:
         return total_minor(self.fields["lines"])
+
+
+@dataclass(frozen=True, slots=True)
+class ValidOrder(ValidMessage):
+    """A valid OrderPlaced: the order's first version; its MessageId is its orderId."""
 
     @property
     def message_type(self) -> str:
@@ -363,27 +368,16 @@ def fingerprint_change(message_type: str, fields: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class ValidChange:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidChange(ValidMessage):
     """An OrderAmended or OrderCancelled that passed its contract, with its fingerprint."""
 
     message_type: str  # ORDER_AMENDED or ORDER_CANCELLED
     message_id: str
-    fields: dict[str, Any]
-    request_hash: str
-    hash_algorithm: str = HASH_ALGORITHM
-
-    @property
-    def order_id(self) -> str:
-        return str(self.fields["orderId"])
 
     @property
     def version(self) -> int:
         return int(self.fields["orderVersion"])
-
-    @property
-    def total_minor(self) -> int:
-        return total_minor(self.fields["lines"])
 
 
 def parse_message(
