@@ -16,7 +16,7 @@ from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
 
-from shared.consumer.core import ORDER_TYPE
+from shared.consumer.order import ORDER_TYPE
 from shared.relay.outbox import (
     OUTBOX_TYPE,
     STATUS_PARKED,

@@ -27,15 +27,9 @@ from typing import Any
 
 import pydantic_core
 
-from shared.consumer.errors import (
-    ConditionFailed,
-    DocumentExists,
-    DocumentMissing,
-    OrderAlreadyExists,
-    OrphanedDocument,
-    StoreError,
-)
-from shared.consumer.writes import Create, PatchOperation, Write
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
+from shared.kit.errors import ConditionFailed, DocumentExists, DocumentMissing, StoreError
+from shared.kit.writes import Create, PatchOperation, Write
 
 # ---- the order store -------------------------------------------------------------------------
 

@@ -44,18 +44,17 @@ from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from shared.config import Settings
-from shared.consumer.errors import (
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
+from shared.kit.errors import (
     ConditionFailed,
     DocumentExists,
     DocumentMissing,
-    OrderAlreadyExists,
-    OrphanedDocument,
     StoreError,
     SystemicStoreError,
     TransientStoreError,
     WriteRefused,
 )
-from shared.consumer.writes import Condition, Create, Patch, Write
+from shared.kit.writes import Condition, Create, Patch, Write
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential

@@ -39,16 +39,7 @@ from shared.consumer.contract import (
     ValidOrder,
     bound,
 )
-from shared.consumer.decision import Decision, IncomingMessage, OrderStore, Outcome, decided
-from shared.consumer.errors import (
-    ConditionFailed,
-    DocumentExists,
-    DocumentMissing,
-    OrphanedDocument,
-    SystemicStoreError,
-    TransientStoreError,
-)
-from shared.consumer.inbox import InboxField, marker_id, new_marker
+from shared.consumer.errors import OrphanedDocument
 from shared.consumer.order import (
     applies_over,
     change_patch,
@@ -56,7 +47,16 @@ from shared.consumer.order import (
     order_from_change,
     stored_version,
 )
-from shared.consumer.writes import Create, Patch
+from shared.kit.decision import Decision, DocumentStore, IncomingMessage, Outcome, decided
+from shared.kit.errors import (
+    ConditionFailed,
+    DocumentExists,
+    DocumentMissing,
+    SystemicStoreError,
+    TransientStoreError,
+)
+from shared.kit.inbox import InboxField, marker_id, new_marker
+from shared.kit.writes import Create, Patch
 from shared.relay.outbox import new_change_outbox_document
 
 # This consumer's name: part of every marker's key and id. Stable forever: renamed, every
@@ -72,7 +72,7 @@ Handled = ValidOrder | ValidChange
 async def decide_change(
     change: ValidChange,
     message: IncomingMessage,
-    store: OrderStore,
+    store: DocumentStore,
     *,
     marker_ttl_s: int,
     now: datetime,
@@ -141,7 +141,7 @@ async def decide_change(
 
 
 async def record_stale(
-    handled: Handled, version: int, store: OrderStore, *, marker_ttl_s: int, now: datetime
+    handled: Handled, version: int, store: DocumentStore, *, marker_ttl_s: int, now: datetime
 ) -> Decision:
     """A first delivery of a version at or below the stored one: its marker alone, so that its
     redelivery is a duplicate; the order and its events are untouched."""
@@ -159,7 +159,7 @@ async def record_stale(
     )
 
 
-async def compare_with_marker(handled: Handled, store: OrderStore) -> Decision:
+async def compare_with_marker(handled: Handled, store: DocumentStore) -> Decision:
     """This consumer handled this MessageId before: the same content is a duplicate, other
     content a mismatch (``HashMismatch``, naming both fingerprints)."""
     message_id = _message_id(handled)

@@ -11,7 +11,8 @@ from typing import Any
 from ops.audit import SeenEvent
 from ops.port import DeadLetter
 from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, build_documents
+from shared.consumer.core import build_documents
+from shared.kit.decision import IncomingMessage
 from tests.orders import order_body
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -44,7 +44,7 @@ from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from shared.adapters.servicebus_in import Settler
 from shared.config import WatchdogSettings
-from shared.consumer.core import Decision, Outcome
+from shared.kit.decision import Decision, Outcome
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
 from tests.conftest import InstallFaulty
 from tests.orders import message, order_body

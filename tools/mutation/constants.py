@@ -65,58 +65,54 @@ _SETTLEMENT = [
 ]
 
 CORE = [
-    *(_m("consumer/decision", what, old, new) for what, old, new in _SETTLEMENT),
+    *(_m("kit/decision", what, old, new) for what, old, new in _SETTLEMENT),
     _m(
-        "consumer/core",
+        "kit/retry",
         "systemic-not-retried",
         "frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})",
         "frozenset({Outcome.TRANSIENT})",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "transient-not-retried",
         "frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})",
         "frozenset({Outcome.SYSTEMIC})",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "unexpected-not-held",
         "HELD_BEFORE_ABANDON = frozenset({Outcome.UNEXPECTED})",
         "HELD_BEFORE_ABANDON: frozenset[Outcome] = frozenset()",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "first-delay-doubled",
         "first_delay_s: float = 1.0",
         "first_delay_s: float = 2.0",
     ),
+    _m("kit/retry", "max-delay-raised", "max_delay_s: float = 8.0", "max_delay_s: float = 80.0"),
     _m(
-        "consumer/core", "max-delay-raised", "max_delay_s: float = 8.0", "max_delay_s: float = 80.0"
-    ),
-    _m(
-        "consumer/core",
+        "kit/retry",
         "no-lock-margin",
         "lock_margin_s: float = 5.0",
         "lock_margin_s: float = 0.0",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "budget-without-lock-raised",
         "budget_without_lock_s: float = 50.0",
         "budget_without_lock_s: float = 500.0",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "unexpected-not-held-by-default",
         "unexpected_hold_s: float = 30.0",
         "unexpected_hold_s: float = 0.0",
     ),
-    _m("consumer/core", "exponent-uncapped", "_MAX_EXPONENT = 64", "_MAX_EXPONENT = 100_000"),
+    _m("kit/retry", "exponent-uncapped", "_MAX_EXPONENT = 64", "_MAX_EXPONENT = 100_000"),
+    _m("kit/decision", "outcome-value-renamed", 'SYSTEMIC = "systemic"', 'SYSTEMIC = "system"'),
     _m(
-        "consumer/decision", "outcome-value-renamed", 'SYSTEMIC = "systemic"', 'SYSTEMIC = "system"'
-    ),
-    _m(
-        "consumer/decision",
+        "kit/decision",
         "settlement-value-renamed",
         'DEADLETTER = "deadletter"',
         'DEADLETTER = "dead"',
