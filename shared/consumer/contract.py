@@ -38,6 +38,8 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from shared.kit import inbox
+
 SCHEMA_VERSION = 1
 MAX_BODY_BYTES = 256 * 1024
 MAX_DESCRIPTION_CHARS = 1024
@@ -57,7 +59,7 @@ class DeadletterReason:
     INVALID_PAYLOAD = "InvalidPayload"
     UNSUPPORTED_SCHEMA_VERSION = "UnsupportedSchemaVersion"
     PAYLOAD_TOO_LARGE = "PayloadTooLarge"
-    HASH_MISMATCH = "HashMismatch"
+    HASH_MISMATCH = inbox.HASH_MISMATCH  # the kit's own: the same MessageId, other content
 
 
 class InvalidMessage(Exception):
@@ -210,6 +212,10 @@ class ValidOrder(ValidMessage):
     @property
     def message_type(self) -> str:
         return ORDER_PLACED
+
+    @property
+    def message_id(self) -> str:
+        return self.order_id  # the contract checked that an OrderPlaced's MessageId is its id
 
     @property
     def version(self) -> int:

@@ -29,7 +29,7 @@ from shared.consumer.contract import (
     parse_message,
 )
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
-from shared.consumer.lifecycle import decide_change, record_stale
+from shared.consumer.lifecycle import decide_change, order_inbox
 from shared.consumer.order import placed_order, stored_version
 from shared.kit.decision import Decision, DocumentStore, IncomingMessage, Outcome, decided
 from shared.kit.errors import SystemicStoreError, TransientStoreError
@@ -162,8 +162,12 @@ async def _compare_with_stored(
         raise TransientStoreError(f"order {valid.order_id} conflicted but could not be read")
     if stored.get("requestHash") is None:
         # Created by an amendment or a cancellation that arrived first: a newer version.
-        return await record_stale(
-            valid, stored_version(stored), store, marker_ttl_s=marker_ttl_s, now=clock.now()
+        return await order_inbox(marker_ttl_s).record_stale(
+            store,
+            valid,
+            valid.order_id,
+            stored_version=stored_version(stored),
+            now=clock.now(),
         )
     algorithm = stored.get("hashAlgorithm")
     fingerprint = FINGERPRINT_ALGORITHMS.get(str(algorithm))

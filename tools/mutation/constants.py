@@ -166,7 +166,7 @@ CONTRACT = [
         'INVALID_PAYLOAD = "Invalid"',
     ),
     _m(
-        "consumer/contract",
+        "kit/inbox",
         "reason-hash-mismatch-renamed",
         'HASH_MISMATCH = "HashMismatch"',
         'HASH_MISMATCH = "Mismatch"',
