@@ -32,12 +32,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup, ScanResult
-from shared.consumer.contract import (
-    CONTRACT_FIELDS,
-    FINGERPRINT_ALGORITHMS,
-    InvalidMessage,
-    parse_order,
-)
+from shared.consumer.contract import CONTRACT_FIELDS, FINGERPRINT_ALGORITHMS, parse_order
+from shared.kit.errors import InvalidMessage
 
 
 class Verdict(enum.StrEnum):

@@ -103,7 +103,8 @@ from ops.audit import NO_ORDER_LOST, Invariant
 from ops.sample_orders import random_order
 from shared.adapters.cosmos_orders import create_client
 from shared.config import WatchdogSettings
-from shared.consumer.contract import MAX_BODY_BYTES, parse_order
+from shared.consumer.contract import parse_order
+from shared.kit.message import MAX_BODY_BYTES
 from shared.relay.core import PARKED_RETRIES_EXHAUSTED
 from shared.relay.outbox import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
 from shared.relay.outbox import OutboxField as F

@@ -22,17 +22,22 @@ from shared.consumer.contract import (
     FINGERPRINT_ALGORITHMS,
     ORDER_PLACED,
     DeadletterReason,
-    InvalidMessage,
     ValidChange,
     ValidOrder,
-    bound,
     parse_message,
 )
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from shared.consumer.lifecycle import decide_change, order_inbox
 from shared.consumer.order import placed_order, stored_version
-from shared.kit.decision import Decision, DocumentStore, IncomingMessage, Outcome, decided
-from shared.kit.errors import SystemicStoreError, TransientStoreError
+from shared.kit.decision import (
+    Decision,
+    DocumentStore,
+    IncomingMessage,
+    Outcome,
+    decided,
+    failed,
+)
+from shared.kit.errors import InvalidMessage, SystemicStoreError, TransientStoreError, bound
 from shared.relay.outbox import new_outbox_document
 
 
@@ -143,11 +148,11 @@ async def decide(
     except OrphanedDocument as orphan:
         return _orphaned(valid, orphan)
     except TransientStoreError as error:
-        return _failed(Outcome.TRANSIENT, valid, error)
+        return failed(Outcome.TRANSIENT, valid, error)
     except SystemicStoreError as error:
-        return _failed(Outcome.SYSTEMIC, valid, error)
+        return failed(Outcome.SYSTEMIC, valid, error)
     except Exception as error:  # noqa: BLE001 - anything else: abandon, log with stack trace
-        return _failed(Outcome.UNEXPECTED, valid, error)
+        return failed(Outcome.UNEXPECTED, valid, error)
 
 
 async def _compare_with_stored(
@@ -215,14 +220,4 @@ def _orphaned(valid: ValidOrder | ValidChange, orphan: OrphanedDocument) -> Deci
             "(or restore the order), then resubmit this message"
         ),
         error=orphan,
-    )
-
-
-def _failed(outcome: Outcome, valid: ValidOrder | ValidChange, error: BaseException) -> Decision:
-    return decided(
-        outcome,
-        valid,
-        description=bound(f"{type(error).__name__}: {error}"),
-        error=error,
-        retry_after_s=error.retry_after_s if isinstance(error, TransientStoreError) else None,
     )

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.clock import document_timestamp
-from shared.consumer.contract import ORDER_CANCELLED, DeadletterReason, ValidChange, bound
+from shared.consumer.contract import ORDER_CANCELLED, DeadletterReason, ValidChange
 from shared.consumer.errors import OrphanedDocument
 from shared.consumer.order import (
     applies_over,
@@ -37,7 +37,7 @@ from shared.consumer.order import (
 )
 from shared.kit.apply import Again, Read, Reject, Resolution, Retry, Stale, apply_once
 from shared.kit.decision import Decision, DocumentStore, IncomingMessage
-from shared.kit.errors import ConditionFailed, DocumentMissing, WriteRefused
+from shared.kit.errors import ConditionFailed, DocumentMissing, WriteRefused, bound
 from shared.kit.inbox import Inbox
 from shared.kit.writes import Create, Patch, Write
 from shared.relay.outbox import new_change_outbox_document

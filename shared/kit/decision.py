@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.kit.errors import TransientStoreError, bound
 from shared.kit.writes import Write
 
 
@@ -126,3 +127,15 @@ def decided(outcome: Outcome, about: AboutMessage, **details: Any) -> Decision:
     }
     fields.update(details)
     return Decision(outcome, **fields)
+
+
+def failed(outcome: Outcome, about: AboutMessage, error: BaseException) -> Decision:
+    """The decision of a failure (transient, systemic or unexpected) while deciding about a
+    valid message: the error, bounded in the description, and the wait the service asked for."""
+    return decided(
+        outcome,
+        about,
+        description=bound(f"{type(error).__name__}: {error}"),
+        error=error,
+        retry_after_s=error.retry_after_s if isinstance(error, TransientStoreError) else None,
+    )

@@ -14,6 +14,26 @@ Imports nothing.
 
 from __future__ import annotations
 
+# Dead-letter descriptions and log lines stay bounded (Service Bus keeps a description; ours are
+# at most this long).
+MAX_DESCRIPTION_CHARS = 1024
+
+
+def bound(text: str, limit: int = MAX_DESCRIPTION_CHARS) -> str:
+    """Cut text to ``limit`` characters; dead-letter descriptions and logs stay bounded."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class InvalidMessage(Exception):
+    """The message itself is wrong: no redelivery can fix it, so it is dead-lettered with
+    ``reason`` (from its consumer's bounded set) and a bounded ``description``; nothing of it is
+    written."""
+
+    def __init__(self, reason: str, description: str) -> None:
+        super().__init__(f"{reason}: {description}")
+        self.reason = reason
+        self.description = bound(description)
+
 
 class ConsumerError(Exception):
     """Base of the errors raised on purpose by the kit and its instances."""

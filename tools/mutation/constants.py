@@ -130,19 +130,19 @@ CONTRACT = [
     ),
     _m("consumer/contract", "schema-version-2", "\nSCHEMA_VERSION = 1\n", "\nSCHEMA_VERSION = 2\n"),
     _m(
-        "consumer/contract",
+        "kit/message",
         "body-limit-raised",
         "MAX_BODY_BYTES = 256 * 1024",
         "MAX_BODY_BYTES = 1024 * 1024",
     ),
     _m(
-        "consumer/contract",
+        "kit/message",
         "body-limit-off-by-one",
         "MAX_BODY_BYTES = 256 * 1024",
         "MAX_BODY_BYTES = 256 * 1024 - 1",
     ),
     _m(
-        "consumer/contract",
+        "kit/errors",
         "description-limit-raised",
         "MAX_DESCRIPTION_CHARS = 1024",
         "MAX_DESCRIPTION_CHARS = 4096",
@@ -160,7 +160,7 @@ CONTRACT = [
         '"customerId", "placedAt", "lines")',
     ),
     _m(
-        "consumer/contract",
+        "kit/message",
         "reason-invalid-payload-renamed",
         'INVALID_PAYLOAD = "InvalidPayload"',
         'INVALID_PAYLOAD = "Invalid"',
@@ -172,7 +172,7 @@ CONTRACT = [
         'HASH_MISMATCH = "Mismatch"',
     ),
     _m(
-        "consumer/contract",
+        "kit/message",
         "reason-missing-message-id-renamed",
         'MISSING_MESSAGE_ID = "MissingMessageId"',
         'MISSING_MESSAGE_ID = "NoMessageId"',
@@ -190,7 +190,7 @@ CONTRACT = [
         'UNSUPPORTED_SCHEMA_VERSION = "UnsupportedSchema"',
     ),
     _m(
-        "consumer/contract",
+        "kit/message",
         "reason-too-large-renamed",
         'PAYLOAD_TOO_LARGE = "PayloadTooLarge"',
         'PAYLOAD_TOO_LARGE = "TooLarge"',
