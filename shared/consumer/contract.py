@@ -418,6 +418,9 @@ class OrderAcceptedPayload(TypedDict):
     totalMinor: TotalMinor
     placedAt: str
     lineCount: LineCount
+    # Added for downstream consumers that act per line (stock, analytics): the order's lines.
+    # Events of orders accepted before it lack it.
+    lines: NotRequired[OrderLines]
 
 
 @with_config(ConfigDict(strict=True, extra="forbid"))

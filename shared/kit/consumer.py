@@ -15,8 +15,16 @@ common case holds); partitions are independent, so a stop after two of five leav
 consistent partitions and the redelivery finishes the other three without touching the two
 (their markers make them duplicates). The message's outcome is the partitions' together:
 processed if any partition applied it, a duplicate if every one had, stale if none applied it
-and some were stale; a mismatch or an invalid outcome of any partition is the message's (it is
-dead-lettered). A failure is classified by what a redelivery can fix, as for every consumer of
+and some were stale. Partitions are visited in sorted order and a mismatch or an invalid outcome
+of one stops there and is the message's (it is dead-lettered).
+
+The limit of markers kept per partition: the same MessageId with other content is told apart in
+the partitions the two contents share (the first of them stops the message before any later
+one is written); content whose partitions all differ from the first's is applied as a new
+message, and partitions before the first shared one may be written. For events whose MessageId
+is their eventId (derived from what they are: docs/events.md) two contents never share one.
+
+A failure is classified by what a redelivery can fix, as for every consumer of
 the kit: transient and systemic are retried within the delivery, anything else held, then
 abandoned (``shared.kit.service.Consumer``).
 """
@@ -33,7 +41,9 @@ from shared.kit.errors import InvalidMessage, SystemicStoreError, TransientStore
 from shared.kit.inbox import Handled, Inbox
 
 # When partitions disagree, the one that decides the message: the first of these found.
-_DECIDING = (Outcome.MISMATCH, Outcome.INVALID, Outcome.PROCESSED, Outcome.STALE)
+_DECIDING = (Outcome.PROCESSED, Outcome.STALE)
+# A partition's outcome that decides the message at once (it is dead-lettered).
+_STOPPING = frozenset({Outcome.MISMATCH, Outcome.INVALID})
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +81,16 @@ async def decide[M: Handled](
             message_type=incoming.subject,
         )
     inbox = definition.inbox(marker_ttl_s)
+    decisions: list[Decision] = []
     try:
-        decisions = [
-            await apply_once(
-                store, inbox, message, partition, definition.effect(message, partition), now=now
-            )
-            for partition in dict.fromkeys(definition.partitions(message))
-        ]
+        # In a fixed order, so that two deliveries of one message meet its partitions alike;
+        # a mismatch or an invalid outcome stops there: no later partition is written.
+        for partition in sorted(set(definition.partitions(message))):
+            effect = definition.effect(message, partition)
+            decision = await apply_once(store, inbox, message, partition, effect, now=now)
+            decisions.append(decision)
+            if decision.outcome in _STOPPING:
+                return decision
     except TransientStoreError as error:
         return failed(Outcome.TRANSIENT, message, error)
     except SystemicStoreError as error:
