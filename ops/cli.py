@@ -28,7 +28,7 @@ from ops import audit_cli, init_cosmos, parked_cli, send
 from ops.durations import parse_duration
 from ops.parked import OutboxDocuments
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
-from ops.resubmit import Result, Run, body_order_id, field_diff, purge, purge_candidates, select
+from ops.resubmit import Result, Run, document_keys, field_diff, purge, purge_candidates, select
 from ops.resubmit import resubmit as resubmit_letters
 from ops.window import Window
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -342,12 +342,12 @@ def _show(
             console.print(f"body: {letter.body_problem}; shown above as its repr")
         if letter.reason != "HashMismatch":
             continue
-        order_id = body_order_id(letter.body)
-        stored = orders.stored_orders([order_id]).get(order_id) if orders and order_id else None
-        if stored is None:
+        keys = document_keys(letter)
+        stored = orders.documents(keys) if orders and keys else {}
+        if not stored:
             console.print("stored order: not found (or no --cosmos-endpoint given)")
             continue
-        table = Table("field", "dead letter", "stored order", title=f"order {order_id}")
+        table = Table("field", "dead letter", "stored", title=f"order {keys[0][1]}")
         for name, mine, theirs in field_diff(letter, stored):
             table.add_row(name, json.dumps(mine), json.dumps(theirs))
         console.print(table)

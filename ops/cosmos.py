@@ -74,6 +74,10 @@ class CosmosOrderLookup:
         found = read_many(self._container, [(order_id, order_id) for order_id in set(order_ids)])
         return {str(item["id"]): item for item in found if item.get(OutboxField.TYPE) == ORDER_TYPE}
 
+    def documents(self, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        found = read_many(self._container, set(keys))
+        return {(str(item["id"]), str(item.get(OutboxField.ORDER_ID))): item for item in found}
+
 
 class CosmosOutboxDocuments:
     def __init__(self, container: ContainerProxy) -> None:
