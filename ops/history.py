@@ -150,7 +150,7 @@ def _print(history: dict[str, Any], console: Console) -> None:
             f"{order['orderVersion']}, created by {order['createdBy']} at {order['acceptedAt']}"
         )
     table = Table("version", "record", "MessageId / eventId", "type", "outcome / status", "at")
-    rows: list[tuple[int, int, tuple[str, ...]]] = []
+    rows: list[tuple[int, int, tuple[Any, ...]]] = []
     if order is not None and order["requestHash"] is not None:
         # The OrderPlaced's own record: the order document is its marker (no inbox marker).
         placed = (str(order["messageId"]), ORDER_PLACED, "processed", str(order["acceptedAt"]))
@@ -166,8 +166,8 @@ def _print(history: dict[str, Any], console: Console) -> None:
             status = f"{status} ({event['parkedReason']})"
         cells = (event["eventId"], event["eventType"], status, when)
         rows.append((_version(event), 1, (str(event["orderVersion"]), "event", *cells)))
-    for _, _, cells in sorted(rows, key=lambda row: (row[0], row[1])):
-        table.add_row(*(str(cell) for cell in cells))
+    for _, _, row in sorted(rows, key=lambda row: (row[0], row[1])):
+        table.add_row(*(str(cell) for cell in row))
     console.print(table)
     console.print(
         f"{len(history['markers'])} marker(s), {len(history['events'])} event(s); "

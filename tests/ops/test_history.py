@@ -32,14 +32,14 @@ from tests.lifecycle.conftest import (
 __all__ = ["captured_relay", "change_feed", "relay", "relay_cosmos_options", "topic"]  # fixtures
 
 
-class RecordingTransport(RequestsTransport):
+class RecordingTransport(RequestsTransport):  # type: ignore[misc]
     """The SDK's own transport, keeping each request it sends."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.requests: list[HttpRequest] = []
 
-    def send(self, request: HttpRequest, **kwargs: Any) -> Any:  # type: ignore[override]
+    def send(self, request: HttpRequest, **kwargs: Any) -> Any:
         self.requests.append(request)
         return super().send(request, **kwargs)
 
