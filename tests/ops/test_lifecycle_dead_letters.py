@@ -109,9 +109,9 @@ async def test_a_change_after_the_cancellation_is_refused_as_an_invalid_transiti
     queue.send(placed())
     await host.run_until_idle()
     exhaust(queue, amended(3))  # the outage: v3 dead-lettered before anything said cancelled
-    for outgoing in (cancelled(2), amended(4)):
-        queue.send(outgoing)
-    await host.run_until_idle()
+    for outgoing in (cancelled(2), amended(4)):  # in this order: the host runs deliveries
+        queue.send(outgoing)  # concurrently
+        await host.run_until_idle()
     assert [(d.message.message_id, d.reason) for d in queue.dead_letters] == [
         (lifecycle_message_id(ORDER, 3), "MaxDeliveryCountExceeded"),
         (lifecycle_message_id(ORDER, 4), "InvalidTransition"),
@@ -185,6 +185,7 @@ async def test_a_reused_change_message_id_is_refused_as_a_hash_mismatch_and_show
     container: ContainerProxy,
 ) -> None:
     queue.send(placed())
+    await host.run_until_idle()
     queue.send(amended(2))
     await host.run_until_idle()
     clock.advance(WINDOW)
