@@ -273,7 +273,7 @@ def _precheck(
     if record is not None:
         return Verdict.WOULD_REMOVE, f"{record.what}, with this fingerprint"
     order = _order(letter, stored)
-    note = "would send a copy, verify it, and remove the dead letter"
+    note = ""
     if order is not None and valid is not None:
         version = stored_version(order)
         if isinstance(valid, ValidChange) and is_cancelled(order) and valid.version > version:
@@ -283,9 +283,9 @@ def _precheck(
                 f"{valid.version}: " + _producer_must(DeadletterReason.INVALID_TRANSITION),
             )
         if valid.version <= version:
-            note += (
-                f" (order {order_id} is at version {version}: the consumer will complete this "
-                f"version {valid.version} as stale, changing nothing)"
+            note = (
+                f"order {order_id} is at version {version}: the consumer will complete this "
+                f"version {valid.version} as stale, changing nothing"
             )
     window_ends = letter.enqueued_time + window
     if now < window_ends and not inside_window:
@@ -344,9 +344,12 @@ def resubmit(
             continue
         verdict, notes[letter.sequence_number] = checked
         if dry_run:
-            detail = notes[letter.sequence_number]
-            if verdict is Verdict.WOULD_REMOVE:
-                detail += ": would remove the dead letter"
+            note = notes[letter.sequence_number]
+            detail = (
+                f"{note}: would remove the dead letter"
+                if verdict is Verdict.WOULD_REMOVE
+                else _with_note("would send a copy, verify it, and remove the dead letter", note)
+            )
             results[letter.sequence_number] = Result(letter, verdict, detail)
         elif verdict is Verdict.WOULD_REMOVE:
             to_remove[letter.sequence_number] = letter
@@ -395,8 +398,11 @@ def resubmit(
         for letter in sends:
             sequence = letter.sequence_number
             copy = again.get(str(letter.message_id))
+            note = notes[sequence]
             if letter.message_id in queued:
-                verified[sequence] = Result(letter, Verdict.RESUBMITTED, "copy seen on the queue")
+                verified[sequence] = Result(
+                    letter, Verdict.RESUBMITTED, _with_note("copy seen on the queue", note)
+                )
             elif (record := handled(letter, stored_now)) is not None and record.same:
                 verified[sequence] = Result(letter, Verdict.RESUBMITTED, record.what)
             elif copy is not None:
@@ -430,6 +436,10 @@ def resubmit(
     for sequence in scan.not_received:
         results[sequence] = Result(everything[sequence], Verdict.NOT_RECEIVED, _unreached(scan))
     return Run([results[letter.sequence_number] for letter in letters], scan)
+
+
+def _with_note(detail: str, note: str) -> str:
+    return f"{detail} ({note})" if note else detail
 
 
 def _not_seen(orders: OrderLookup | None) -> str:
