@@ -3,8 +3,9 @@
 Eight targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
 ``docs/benchmarks.md``:
 
-1. Cosmos DB requests per outcome (new 1, duplicate 2, mismatch 2, invalid 0), counted at the
-   azure-core transport (``bench.request_counts``).
+1. Cosmos DB requests per outcome, OrderPlaced's and the order lifecycle's (an applied message
+   1, the floor; duplicate, mismatch, a change before its order, InvalidTransition 2; stale 3;
+   invalid 0), counted at the azure-core transport (``bench.request_counts``).
 2. The consumer's own CPU per message (``decide``, no I/O) ≤ 10% of the SDK's CPU for one
    ``create_item`` in the same run (``bench.cpu``).
 3. Consumer throughput ≥ 0.90 × the platform floor (``bench.floor_app``) at concurrency 16

@@ -34,7 +34,15 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     rows = []
     if requests := results.get("requests"):
         measured = _pairs({name: o["documents"] for name, o in requests["outcomes"].items()})
-        rows.append(("1. Cosmos requests per outcome", measured, _pairs(EXPECTED), requests["ok"]))
+        rows.append(
+            (
+                f"1. Cosmos requests per outcome (the floor: {requests['floor']} per applied "
+                "message)",
+                measured,
+                _pairs(EXPECTED),
+                requests["ok"],
+            )
+        )
     if cpu := results.get("cpu"):
         rows.append(
             (
@@ -139,12 +147,22 @@ def markdown_block(results: dict[str, Any]) -> str:
         "",
     ]
     if requests := results.get("requests"):
-        out += ["| outcome | document requests | total requests | kinds | settlement |"]
-        out += ["|---|---|---|---|---|"]
+        out += [
+            f"Target 1, in delivery order (outbox {'on' if requests['outbox'] else 'off'}); "
+            f"× floor: document requests ÷ {requests['floor']}, the floor of an applied message:",
+            "",
+            "| path | message | outcome | document requests | expected | × floor | "
+            "total requests | kinds | settlement | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for name, o in requests["outcomes"].items():
             settlement = o["settlement"] + (f" ({o['reason']})" if o["reason"] else "")
             kinds = _pairs(o["kinds"]) or "none"
-            out.append(f"| {name} | {o['documents']} | {o['total']} | {kinds} | {settlement} |")
+            out.append(
+                f"| {name} | {o['message_type']} | {o['outcome']} | {o['documents']} | "
+                f"{o['expected']} | {o['floor_ratio']:g} | {o['total']} | {kinds} | "
+                f"{settlement} | {_verdict(o['ok'])} |"
+            )
         out.append("")
     if cpu := results.get("cpu"):
         d = cpu["decide_cpu_us"]

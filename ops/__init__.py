@@ -6,6 +6,7 @@ steps. Installed from requirements-ops.txt alone; it never ships with the app (`
 - ``resubmit``: the dead-letter decisions (resubmit, hold, refuse, purge; a ``HashMismatch``'s
   diff), pure over ``port``'s ports;
 - ``parked``: parked and long-pending outbox events, and republishing them;
+- ``history``: one order's document, inbox markers and outbox events, by version;
 - ``audit``: the flow's invariants as pure functions (the demo's too);
 - adapters: ``servicebus`` (the dead-letter port over Azure Service Bus; the local broker
   reaches it through the same SDK, ``local.assembly.dead_letter_queue``) and ``cosmos``

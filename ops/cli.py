@@ -1,6 +1,7 @@
 """``python -m ops``: the operator's command line. Translates arguments, builds the adapters (or
 takes injected ones: tests, the local stand-in), calls the commands' modules (``ops.resubmit``
-for the dead-letter queue, ``ops.parked`` for parked outbox events, ``ops.audit``), prints.
+for the dead-letter queue, ``ops.parked`` for parked outbox events, ``ops.history`` for one
+order's history, ``ops.audit``), prints.
 
 Every command reports per item what happened, and the exit status says whether everything asked
 for did happen: 0 done; 1 something was held, refused, dropped, failed, not received or not found
@@ -24,11 +25,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ops import audit_cli, init_cosmos, parked_cli, send
+from ops import audit_cli, history, init_cosmos, parked_cli, send
 from ops.durations import parse_duration
 from ops.parked import OutboxDocuments
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
-from ops.resubmit import Result, Run, body_order_id, field_diff, purge, purge_candidates, select
+from ops.resubmit import Result, Run, document_keys, field_diff, purge, purge_candidates, select
 from ops.resubmit import resubmit as resubmit_letters
 from ops.window import Window
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -48,11 +49,20 @@ class Adapters:
     audit: audit_cli.AuditReader | None = None
     events: audit_cli.EventSource | None = None
     window: Window | None = None
+    partition: history.OrderPartition | None = None
 
     @property
     def injected(self) -> bool:
         return any(
-            x is not None for x in (self.queue, self.orders, self.outbox, self.audit, self.events)
+            x is not None
+            for x in (
+                self.queue,
+                self.orders,
+                self.outbox,
+                self.audit,
+                self.events,
+                self.partition,
+            )
         )
 
 
@@ -103,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     purging.add_argument("--dry-run", action="store_true")
     purging.add_argument("--json", action="store_true", help="every result, as JSON")
     parked_cli.add_commands(commands)
+    history.add_command(commands)
     audit_cli.add_commands(commands)
     send.add_command(commands)
     commands.add_parser(
@@ -127,6 +138,7 @@ def main(
     outbox: OutboxDocuments | None = None,
     audit: audit_cli.AuditReader | None = None,
     events: audit_cli.EventSource | None = None,
+    partition: history.OrderPartition | None = None,
     clock: Clock | None = None,
     confirm: Callable[[str], bool] = _ask,
     out: TextIO | None = None,
@@ -141,11 +153,17 @@ def main(
     if args.command == "init-cosmos":
         return init_cosmos.run(out or sys.stdout)
     console = Console(file=out or sys.stdout, width=160, soft_wrap=True)
-    adapters = Adapters(queue=queue, orders=orders, outbox=outbox, audit=audit, events=events)
+    adapters = Adapters(
+        queue=queue, orders=orders, outbox=outbox, audit=audit, events=events, partition=partition
+    )
     try:
         with _connected(args, adapters):
             if args.command in DEAD_LETTER_COMMANDS:
                 return _dead_letter_command(args, adapters, console, confirm)
+            if args.command == "history":
+                if adapters.partition is None:
+                    raise ValueError("history needs the orders container (--cosmos-endpoint)")
+                return history.run(args, adapters.partition, console)
             now = (clock or adapters.queue or SYSTEM_CLOCK).now()
             if args.command == "audit":
                 return _audit(args, adapters, console, now)
@@ -176,6 +194,7 @@ def _connected(args: argparse.Namespace, adapters: Adapters) -> Iterator[Adapter
             if args.cosmos_endpoint:
                 from ops.cosmos import (
                     CosmosAuditReader,
+                    CosmosOrderHistory,
                     CosmosOrderLookup,
                     CosmosOutboxDocuments,
                     container_client,
@@ -190,6 +209,7 @@ def _connected(args: argparse.Namespace, adapters: Adapters) -> Iterator[Adapter
                 )
                 adapters.orders = CosmosOrderLookup(container)
                 adapters.outbox = CosmosOutboxDocuments(container)
+                adapters.partition = CosmosOrderHistory(container)
                 if args.command == "audit":
                     adapters.audit = CosmosAuditReader(container, max_documents=args.max_documents)
         yield adapters
@@ -342,12 +362,12 @@ def _show(
             console.print(f"body: {letter.body_problem}; shown above as its repr")
         if letter.reason != "HashMismatch":
             continue
-        order_id = body_order_id(letter.body)
-        stored = orders.stored_orders([order_id]).get(order_id) if orders and order_id else None
-        if stored is None:
+        keys = document_keys(letter)
+        stored = orders.documents(keys) if orders and keys else {}
+        if not stored:
             console.print("stored order: not found (or no --cosmos-endpoint given)")
             continue
-        table = Table("field", "dead letter", "stored order", title=f"order {order_id}")
+        table = Table("field", "dead letter", "stored", title=f"order {keys[0][1]}")
         for name, mine, theirs in field_diff(letter, stored):
             table.add_row(name, json.dumps(mine), json.dumps(theirs))
         console.print(table)

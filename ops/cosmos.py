@@ -1,7 +1,8 @@
 """The tool's Cosmos DB adapter (``azure-cosmos``, sync client), over the orders container:
-the order lookup of the dead-letter commands (one point read by id in the order's own
-partition) and the outbox documents of the parked-event commands (an index query on ``status``,
-point reads, one etag-conditional patch of ``status``). Entra ID (``DefaultAzureCredential``: a
+the order lookup of the dead-letter commands (batched point reads of orders and inbox markers,
+each in its order's own partition), the outbox documents of the parked-event commands (an index
+query on ``status``, point reads, one etag-conditional patch of ``status``) and an order's
+history (one query scoped to its partition). Entra ID (``DefaultAzureCredential``: a
 Cosmos DB data reader role for ``show``, ``resubmit`` and ``audit``; a data contributor role to
 republish) or a key (emulators). Never creates or deletes a document, never writes an order."""
 
@@ -16,6 +17,7 @@ from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
 
+from ops.history import PartitionRead
 from shared.consumer.order import ORDER_TYPE
 from shared.relay.outbox import (
     OUTBOX_TYPE,
@@ -74,6 +76,10 @@ class CosmosOrderLookup:
         found = read_many(self._container, [(order_id, order_id) for order_id in set(order_ids)])
         return {str(item["id"]): item for item in found if item.get(OutboxField.TYPE) == ORDER_TYPE}
 
+    def documents(self, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        found = read_many(self._container, set(keys))
+        return {(str(item["id"]), str(item.get(OutboxField.ORDER_ID))): item for item in found}
+
 
 class CosmosOutboxDocuments:
     def __init__(self, container: ContainerProxy) -> None:
@@ -114,6 +120,42 @@ class CosmosOutboxDocuments:
         except (CosmosAccessConditionFailedError, CosmosResourceNotFoundError):
             return False
         return True
+
+
+class CosmosOrderHistory:
+    """``python -m ops history``: every document of one order's partition, in one query.
+
+    ``SELECT * FROM c WHERE c.orderId = @orderId`` with ``partition_key=<orderId>``
+    (azure/cosmos/container.py:982-985: a query "targeted" at one partition key value; the
+    filter on the partition key path says the same in the query text, which is all the local
+    cosmosdb-server reads) is answered by the one physical partition that holds the order and
+    loads only that logical partition's documents: the order, this
+    consumer's inbox markers (one per handled change, kept for the marker window), the outbox
+    events (one per applied version; a dispatched one expires after 7 days). A handful of
+    documents of about 1 KB: a few RU (the charge of a query grows with the documents it loads,
+    https://learn.microsoft.com/azure/cosmos-db/optimize-cost-reads-writes), printed with the
+    history as the responses' ``x-ms-request-charge``. Needs a Cosmos DB data reader role.
+    """
+
+    def __init__(self, container: ContainerProxy) -> None:
+        self._container = container
+
+    def read(self, order_id: str) -> PartitionRead:
+        charge = [0.0]
+
+        def count(headers: Mapping[str, Any], *_: Any) -> None:
+            charge[0] += float(headers.get("x-ms-request-charge", 0) or 0)
+
+        documents = [
+            dict(item)
+            for item in self._container.query_items(
+                f"SELECT * FROM c WHERE c.{OutboxField.ORDER_ID} = @orderId",
+                parameters=[{"name": "@orderId", "value": order_id}],
+                partition_key=order_id,
+                response_hook=count,
+            )
+        ]
+        return PartitionRead(documents, charge[0])
 
 
 class AuditTooLarge(ValueError):

@@ -98,10 +98,20 @@ class DeadLetterQueue(Protocol):
         ...
 
 
-class OrderLookup(Protocol):
-    """Stored order documents by order id; an order that is not stored is left out."""
+#: A document of the orders container by its (id, partition key = orderId).
+DocumentKey = tuple[str, str]
 
-    def stored_orders(self, order_ids: Collection[str]) -> dict[str, dict[str, Any]]: ...
+
+class OrderLookup(Protocol):
+    """Stored documents of the orders container; what is not stored is left out."""
+
+    def stored_orders(self, order_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        """Order documents by order id."""
+        ...
+
+    def documents(self, keys: Collection[DocumentKey]) -> dict[DocumentKey, dict[str, Any]]:
+        """Any documents (orders, inbox markers) by (id, orderId), in one batched read."""
+        ...
 
 
 def by_sequence(letters: Iterable[DeadLetter]) -> dict[int, DeadLetter]:

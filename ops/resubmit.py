@@ -3,23 +3,35 @@ the field-by-field diff of a ``HashMismatch``. Pure over the ports (``ops.port``
 invents a MessageId, and it reports only what the broker confirmed: a dead letter is "removed"
 when, and only when, the scan completed it (``ScanResult.removed``).
 
+A dead letter is read as the consumer reads it: its type is its Subject (none: OrderPlaced),
+its body is checked by the same contract (``shared.consumer.contract.parse_message``), and
+"handled" is what the consumer records: an OrderPlaced's order document with its fingerprint,
+or the inbox marker of (consumer, MessageId) with its fingerprint (``shared.kit.inbox``),
+which every OrderAmended and OrderCancelled, and a stale OrderPlaced, leaves.
+
 Resubmitting is where orders get lost, two ways, and both are silent on the broker's side:
 
 - the queue has duplicate detection: a copy sent with the original MessageId while that id is
   still in the detection history (``duplicateDetectionHistoryTimeWindow``, from the original's
   enqueue time) is accepted by ``send`` and dropped. So inside the window the tool HOLDS (sends
   nothing) unless ``--inside-window`` is given, and in every case it removes a dead letter only
-  after VERIFYING the copy: its MessageId is on the queue (peek) or its order is stored with the
-  same fingerprint (Cosmos DB). A dropped copy leaves the dead letter in place (``dropped``);
-- the consumer requires MessageId = orderId: a copy under any other MessageId is dead-lettered
-  as ``MessageIdMismatch``. The tool copies the MessageId as is and REFUSES a dead letter whose
-  MessageId is missing or differs from its body's orderId, or whose body cannot be read as an
-  order at all (the producer must send it anew).
+  after VERIFYING the copy: its MessageId is on the queue (peek) or the consumer recorded it
+  handled with the same fingerprint (Cosmos DB). A dropped copy leaves the dead letter in place
+  (``dropped``);
+- a copy the consumer would dead-letter again is REFUSED (nothing sent; only the producer can
+  fix it): no MessageId; a MessageId the contract refuses for its type (an OrderPlaced's must
+  be its orderId, a change's must differ from it: ``MessageIdMismatch``); a Subject the contract
+  does not read (``UnsupportedMessageType``); a body that cannot be read at all; a MessageId
+  handled with other content (``HashMismatch``); a change of an order cancelled at a lower
+  version, or dead-lettered ``InvalidTransition`` (a cancelled order changes no more).
+
+A copy of a version at or below the one the order holds is resubmitted: the consumer completes
+it as ``stale`` (its marker written, nothing else changed), which the detail predicts.
 
 Send first, remove second, under the dead letter's lock: a crash in between leaves the dead
-letter AND the copy. The next run finds the order stored (or the copy on the queue) and only
-removes the dead letter; if it sends again, the broker drops that copy or the consumer completes
-it as a duplicate. Never two orders, never none.
+letter AND the copy. The next run finds the copy handled (or on the queue) and only removes the
+dead letter; if it sends again, the broker drops that copy or the consumer completes it as a
+duplicate. Never two orders, never none.
 """
 
 from __future__ import annotations
@@ -31,9 +43,23 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ops.port import DeadLetter, DeadLetterQueue, OrderLookup, ScanResult
-from shared.consumer.contract import CONTRACT_FIELDS, FINGERPRINT_ALGORITHMS, parse_order
+from ops.port import DeadLetter, DeadLetterQueue, DocumentKey, OrderLookup, ScanResult
+from shared.consumer.contract import (
+    CHANGE_FIELDS,
+    CONTRACT_FIELDS,
+    FINGERPRINT_ALGORITHMS,
+    ORDER_AMENDED,
+    ORDER_PLACED,
+    DeadletterReason,
+    ValidChange,
+    ValidOrder,
+    message_id_problem,
+    parse_message,
+)
+from shared.consumer.lifecycle import CONSUMER_NAME
+from shared.consumer.order import is_cancelled, stored_version
 from shared.kit.errors import InvalidMessage
+from shared.kit.inbox import InboxField, marker_id
 
 
 class Verdict(enum.StrEnum):
@@ -107,67 +133,160 @@ def body_order_id(body: bytes) -> str | None:
     return order_id if isinstance(order_id, str) else None
 
 
-def _same_as_stored(letter: DeadLetter, stored: dict[str, Any]) -> bool | None:
-    """Whether the dead letter's fingerprint equals the stored order's (None: cannot tell)."""
-    fingerprint = FINGERPRINT_ALGORITHMS.get(str(stored.get("hashAlgorithm")))
+def message_type(letter: DeadLetter) -> str:
+    """The consumer's reading of the type: the Subject, none meaning OrderPlaced."""
+    return letter.subject or ORDER_PLACED
+
+
+def parsed(letter: DeadLetter) -> ValidOrder | ValidChange | None:
+    """The dead letter as the consumer's contract reads it; None if the contract refuses it."""
     try:
-        valid = parse_order(letter.body, letter.message_id)
+        return parse_message(letter.body, letter.message_id, letter.subject)
     except InvalidMessage:
         return None
-    if fingerprint is None:
+
+
+def document_keys(letter: DeadLetter) -> list[DocumentKey]:
+    """What tells whether the consumer handled this dead letter: its order and this consumer's
+    marker of its MessageId, both in the order's partition."""
+    order_id = body_order_id(letter.body)
+    if order_id is None or not letter.message_id:
+        return []
+    return [(order_id, order_id), (marker_id(CONSUMER_NAME, letter.message_id), order_id)]
+
+
+def _order(
+    letter: DeadLetter, stored: Mapping[DocumentKey, dict[str, Any]]
+) -> dict[str, Any] | None:
+    keys = document_keys(letter)
+    return stored.get(keys[0]) if keys else None
+
+
+def _marker(
+    letter: DeadLetter, stored: Mapping[DocumentKey, dict[str, Any]]
+) -> dict[str, Any] | None:
+    keys = document_keys(letter)
+    return stored.get(keys[1]) if keys else None
+
+
+@dataclass(frozen=True)
+class Handled:
+    """Whether the consumer recorded this dead letter's MessageId as handled: True with the same
+    fingerprint, False with another; and what recorded it."""
+
+    same: bool
+    what: str
+
+
+def handled(letter: DeadLetter, stored: Mapping[DocumentKey, dict[str, Any]]) -> Handled | None:
+    """The consumer's record of this dead letter (None: none, or one it cannot compare)."""
+    valid = parsed(letter)
+    if valid is None:
         return None
-    return fingerprint(valid.fields) == stored.get("requestHash")
+    marker = _marker(letter, stored)
+    if marker is not None and marker.get(InboxField.HASH_ALGORITHM) == valid.hash_algorithm:
+        outcome = marker.get(InboxField.OUTCOME)
+        return Handled(
+            marker.get(InboxField.REQUEST_HASH) == valid.request_hash,
+            f"MessageId {letter.message_id} was handled as {marker.get(InboxField.MESSAGE_TYPE)} "
+            f"version {marker.get(InboxField.ORDER_VERSION)} ({outcome})",
+        )
+    order = _order(letter, stored)
+    if isinstance(valid, ValidOrder) and order is not None:
+        fingerprint = FINGERPRINT_ALGORITHMS.get(str(order.get("hashAlgorithm")))
+        if fingerprint is not None and order.get("requestHash") is not None:
+            same = fingerprint(valid.fields) == order.get("requestHash")
+            return Handled(same, f"order {valid.order_id} is stored")
+    return None
 
 
-def _stored_state(letter: DeadLetter, stored: Mapping[str, dict[str, Any]]) -> bool | None:
-    """True: stored with this fingerprint; False: stored, different; None: not stored/unknown."""
-    order = stored.get(str(letter.message_id))
-    return None if order is None else _same_as_stored(letter, order)
-
-
-def _stored(orders: OrderLookup | None, letters: Iterable[DeadLetter]) -> dict[str, dict[str, Any]]:
-    """The stored orders of these dead letters, in one batched read (none without a lookup)."""
+def _stored(
+    orders: OrderLookup | None, letters: Iterable[DeadLetter]
+) -> dict[DocumentKey, dict[str, Any]]:
+    """The orders and markers of these dead letters, in one batched read (none without a
+    lookup)."""
     if orders is None:
         return {}
-    return orders.stored_orders({letter.message_id for letter in letters if letter.message_id})
+    return orders.documents({key for letter in letters for key in document_keys(letter)})
+
+
+def _refused(letter: DeadLetter, why: str) -> Result:
+    return Result(letter, Verdict.REFUSED, why)
+
+
+def _producer_must(reason: str) -> str:
+    return f"a copy would be dead-lettered as {reason} again; the producer must send it anew"
 
 
 def _precheck(
     letter: DeadLetter,
-    stored_orders: Mapping[str, dict[str, Any]],
+    stored: Mapping[DocumentKey, dict[str, Any]],
     window: timedelta,
     now: datetime,
     inside_window: bool,
-) -> Result | Verdict:
-    """A final result (refused, held), or what the scan must do: WOULD_REMOVE (the order is
-    stored: remove only) or WOULD_RESUBMIT (send a copy, verify, remove)."""
+) -> Result | tuple[Verdict, str]:
+    """A final result (refused, held), or what the scan must do and why: WOULD_REMOVE (the
+    consumer handled it: remove only) or WOULD_RESUBMIT (send a copy, verify, remove)."""
     if letter.body_problem is not None:
-        return Result(
+        return _refused(
             letter,
-            Verdict.REFUSED,
-            f"the body cannot be read as an order ({letter.body_problem}): a copy would be "
-            "dead-lettered as InvalidPayload again; the producer must send it anew",
+            f"the body cannot be read as an order ({letter.body_problem}): "
+            + _producer_must(DeadletterReason.INVALID_PAYLOAD),
         )
     if not letter.message_id:
-        return Result(letter, Verdict.REFUSED, "no MessageId: the producer must send it anew")
+        return _refused(letter, "no MessageId: the producer must send it anew")
+    kind = message_type(letter)
+    try:
+        valid: ValidOrder | ValidChange | None = parse_message(
+            letter.body, letter.message_id, letter.subject
+        )
+    except InvalidMessage as error:
+        # Other refusals of the contract are left to the consumer: a copy of a schemaVersion it
+        # does not read yet goes once the consumer that reads it is deployed.
+        valid = None
+        if error.reason == DeadletterReason.UNSUPPORTED_MESSAGE_TYPE:
+            return _refused(
+                letter,
+                f"{error.description}: a copy (the Subject copied as is) would be dead-lettered "
+                "as UnsupportedMessageType again; the producer must send it anew with the right "
+                "Subject, or a consumer that reads this type be deployed first",
+            )
     order_id = body_order_id(letter.body)
-    if order_id != letter.message_id:
-        return Result(
-            letter,
-            Verdict.REFUSED,
-            f"MessageId {letter.message_id!r} is not the body's orderId {order_id!r}: a copy "
-            "would be dead-lettered as MessageIdMismatch again; the producer must send it anew",
+    problem = message_id_problem(kind, letter.message_id, order_id)
+    if problem is not None:
+        return _refused(
+            letter, f"{problem}: " + _producer_must(DeadletterReason.MESSAGE_ID_MISMATCH)
         )
-    stored = _stored_state(letter, stored_orders)
-    if stored is False:
-        return Result(
+    if letter.reason == DeadletterReason.INVALID_TRANSITION:
+        return _refused(
             letter,
-            Verdict.REFUSED,
-            f"order {order_id} is stored with a different fingerprint: a copy would be "
-            "dead-lettered as HashMismatch again (see `show`)",
+            "a change after its order's cancellation (a cancelled order changes no more): "
+            + _producer_must(DeadletterReason.INVALID_TRANSITION),
         )
-    if stored is True:
-        return Verdict.WOULD_REMOVE
+    record = handled(letter, stored)
+    if record is not None and not record.same:
+        return _refused(
+            letter,
+            f"{record.what} with a different fingerprint: a copy would be dead-lettered as "
+            "HashMismatch again (see `show`)",
+        )
+    if record is not None:
+        return Verdict.WOULD_REMOVE, f"{record.what}, with this fingerprint"
+    order = _order(letter, stored)
+    note = ""
+    if order is not None and valid is not None:
+        version = stored_version(order)
+        if isinstance(valid, ValidChange) and is_cancelled(order) and valid.version > version:
+            return _refused(
+                letter,
+                f"order {order_id} was cancelled at version {version}; this {kind} is version "
+                f"{valid.version}: " + _producer_must(DeadletterReason.INVALID_TRANSITION),
+            )
+        if valid.version <= version:
+            note = (
+                f"order {order_id} is at version {version}: the consumer will complete this "
+                f"version {valid.version} as stale, changing nothing"
+            )
     window_ends = letter.enqueued_time + window
     if now < window_ends and not inside_window:
         return Result(
@@ -177,7 +296,7 @@ def _precheck(
             "would silently drop a copy. Resubmit after that time, or pass --inside-window to "
             "send anyway (the dead letter is removed only if the copy is seen)",
         )
-    return Verdict.WOULD_RESUBMIT
+    return Verdict.WOULD_RESUBMIT, note
 
 
 class _CopyVerifier:
@@ -216,19 +335,23 @@ def resubmit(
     results: dict[int, Result] = {}
     to_send: dict[int, DeadLetter] = {}
     to_remove: dict[int, DeadLetter] = {}
+    notes: dict[int, str] = {}
     stored_before = _stored(orders, letters)
     for letter in letters:
         checked = _precheck(letter, stored_before, window, now, inside_window)
         if isinstance(checked, Result):
             results[letter.sequence_number] = checked
-        elif dry_run:
+            continue
+        verdict, notes[letter.sequence_number] = checked
+        if dry_run:
+            note = notes[letter.sequence_number]
             detail = (
-                "order already stored: would remove the dead letter"
-                if checked is Verdict.WOULD_REMOVE
-                else "would send a copy, verify it, and remove the dead letter"
+                f"{note}: would remove the dead letter"
+                if verdict is Verdict.WOULD_REMOVE
+                else _with_note("would send a copy, verify it, and remove the dead letter", note)
             )
-            results[letter.sequence_number] = Result(letter, checked, detail)
-        elif checked is Verdict.WOULD_REMOVE:
+            results[letter.sequence_number] = Result(letter, verdict, detail)
+        elif verdict is Verdict.WOULD_REMOVE:
             to_remove[letter.sequence_number] = letter
         else:
             to_send[letter.sequence_number] = letter
@@ -243,7 +366,7 @@ def resubmit(
         for letter in batch:
             if letter.sequence_number in to_remove:
                 verified[letter.sequence_number] = Result(
-                    letter, Verdict.ALREADY_STORED, f"order {letter.message_id} is stored: removed"
+                    letter, Verdict.ALREADY_STORED, f"{notes[letter.sequence_number]}: removed"
                 )
                 chosen.add(letter.sequence_number)
         sends = [letter for letter in batch if letter.sequence_number in to_send]
@@ -275,10 +398,13 @@ def resubmit(
         for letter in sends:
             sequence = letter.sequence_number
             copy = again.get(str(letter.message_id))
+            note = notes[sequence]
             if letter.message_id in queued:
-                verified[sequence] = Result(letter, Verdict.RESUBMITTED, "copy seen on the queue")
-            elif _stored_state(letter, stored_now) is True:
-                verified[sequence] = Result(letter, Verdict.RESUBMITTED, "the order is stored")
+                verified[sequence] = Result(
+                    letter, Verdict.RESUBMITTED, _with_note("copy seen on the queue", note)
+                )
+            elif (record := handled(letter, stored_now)) is not None and record.same:
+                verified[sequence] = Result(letter, Verdict.RESUBMITTED, record.what)
             elif copy is not None:
                 verified[sequence] = Result(
                     letter,
@@ -310,6 +436,10 @@ def resubmit(
     for sequence in scan.not_received:
         results[sequence] = Result(everything[sequence], Verdict.NOT_RECEIVED, _unreached(scan))
     return Run([results[letter.sequence_number] for letter in letters], scan)
+
+
+def _with_note(detail: str, note: str) -> str:
+    return f"{detail} ({note})" if note else detail
 
 
 def _not_seen(orders: OrderLookup | None) -> str:
@@ -362,15 +492,49 @@ def purge_candidates(
     ]
 
 
-def field_diff(letter: DeadLetter, stored: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """(field, in the dead letter, in the stored order) for each contract field that differs;
-    order lines compared line by line and field by field."""
+def field_diff(
+    letter: DeadLetter, stored: Mapping[DocumentKey, dict[str, Any]]
+) -> list[tuple[str, Any, Any]]:
+    """(field, in the dead letter, in what the consumer stored) for each field that differs,
+    against the record the consumer compared it with (``document_keys`` read): an OrderPlaced
+    against its order's contract fields, order lines line by line and field by field; a change
+    (or a stale OrderPlaced) against this consumer's marker of its MessageId (type, version,
+    fingerprint) and, when the order still holds that amendment, against its fields."""
     try:
-        incoming = parse_order(letter.body, letter.message_id).fields
+        valid = parse_message(letter.body, letter.message_id, letter.subject)
     except InvalidMessage as error:
-        return [("(body)", f"not a valid order: {error}", None)]
+        return [("(body)", f"not a valid {message_type(letter)}: {error}", None)]
+    order, marker = _order(letter, stored) or {}, _marker(letter, stored)
+    if marker is not None:
+        differences = [
+            (field, mine, marker.get(field))
+            for field, mine in (
+                (InboxField.MESSAGE_TYPE, valid.message_type),
+                (InboxField.ORDER_VERSION, valid.version),
+                (InboxField.REQUEST_HASH, valid.request_hash),
+            )
+            if mine != marker.get(field)
+        ]
+        # The order still holds the amendment the marker recorded: its fields are that content.
+        if (
+            isinstance(valid, ValidChange)
+            and marker.get(InboxField.MESSAGE_TYPE) == valid.message_type == ORDER_AMENDED
+            and marker.get(InboxField.ORDER_VERSION) == stored_version(order)
+            and not is_cancelled(order)
+        ):
+            names = [n for n in CHANGE_FIELDS[valid.message_type] if n in order]
+            differences += _contract_diff(valid.fields, order, names)
+        return differences
+    if isinstance(valid, ValidChange):
+        return []
+    return _contract_diff(valid.fields, order, CONTRACT_FIELDS)
+
+
+def _contract_diff(
+    incoming: Mapping[str, Any], stored: Mapping[str, Any], names: Iterable[str]
+) -> list[tuple[str, Any, Any]]:
     differences: list[tuple[str, Any, Any]] = []
-    for name in CONTRACT_FIELDS:
+    for name in names:
         mine, theirs = incoming.get(name), stored.get(name)
         if name == "lines" and isinstance(mine, list) and isinstance(theirs, list):
             for index in range(max(len(mine), len(theirs))):

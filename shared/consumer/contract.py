@@ -224,12 +224,9 @@ def parse_order(body: bytes, message_id: str | None) -> ValidOrder:
         fields: dict[str, Any] = _VALIDATE(document)
     except ValidationError as error:
         raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
-    order_id = fields["orderId"]
-    if order_id != message_id:
-        raise InvalidMessage(
-            DeadletterReason.MESSAGE_ID_MISMATCH,
-            f"MessageId {bound(message_id, 80)!r} differs from orderId {order_id!r}",
-        )
+    problem = message_id_problem(ORDER_PLACED, message_id, fields["orderId"])
+    if problem is not None:
+        raise InvalidMessage(DeadletterReason.MESSAGE_ID_MISMATCH, problem)
     return ValidOrder(fields=fields, request_hash=fingerprint_v1(fields))
 
 
@@ -343,6 +340,31 @@ class ValidChange(ValidMessage):
         return int(self.fields["orderVersion"])
 
 
+def message_id_problem(
+    message_type: str, message_id: str, order_id: object, order_version: object = None
+) -> str | None:
+    """Why this MessageId cannot carry a message of this type about ``order_id`` (the
+    ``MessageIdMismatch`` description), or None: an OrderPlaced's MessageId is its orderId; a
+    change's is its own, at most ``MAX_MESSAGE_ID_CHARS``. The one statement of the rule, for
+    the consumer and for the operator tool, which reads it before resubmitting a dead letter."""
+    if message_type == ORDER_PLACED:
+        if order_id == message_id:
+            return None
+        return f"MessageId {bound(message_id, 80)!r} differs from orderId {order_id!r}"
+    # With duplicate detection on, the queue would silently drop a change that reuses its
+    # order's MessageId (the OrderPlaced's) inside the window: refuse it loudly instead.
+    if len(message_id) > MAX_MESSAGE_ID_CHARS:
+        problem = f"is longer than {MAX_MESSAGE_ID_CHARS} characters"
+    elif message_id == order_id:
+        example = f"{order_id}:v{order_version}" if order_version is not None else ""
+        problem = f"equals the orderId; an {message_type} needs its own" + (
+            f", e.g. '{example}'" if example else ""
+        )
+    else:
+        return None
+    return f"MessageId {bound(message_id, 80)!r} {problem}"
+
+
 def parse_message(
     body: bytes, message_id: str | None, subject: str | None
 ) -> ValidOrder | ValidChange:
@@ -364,20 +386,11 @@ def parse_message(
         fields = validate(document)
     except ValidationError as error:
         raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
-    order_id = fields["orderId"]
-    # With duplicate detection on, the queue would silently drop a change that reuses its
-    # order's MessageId (the OrderPlaced's) inside the window: refuse it loudly instead.
-    if len(message_id) > MAX_MESSAGE_ID_CHARS or message_id == order_id:
-        problem = (
-            f"is longer than {MAX_MESSAGE_ID_CHARS} characters"
-            if len(message_id) > MAX_MESSAGE_ID_CHARS
-            else f"equals the orderId; an {message_type} needs its own, e.g. "
-            f"'{order_id}:v{fields['orderVersion']}'"
-        )
-        raise InvalidMessage(
-            DeadletterReason.MESSAGE_ID_MISMATCH,
-            f"MessageId {bound(message_id, 80)!r} {problem}",
-        )
+    problem = message_id_problem(
+        message_type, message_id, fields["orderId"], fields["orderVersion"]
+    )
+    if problem is not None:
+        raise InvalidMessage(DeadletterReason.MESSAGE_ID_MISMATCH, problem)
     return ValidChange(
         message_type=message_type,
         message_id=message_id,

@@ -111,7 +111,7 @@ async def decide(
 ) -> Decision:
     """Validate, write once, and classify. Never raises for a message-level problem.
     ``traceparent``: the consumer span's, stored on the outbox event (``build_documents``);
-    ``marker_ttl_s``: how long an inbox marker is kept (``shared.consumer.inbox``)."""
+    ``marker_ttl_s``: how long an inbox marker is kept (``shared.kit.inbox``)."""
     try:
         valid = parse_message(message.body, message.message_id, message.subject)
     except InvalidMessage as invalid:

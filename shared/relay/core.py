@@ -212,6 +212,7 @@ class OutboundEvent:
     causation_id: str | None
     application_properties: Mapping[str, str | int]
     subject: str = ORDER_ACCEPTED_EVENT_TYPE
+    order_version: int = 1
     content_type: str = EVENT_CONTENT_TYPE
     # The consumer's trace context, if the outbox document carries it: the publish span links it.
     stored_traceparent: str | None = None
@@ -272,8 +273,22 @@ def build_event(document: Mapping[str, Any]) -> OutboundEvent:
         causation_id=causation_id,
         application_properties=properties,
         subject=body["eventType"],
+        order_version=int(body["payload"]["orderVersion"]),
         stored_traceparent=optional_text(document.get(OutboxField.TRACEPARENT)),
     )
+
+
+def in_version_order(events: Sequence[OutboundEvent]) -> list[OutboundEvent]:
+    """The batch's events with each order's in increasing ``orderVersion``, the orders in the
+    order they first appear. The change feed delivers one partition's changes in the order they
+    were committed, and an order's events commit in increasing versions (each with its change,
+    on the condition that the stored version is older), so this is the feed's own order; sorted
+    anyway, so that no source of a batch (the watchdog's query, a feed read merged across
+    ranges) can send a later version first."""
+    first_seen: dict[str, int] = {}
+    for position, event in enumerate(events):
+        first_seen.setdefault(event.order_id, position)
+    return sorted(events, key=lambda event: (first_seen[event.order_id], event.order_version))
 
 
 # ---- ports ----------------------------------------------------------------------------------
@@ -423,7 +438,7 @@ class OutboxRelay:
             for document, description in invalid
         ]
         if events:
-            updates += await self._publish(events, report)
+            updates += await self._publish(in_version_order(events), report)
         await self._run_bounded(updates)
         report.in_batch_order([str(document.get(OutboxField.ID)) for document in documents])
         self._raise_if_incomplete(report)

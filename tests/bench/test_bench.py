@@ -16,6 +16,7 @@ from bench.__main__ import main
 from bench.request_counts import count_outcomes
 from bench.standin import standin
 from local.assembly.world import CosmosAccount
+from local.standins.faults import POINT_READS, FaultKind, FaultRule
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALLEST = [
@@ -47,8 +48,24 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
         "ingestion",
         "watchdog",
     }
-    assert results["requests"]["ok"], results["requests"]
-    assert results["requests"]["outcomes"]["new"]["kinds"] == {"batch": 1}  # outbox on
+    requests = results["requests"]
+    assert requests["ok"], requests
+    # Outbox on: every write of a path is a transactional batch, but a stale message's lone
+    # marker (a create); the floor is one request per applied message.
+    assert {name: o["kinds"] for name, o in requests["outcomes"].items()} == {
+        "new": {"batch": 1},
+        "duplicate": {"batch": 1, "read": 1},
+        "mismatch": {"batch": 1, "read": 1},
+        "invalid": {},
+        "amended": {"batch": 1},
+        "change duplicate": {"batch": 1, "read": 1},
+        "change mismatch": {"batch": 1, "read": 1},
+        "stale change": {"batch": 1, "read": 1, "create": 1},
+        "cancelled": {"batch": 1},
+        "InvalidTransition": {"batch": 1, "read": 1},
+        "change before order": {"batch": 2},
+        "stale OrderPlaced": {"batch": 1, "read": 1, "create": 1},
+    }
     throughput = results["throughput"]
     assert throughput["problems"] == []
     assert throughput["concurrency"] == 16  # host.json's maxConcurrentCalls
@@ -80,6 +97,11 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
     assert "| 6. relay on one lease, marks in flight" in written
     assert "| 7. Log Analytics rows per healthy order" in written
     assert "| 8. one watchdog run over 150 stuck events" in written
+    assert "| stale change | OrderAmended | stale | 3 | 3 | 3 | 3 |" in written
+    applied = (
+        "| cancelled | OrderCancelled | processed | 1 | 1 | 1 | 1 | batch 1 | complete | PASS |"
+    )
+    assert applied in written
 
 
 async def test_a_new_order_is_one_create_item_with_the_outbox_off(
@@ -90,15 +112,61 @@ async def test_a_new_order_is_one_create_item_with_the_outbox_off(
 
     outcomes = result["outcomes"]
     assert result["ok"], outcomes
-    assert {name: o["documents"] for name, o in outcomes.items()} == {
-        "new": 1,
-        "duplicate": 2,
-        "mismatch": 2,
-        "invalid": 0,
+    # The README's lifecycle table: an applied message is the floor, the others 0 to 3.
+    assert {name: (o["outcome"], o["documents"]) for name, o in outcomes.items()} == {
+        "new": ("processed", 1),
+        "duplicate": ("duplicate", 2),
+        "mismatch": ("mismatch", 2),
+        "invalid": ("invalid", 0),
+        "amended": ("processed", 1),
+        "change duplicate": ("duplicate", 2),
+        "change mismatch": ("mismatch", 2),
+        "stale change": ("stale", 3),
+        "cancelled": ("processed", 1),
+        "InvalidTransition": ("invalid", 2),
+        "change before order": ("processed", 2),
+        "stale OrderPlaced": ("stale", 3),
     }
     assert outcomes["new"]["kinds"] == {"create": 1}
     assert (
         outcomes["duplicate"]["kinds"] == outcomes["mismatch"]["kinds"] == {"create": 1, "read": 1}
+    )
+    # A change is a batch (marker, order) even without the outbox; a stale OrderPlaced is the
+    # refused create_item, the order's read and its marker alone.
+    assert outcomes["amended"]["kinds"] == outcomes["cancelled"]["kinds"] == {"batch": 1}
+    assert outcomes["stale OrderPlaced"]["kinds"] == {"create": 2, "read": 1}
+    invalid_transition = outcomes["InvalidTransition"]
+    assert (invalid_transition["settlement"], invalid_transition["reason"]) == (
+        "dead_letter",
+        "InvalidTransition",
+    )
+
+
+async def test_a_path_that_costs_more_than_its_count_fails_its_row_alone(
+    cosmos_account: CosmosAccount,
+) -> None:
+    # One throttled read of an inbox marker (the first is the change duplicate's), which the SDK
+    # retries: that path costs 3 requests, not 2, and its row alone fails.
+    async with standin(cosmos_account) as world:
+        world.transport.add(
+            FaultRule(
+                FaultKind.STATUS,
+                status=429,
+                headers={"x-ms-retry-after-ms": "1"},
+                method=POINT_READS["method"],
+                path_contains="/docs/inbox",
+            )
+        )
+        result = await count_outcomes(world)
+
+    outcomes = result["outcomes"]
+    assert not result["ok"]
+    assert [name for name, o in outcomes.items() if not o["ok"]] == ["change duplicate"]
+    throttled = outcomes["change duplicate"]
+    assert (throttled["documents"], throttled["kinds"], throttled["outcome"]) == (
+        3,
+        {"batch": 1, "read": 2},
+        "duplicate",
     )
 
 

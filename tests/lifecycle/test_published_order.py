@@ -43,6 +43,7 @@ async def test_a_later_version_waits_for_an_earlier_one_that_fails_and_goes_once
     poisoned, healthy = "ord-held-1", "ord-held-2"
     for order_id in (poisoned, healthy):
         queue.send(OutgoingMessage(order_id, json.dumps(order_body(order_id)).encode()))
+        await host.run_until_idle()  # placed first: the host runs deliveries concurrently
         queue.send(
             OutgoingMessage(
                 lifecycle_message_id(order_id, 2),
@@ -69,3 +70,30 @@ async def test_a_later_version_waits_for_an_earlier_one_that_fails_and_goes_once
     }
     assert statuses[order_event_id(poisoned)] == "parked"
     assert statuses[version_event_id(poisoned, 2)] == "dispatched"
+
+
+def test_a_batch_s_events_go_out_in_each_order_s_version_order() -> None:
+    """Whatever order a batch brings them in (a feed read merged across ranges, a watchdog
+    page), an order's later version never goes first; other orders keep their places."""
+    from datetime import UTC, datetime
+
+    from shared.consumer.contract import parse_message
+    from shared.relay.core import build_event, in_version_order
+    from shared.relay.outbox import new_change_outbox_document
+
+    def event(order_id: str, version: int) -> Any:
+        body = json.dumps(amended_body(order_id, version)).encode()
+        change = parse_message(body, lifecycle_message_id(order_id, version), "OrderAmended")
+        assert not isinstance(change, type(None))
+        document = new_change_outbox_document(
+            change,  # type: ignore[arg-type]
+            correlation_id=None,
+            created_at=datetime(2026, 11, 30, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        )
+        return build_event(document)
+
+    batch = [event("ord-a", 3), event("ord-b", 2), event("ord-a", 2), event("ord-b", 4)]
+
+    ordered = [(e.order_id, e.order_version) for e in in_version_order(batch)]
+
+    assert ordered == [("ord-a", 2), ("ord-a", 3), ("ord-b", 2), ("ord-b", 4)]

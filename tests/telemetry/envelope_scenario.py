@@ -4,8 +4,9 @@ collection), because the Azure Monitor distro configures the global providers on
 
 It configures the project's own exporters (``configure_exporters``) with the connection string
 the outer test passes, whose ``IngestionEndpoint`` is the outer test's local HTTP server, then
-drives one delivery of each outcome through the real function on the local Functions host, and
-flushes. The outer test reads what the real exporter posted.
+drives one delivery of each outcome through the real function on the local Functions host (the
+lifecycle's too: an amendment after a newer one, stale; one after the cancellation,
+InvalidTransition), and flushes. The outer test reads what the real exporter posted.
 
 Then the outbox relay, as in the demo: the world's change feed invokes ``relay_outbox`` through
 Microsoft's worker, publishing to the local ``order-events`` topic model. One outbox document is
@@ -37,10 +38,11 @@ from opentelemetry import _logs as logs
 from opentelemetry import metrics, trace
 
 from local.assembly.world import World
-from local.standins.broker import ManualClock, PeekLockQueue
+from local.standins.broker import ManualClock, OutgoingMessage, PeekLockQueue
 from local.standins.doubles import COMPLETE, RecordingActions
 from local.standins.faults import WRITES, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
+from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id
 from shared import bootstrap
 from shared.adapters.servicebus_in import Settler
 from shared.config import WatchdogSettings
@@ -87,6 +89,17 @@ async def test_drive_one_delivery_of_each_outcome(
     # invalid (MessageIdMismatch)
     queue.send(message(order_body("ord-2"), message_id="ord-9"))
     await host.run_until_idle()
+    # the lifecycle: ord-8 placed, amended to v3, then v2 arrives (stale: completed, both
+    # versions on its span and log); cancelled at v4, then amended to v5 (InvalidTransition)
+    for outgoing in (
+        message(order_body("ord-8"), message_id="ord-8"),
+        lifecycle("OrderAmended", 3),
+        lifecycle("OrderAmended", 2),
+        lifecycle("OrderCancelled", 4),
+        lifecycle("OrderAmended", 5),
+    ):
+        queue.send(outgoing)
+        await host.run_until_idle()
     # transient, then systemic: one delivery each, abandoned after riding out the lock
     for status, order_id in ((500, "ord-3"), (403, "ord-4")):
         faults.add(FaultRule(FaultKind.STATUS, status=status, times=None, **WRITES))
@@ -103,7 +116,7 @@ async def test_drive_one_delivery_of_each_outcome(
 
     # The relay: one invalid outbox document (parked), one refused send (failed), then published.
     outbox = {d["orderId"]: d for d in await documents(container) if d["type"] == "outbox"}
-    assert set(outbox) == {"ord-1", "ord-3", "ord-4", "ord-5"}
+    assert set(outbox) == {"ord-1", "ord-3", "ord-4", "ord-5", "ord-8"}
     invalid = outbox["ord-5"]
     await container.replace_item(
         invalid["id"], {**invalid, "payload": {**invalid["payload"], "currency": "euro"}}
@@ -177,6 +190,17 @@ async def test_drive_one_delivery_of_each_outcome(
         "settlements_hung": settler.hung,
     }
     write_summary(Path(os.environ[CAPTURE_SUMMARY_SETTING]), summary)
+
+
+def lifecycle(subject: str, version: int) -> OutgoingMessage:
+    """A change of ord-8 at ``version``, under its own MessageId."""
+    body = (amended_body if subject == "OrderAmended" else cancelled_body)("ord-8", version)
+    return OutgoingMessage(
+        lifecycle_message_id("ord-8", version),
+        json.dumps(body).encode(),
+        f"corr-8-{version}",
+        subject=subject,
+    )
 
 
 def _instant(text: str) -> datetime:

@@ -70,7 +70,8 @@ def test_every_query_alert_and_workbook_panel_is_found() -> None:
         "alerts.bicep",
         "workbook.json",
     }
-    assert {f"queries.kql Q{n}" for n in range(1, 14)} <= sources
+    assert {f"queries.kql Q{n}" for n in range(1, 18)} <= sources
+    assert "workbook.json stale-rate-by-message-type" in sources
 
 
 # ---- against the capture ------------------------------------------------------------------------
@@ -81,6 +82,7 @@ def test_the_scenario_drove_every_outcome(capture: Capture) -> None:
     assert set(outcomes) == {
         "processed",
         "duplicate",
+        "stale",
         "mismatch",
         "invalid",
         "transient",
@@ -231,6 +233,54 @@ def test_outcome_counts_from_metrics_equal_the_requests(capture: Capture) -> Non
         for row in capture.requests()
     )
     assert from_metrics == from_requests
+
+
+def test_the_stale_rate_by_message_type_from_metrics_equals_the_requests(
+    capture: Capture,
+) -> None:
+    """Q16 and the workbook's stale-rate panel: ``sumif(valueSum, outcome == "stale")`` over
+    ``sum(valueSum)`` by ``message_type``, against the spans of the same deliveries."""
+    deliveries: Counter[str] = Counter()
+    stale: Counter[str] = Counter()
+    for properties, value, _ in capture.metric_rows("orders.messages"):
+        deliveries[properties["message_type"]] += int(value)
+        stale[properties["message_type"]] += int(value) if properties["outcome"] == "stale" else 0
+    spans = Counter(
+        (row["properties"]["orders.message_type"], row["properties"]["orders.outcome"] == "stale")
+        for row in capture.requests()
+    )
+    assert {kind: (deliveries[kind], stale[kind]) for kind in deliveries} == {
+        kind: (spans[(kind, True)] + spans[(kind, False)], spans[(kind, True)])
+        for kind in {kind for kind, _ in spans}
+    }
+    assert stale == {"OrderPlaced": 0, "OrderAmended": 1, "OrderCancelled": 0}
+
+
+def test_a_stale_and_an_invalid_transition_carry_both_versions_as_q3_and_q17_read_them(
+    capture: Capture,
+) -> None:
+    """The span's ``orders.*`` copies arrive (Q17 reads them); the dead-letter log names the
+    message type and both versions (Q3)."""
+    [stale] = [r for r in capture.requests() if r["properties"]["orders.outcome"] == "stale"]
+    assert {
+        key: stale["properties"][key]
+        for key in ("orders.message_type", "orders.order_version", "orders.stored_version")
+    } == {
+        "orders.message_type": "OrderAmended",
+        "orders.order_version": "2",
+        "orders.stored_version": "3",
+    }
+    assert stale["properties"]["orders.order_id"] == "ord-8"
+    [transition] = [
+        row["properties"]
+        for row in capture.of("traces")
+        if row.get("properties", {}).get("deadletter_reason") == "InvalidTransition"
+    ]
+    assert {k: transition[k] for k in ("message_type", "order_version", "stored_version")} == {
+        "message_type": "OrderAmended",
+        "order_version": "5",
+        "stored_version": "4",
+    }
 
 
 def test_the_scenario_drove_every_relay_outcome(capture: Capture) -> None:
