@@ -86,8 +86,9 @@ from local.scenarios.invariants import (
     outbox_off,
     stand_in_checks,
 )
+from local.scenarios.lifecycle import LifecycleReport, print_lifecycle, run_lifecycle
 from local.scenarios.options import DemoOptions
-from local.scenarios.tool_runs import ToolRun, run_tool
+from local.scenarios.tool_runs import ToolRun, audit_arguments, run_tool
 from local.standins.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue
 from local.standins.cosmos_server import ensure_container
 from local.standins.faults import (
@@ -98,7 +99,7 @@ from local.standins.faults import (
     FaultKind,
     FaultRule,
 )
-from local.standins.topic import RETAINED_SUBSCRIPTION, WorkerCrashed
+from local.standins.topic import WorkerCrashed
 from ops.audit import NO_ORDER_LOST, Invariant
 from ops.sample_orders import random_order
 from shared.adapters.cosmos_orders import create_client
@@ -138,10 +139,12 @@ class DemoReport:
     # republish", "requested" (``--dead-letters``), "audit".
     tool_runs: dict[str, ToolRun] = field(default_factory=dict)
     operator_audit: ToolRun | None = None  # ``audit ... --json``, run when the table is read
+    lifecycle: LifecycleReport | None = None  # the lifecycle scenario's, with its own table
 
     @property
     def checks(self) -> list[Invariant]:
-        return [row.invariant for row in self.rows]
+        lifecycle = self.lifecycle.checks if self.lifecycle is not None else []
+        return [*(row.invariant for row in self.rows), *lifecycle]
 
     @property
     def passed(self) -> bool:
@@ -288,30 +291,20 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
                         await verifier.get_database_client(
                             settings.cosmos_database
                         ).delete_container(container_name)
-                    return report
+            if options.lifecycle and options.outbox:
+                # The lifecycle, a scenario of its own on a world of its own: its own table.
+                report.lifecycle = await run_lifecycle(
+                    account,
+                    seed=options.seed,
+                    verify_tls=options.verify_tls,
+                    concurrency=options.concurrency,
+                )
+            return report
     finally:
         consumer_logger.removeHandler(handler)
         consumer_logger.propagate = True
         relay_logger.propagate = True
         relay_logger.removeHandler(quiet_relay)
-
-
-def audit_arguments(started: datetime) -> list[str]:
-    """``python -m ops audit`` over the demo's run, as an operator types it: since a minute
-    before the run began by this machine's clock (the window is on Cosmos DB's ``_ts``, the
-    server's clock: the minute absorbs a skew; the container is the demo's own, so nothing else
-    falls in it), the ``retained`` subscription (downstream consumed its own copy), and no
-    pending grace (the demo's relay is idle when it audits; a live one needs the default)."""
-    since = (started - timedelta(minutes=1)).replace(microsecond=0).isoformat()
-    return [
-        "audit",
-        "--since",
-        since,
-        "--subscription",
-        RETAINED_SUBSCRIPTION,
-        "--pending-grace",
-        "0s",
-    ]
 
 
 async def _drive(
@@ -772,6 +765,11 @@ def print_report(report: DemoReport, console: Console) -> None:
         verdict = "[green]PASS[/green]" if check.passed else "[red]FAIL[/red]"
         checks.add_row(check.name, verdict, row.checked_by, check.detail)
     console.print(checks)
+    if report.lifecycle is not None:
+        console.rule(
+            "The order lifecycle: a scenario of its own, on a queue, topic and container of its own"
+        )
+        print_lifecycle(report.lifecycle, console)
     if report.tool_runs:
         console.rule("python -m ops, over this demo's own queue, topic and container")
     for run in report.tool_runs.values():

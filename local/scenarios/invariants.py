@@ -42,6 +42,7 @@ from ops.audit import (
 )
 from ops.port import DeadLetter
 from shared.consumer.core import ORDER_TYPE
+from shared.consumer.inbox import is_marker
 from shared.relay.outbox import STATUS_PARKED, STATUS_PENDING, OutboxField, is_outbox
 
 AUDIT, DEMO, STAND_IN = "audit", "demo", "stand-in"
@@ -51,6 +52,7 @@ OUTBOX_INVARIANTS = frozenset({ONE_EVENT_PER_ORDER, NO_EVENT_FOR_REJECTED, NOTHI
 READ_FIGURES = {
     "orders": "orders",
     "outboxEvents": "outbox events",
+    "markers": "inbox markers",
     "deadLetters": "dead letters",
     "deliveredEvents": "delivered events",
 }
@@ -79,6 +81,7 @@ def demo_data(
     """The demo's data as the audit reads it: every document of the container (the demo's own
     container, so no window), the model's dead letters, the messages downstream received
     (None: none read)."""
+    documents = list(documents)
     orders = [dict(d) for d in documents if d.get(OutboxField.TYPE) == ORDER_TYPE]
     outbox = [dict(d) for d in documents if is_outbox(d)]
     return AuditData(
@@ -101,6 +104,7 @@ def demo_data(
         events=None
         if delivered is None
         else [SeenEvent.from_body(m.message_id, m.body) for m in delivered],
+        markers=[dict(d) for d in documents if is_marker(d)],
     )
 
 
@@ -186,6 +190,7 @@ def operator_audit_agrees(
     ours = {
         "orders": len(data.orders),
         "outboxEvents": len(data.outbox),
+        "markers": len(data.markers),
         "deadLetters": len(data.dead_letters),
         "deliveredEvents": None if data.events is None else len(data.events),
     }

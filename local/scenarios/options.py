@@ -71,6 +71,11 @@ class DemoOptions:
         "listed and republished with python -m ops parked",
     )
     outbox: bool = _option(True, "write the order alone", commands=(DEMO,))
+    lifecycle: bool = _option(
+        True,
+        "skip the lifecycle scenario (amendments and cancellations out of order, on a world of "
+        "its own)",
+    )
     cosmos_endpoint: str | None = _option(
         None,
         "a real Cosmos DB account or emulator instead of the local server",
