@@ -172,6 +172,59 @@ def published_in_order(events: Iterable[SeenEvent], highest: Mapping[str, Change
     )
 
 
+# ---- chaos: lifecycles mixed into the stream ------------------------------------------------
+
+
+@dataclass
+class LifecycleMix:
+    """The lifecycles ``make chaos`` mixes into its stream, decided up front from the seed."""
+
+    histories: dict[str, list[Change]] = field(default_factory=dict)
+    # Phase 1, in place of the order's OrderPlaced: its history in a random permutation, with
+    # copies under the same MessageId (the broker drops them) and producer retries under new
+    # MessageIds (stale, or applied when they come first and the original is then stale).
+    sends: dict[str, list[OutgoingMessage]] = field(default_factory=dict)
+    late: list[OutgoingMessage] = field(default_factory=list)  # copies after the window
+
+    @property
+    def message_ids(self) -> set[str]:
+        return {str(m.message_id) for ms in [*self.sends.values(), self.late] for m in ms} - set(
+            self.histories
+        )
+
+    @property
+    def highest(self) -> dict[str, Change]:
+        return {order_id: steps[-1] for order_id, steps in self.histories.items()}
+
+
+def mix(bodies: Mapping[str, bytes], rate: float, seed: int) -> LifecycleMix:
+    """A ``rate`` of the orders get 1 to 3 amendments and, one in two, a cancellation; each
+    change may be copied (at once or after the window) or retried under a new MessageId. An RNG
+    of its own: the rest of the plan is the same with or without lifecycles."""
+    rng = random.Random(f"{seed}-lifecycle")
+    found = LifecycleMix()
+    for order_id, body in bodies.items():
+        if rng.random() >= rate:
+            continue
+        steps = history(order_id, rng.randint(1, 3), rng.random() < 0.5, placed_body=body)
+        messages = [step.message() for step in steps]
+        messages[0] = OutgoingMessage(
+            order_id, body, correlation_id=f"checkout-{order_id}", subject=None
+        )
+        for step in steps[1:]:
+            roll = rng.random()
+            if roll < 0.2:
+                messages.append(step.message())  # at once: the broker drops it
+            elif roll < 0.4:
+                messages.append(step.message(f"{step.message_id}:retry"))
+            elif roll < 0.5:
+                found.late.append(step.message())
+        rng.shuffle(messages)
+        found.histories[order_id] = steps
+        found.sends[order_id] = messages
+    return found
+
+
 # ---- the demo's scenario ------------------------------------------------------------------------
 
 
