@@ -361,7 +361,7 @@ def test_the_operator_audit_must_say_what_the_table_says_having_read_what_it_rea
     orders = [d for d in documents if d["type"] == "order"]
     data = demo_data(documents, [], [event_of(o) for o in orders])
     flow = flow_invariants(data, now=NOW)
-    read = {"orders": 2, "outboxEvents": 2, "deadLetters": 0, "deliveredEvents": 2}
+    read = {"orders": 2, "outboxEvents": 2, "markers": 0, "deadLetters": 0, "deliveredEvents": 2}
     rows = [{"name": i.name, "verdict": i.verdict, "offending": i.offending} for i in flow]
 
     def agrees(rows: list[dict[str, Any]], read: dict[str, Any], exit_status: int = 0) -> Invariant:
@@ -371,6 +371,7 @@ def test_the_operator_audit_must_say_what_the_table_says_having_read_what_it_rea
     assert agrees(rows, read).passed
     assert not agrees(rows, {**read, "deliveredEvents": 0}).passed  # the subscription drained
     assert not agrees(rows, {**read, "orders": 0, "outboxEvents": 0}).passed  # the wrong window
+    assert not agrees(rows, {k: v for k, v in read.items() if k != "markers"}).passed  # no markers
     other = [{**rows[1], "verdict": "FAIL", "offending": ["ord-2"]}, *rows[:1], *rows[2:]]
     disagreement = agrees(other, read, exit_status=1)
     assert (disagreement.passed, disagreement.offending) == (False, [ONE_EVENT_PER_ORDER])
