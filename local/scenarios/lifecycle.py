@@ -153,7 +153,7 @@ def published_in_order(events: Iterable[SeenEvent], highest: Mapping[str, Change
     received: dict[str, list[tuple[int | None, str | None]]] = {}
     for event in events:
         if event.order_id in highest:
-            received.setdefault(event.order_id, []).append((event.version, event.event_type))
+            received.setdefault(str(event.order_id), []).append((event.version, event.event_type))
     offending = []
     for order_id, change in highest.items():
         seen = received.get(order_id, [])
