@@ -1,5 +1,8 @@
 """`make chaos` at 300 messages: every failure mixed in, lifecycles too, the invariants still
-hold (but one: see ``test_each_orders_events_reach_the_subscription_in_increasing_versions``)."""
+hold: every order converges on its highest version, and its events reach the subscription in
+increasing versions (this failed, 10 to 14 orders a run, while the local change feed ordered
+the changes of one second of ``_ts`` as cosmosdb-server's query returned them:
+``local.standins.change_feed._modification_order``)."""
 
 from __future__ import annotations
 
@@ -13,17 +16,6 @@ from local.scenarios.lifecycle import CONVERGED, PUBLISHED_IN_ORDER
 from local.scenarios.options import CHAOS
 from ops.audit import ONE_EVENT_PER_ORDER
 
-# Rows that check the order in which each order's events reached the subscription. The local
-# change feed orders changes by ``_ts`` only, and cosmosdb-server's ``_ts`` has one-second
-# resolution (local/standins/change_feed.py, "What it does not reproduce"): two versions of one
-# order committed within the same second may be relayed in either order here, where the real
-# feed orders them by LSN.
-PUBLICATION_ORDER = {
-    ONE_EVENT_PER_ORDER,
-    PUBLISHED_IN_ORDER,
-    "python -m ops audit agrees with this table",
-}
-
 
 @pytest.fixture(scope="module")
 async def chaos() -> DemoReport:
@@ -33,8 +25,7 @@ async def chaos() -> DemoReport:
 
 async def test_chaos_run_keeps_every_invariant(chaos: DemoReport) -> None:
     report = chaos
-    failed = [c for c in report.checks if not c.passed and c.name not in PUBLICATION_ORDER]
-    assert not failed, failed
+    assert report.passed, [check for check in report.checks if not check.passed]
     figures = report.figures
     assert figures["lost valid orders"] == 0
     assert figures["duplicate order documents"] == 0
@@ -49,29 +40,21 @@ async def test_chaos_run_keeps_every_invariant(chaos: DemoReport) -> None:
     assert figures["throttled transactional batches (207, injected)"] > 0
     assert figures["events skipped by the change feed (lease from now)"] == CHAOS.skipped_orders
     assert figures["events dropped by topic duplicate detection"] > 0
-    # Phase 4 parked its events on purpose (the tool republished them).
+    # Phase 4 parked its events on purpose (the tool republished them), and the operator's
+    # audit over the whole run agrees with the table (a row of it, above) and passes.
     assert figures["events parked by the relay (RetriesExhausted)"] == CHAOS.parked_events
+    assert report.tool_runs["audit"].exit_status == 0, report.tool_runs["audit"].output
 
 
-async def test_chaos_mixes_lifecycles_in_and_every_order_converges(chaos: DemoReport) -> None:
+async def test_chaos_mixes_lifecycles_in_and_every_order_converges_published_in_order(
+    chaos: DemoReport,
+) -> None:
     figures = chaos.figures
     checks = {c.name: c for c in chaos.checks}
-    assert checks[CONVERGED].passed, checks[CONVERGED]
+    for name in (CONVERGED, PUBLISHED_IN_ORDER, ONE_EVENT_PER_ORDER):
+        assert checks[name].passed, checks[name]
     assert "accepted" in checks[CONVERGED].detail and "cancelled" in checks[CONVERGED].detail
     assert figures["OrderAmended and OrderCancelled delivered"] > 0
     assert figures["stale"] > 0
     # Orders created by a change that arrived before their OrderPlaced have no OrderAccepted.
     assert figures["OrderAccepted delivered to the subscription"] < figures["order documents"]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the local change feed orders changes within one second of _ts arbitrarily "
-    "(cosmosdb-server's _ts resolution; the real feed orders by LSN): versions of one order "
-    "committed in the same second may reach the subscription out of order here",
-)
-async def test_each_orders_events_reach_the_subscription_in_increasing_versions(
-    chaos: DemoReport,
-) -> None:
-    failed = [c for c in chaos.checks if not c.passed]
-    assert not failed, failed
