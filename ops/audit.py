@@ -3,18 +3,27 @@ documents, dead letters and the events a subscription of the topic holds. One de
 ``python -m ops audit`` over a live deployment and for ``make demo`` over its own run: each
 function returns an ``Invariant``, PASS or FAIL with the offending ids.
 
-The five a live audit checks (``audit``):
+The six a live audit checks (``audit``). An order has one event per version applied to it
+(OrderAccepted for version 1, OrderAmended or OrderCancelled for each later one), may have been
+created by a change that arrived before its OrderPlaced (``createdBy``, no ``requestHash``), and
+its stored fields are those of its highest version:
 
-1. one order per valid id: each order document is ``id`` = ``orderId`` = ``messageId``, with a
-   fingerprint of a known algorithm, and no order id is stored twice;
-2. one OrderAccepted per accepted order: each order has its one outbox event (and, with a
-   subscription, exactly one event was delivered there, unless its event is still pending
-   within the grace period: the relay has not published it yet);
-3. none for a rejected request: no outbox event and no delivered event without its order, and
-   no delivered event whose payload is not the stored order's;
-4. nothing pending: no outbox event parked, none pending past a grace period (the relay and the
+1. one order per valid id: each order document is ``id`` = ``orderId``; one placed by its
+   OrderPlaced also ``messageId``, with a fingerprint of a known algorithm; one created by a
+   change names it (``createdBy``) at a version above 1; no order id is stored twice;
+2. one event per applied version, in increasing versions: each order has one outbox event per
+   version, created in increasing versions, the event of its current version among them (and,
+   with a subscription, exactly one delivered event of each version, in increasing versions,
+   the current one among them, unless its event is still pending within the grace period: the
+   relay has not published it yet);
+3. none for a rejected message: no outbox event and no delivered event without its order or
+   above its order's version, no OrderAccepted for an order a change created, no OrderCancelled
+   but the cancelled order's last, and no delivered event of the order's current version whose
+   payload is not the stored order's;
+4. every inbox marker of a stored order: processed or stale, at or below its order's version;
+5. nothing pending: no outbox event parked, none pending past a grace period (the relay and the
    watchdog need a moment);
-5. every dead letter with its reason: a non-empty reason this system or Service Bus gives.
+6. every dead letter with its reason: a non-empty reason this system or Service Bus gives.
 
 ``make demo`` runs ``audit`` itself over its own documents, dead letters and subscription
 messages (local/scenarios/invariants.py), and then ``python -m ops audit`` over the same data, which
@@ -33,11 +42,21 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from ops.port import DeadLetter
-from shared.consumer.contract import FINGERPRINT_ALGORITHMS, DeadletterReason
+from shared.consumer.contract import (
+    FINGERPRINT_ALGORITHMS,
+    ORDER_ACCEPTED_EVENT_TYPE,
+    ORDER_AMENDED,
+    ORDER_CANCELLED,
+    DeadletterReason,
+)
 from shared.consumer.core import ORPHANED_DOCUMENT
+from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
+from shared.consumer.order import ORDER_VERSION, STATUS, STATUS_CANCELLED, stored_version
+from shared.kit.inbox import INBOX_TYPE, InboxField
 from shared.message_body import read_body
 from shared.relay.outbox import (
     OUTBOX_TYPE,
@@ -67,11 +86,19 @@ CONSUMER_REASONS = frozenset(
 ) | {ORPHANED_DOCUMENT}  # the core's own: a store error, not a contract reason
 KNOWN_REASONS = SERVICE_BUS_REASONS | CONSUMER_REASONS
 SHOWN_IDS = 5  # offending ids in a one-line detail (all of them are in ``offending``)
+CREATED_BY = frozenset({ORDER_AMENDED, ORDER_CANCELLED})  # the changes that may create an order
+MARKER_OUTCOMES = frozenset({"processed", "stale"})  # what a marker may record
+# An event's ``createdAt`` is its consumer instance's clock when it decided, not the commit's: a
+# later version decided a moment before an earlier one committed may carry an earlier time.
+# Versions commit in increasing order (each only over a lower stored version); beyond this
+# tolerance an earlier ``createdAt`` is not that race.
+CREATED_AT_TOLERANCE = timedelta(minutes=1)
 
 # The invariants' names: what the table prints, and how the demo matches its rows to the tool's.
 ONE_ORDER_PER_ID = "one order document per valid order id"
-ONE_EVENT_PER_ORDER = "exactly one OrderAccepted per accepted order"
-NO_EVENT_FOR_REJECTED = "no OrderAccepted for a rejected order or request"
+ONE_EVENT_PER_ORDER = "exactly one event per applied version, in increasing versions"
+NO_EVENT_FOR_REJECTED = "no event for a rejected message or above its order's version"
+MARKERS_OF_ORDERS = "every inbox marker of a stored order, processed or stale, at or below it"
 NOTHING_PENDING = "no outbox event left pending or parked"
 EVERY_REASON = "every dead letter with its reason"
 NO_ORDER_LOST = "no valid order lost"
@@ -93,25 +120,39 @@ class Invariant:
 
 @dataclass(frozen=True)
 class SeenEvent:
-    """An OrderAccepted event as a subscription holds it."""
+    """An order event as a subscription holds it: its order, version and type, and the payload
+    fields the audit compares with the stored order. An event published before versions existed
+    has no ``orderVersion``: it is version 1 (``version``)."""
 
     message_id: str | None
     order_id: str | None
     total_minor: Any = None
     customer_id: Any = None
+    order_version: Any = None
+    event_type: str | None = None
+
+    @property
+    def version(self) -> int | None:
+        return _version(self.order_version, default=1)
 
     @classmethod
     def from_body(cls, message_id: str | None, body: Any, body_type: Any = None) -> SeenEvent:
         try:
-            payload = json.loads(read_body(body, body_type).content).get(OutboxField.PAYLOAD, {})
+            event = json.loads(read_body(body, body_type).content)
+            payload = event.get(OutboxField.PAYLOAD, {})
         except (ValueError, AttributeError):
+            event, payload = {}, {}
+        if not isinstance(payload, dict):
             payload = {}
-        order_id = payload.get("orderId") if isinstance(payload, dict) else None
+        order_id = payload.get("orderId")
+        event_type = event.get(OutboxField.EVENT_TYPE)
         return cls(
             message_id,
             order_id if isinstance(order_id, str) else None,
-            payload.get("totalMinor") if isinstance(payload, dict) else None,
-            payload.get("customerId") if isinstance(payload, dict) else None,
+            payload.get("totalMinor"),
+            payload.get("customerId"),
+            payload.get(ORDER_VERSION),
+            event_type if isinstance(event_type, str) else None,
         )
 
 
@@ -126,6 +167,44 @@ class AuditData:
     dead_letters: list[DeadLetter]
     events: list[SeenEvent] | None  # None: no subscription read
     request_charge: float = 0.0  # RU the reads cost
+    markers: list[dict[str, Any]] = field(default_factory=list)  # inbox markers of the window
+
+
+def _version(value: Any, *, default: int | None = None) -> int | None:
+    """A stored or published ``orderVersion``: a positive integer, ``default`` when absent,
+    None when it is something else."""
+    if value is None:
+        return default
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def event_version(document: Document) -> int | None:
+    """The version an outbox document announces: its payload's ``orderVersion`` (a projection
+    of only that field carries it at the top), 1 for an OrderAccepted written before versions
+    existed; None if unreadable."""
+    payload = document.get(OutboxField.PAYLOAD)
+    if isinstance(payload, Mapping) and ORDER_VERSION in payload:
+        return _version(payload[ORDER_VERSION])
+    if ORDER_VERSION in document:
+        return _version(document[ORDER_VERSION])
+    event_type = document.get(OutboxField.EVENT_TYPE, ORDER_ACCEPTED_EVENT_TYPE)
+    return 1 if event_type == ORDER_ACCEPTED_EVENT_TYPE else None
+
+
+def created_by_change(order: Document) -> bool:
+    """An order a change created, having arrived before its OrderPlaced."""
+    return order.get("createdBy") is not None
+
+
+def _own_events(outbox: Iterable[Document]) -> list[Document]:
+    """Outbox documents stored under the id of the version they announce."""
+    return [
+        d
+        for d in outbox
+        if d.get(OutboxField.TYPE, OUTBOX_TYPE) == OUTBOX_TYPE
+        and (version := event_version(d)) is not None
+        and d.get(OutboxField.ID) == outbox_document_id(str(d.get(OutboxField.ORDER_ID)), version)
+    ]
 
 
 def _ids(ids: Iterable[str]) -> list[str]:
@@ -157,6 +236,7 @@ def _overdue(document: Document, now: datetime, grace: timedelta) -> bool:
 
 def one_order_per_id(orders: Sequence[Document]) -> Invariant:
     counts = Counter(str(d.get("orderId")) for d in orders)
+    placed = [d for d in orders if not created_by_change(d)]
     return _invariant(
         ONE_ORDER_PER_ID,
         {
@@ -164,16 +244,31 @@ def one_order_per_id(orders: Sequence[Document]) -> Invariant:
             "whose id, orderId and MessageId differ": _ids(
                 str(d.get("orderId"))
                 for d in orders
-                if not (d.get("id") == d.get("orderId") == d.get("messageId"))
+                if d.get("id") != d.get("orderId")
+                or (not created_by_change(d) and d.get("orderId") != d.get("messageId"))
             ),
             "without a known fingerprint": _ids(
                 str(d.get("orderId"))
-                for d in orders
+                for d in placed
                 if not d.get("requestHash")
                 or str(d.get("hashAlgorithm")) not in FINGERPRINT_ALGORITHMS
             ),
+            "created by an unknown message or below version 2": _ids(
+                str(d.get("orderId"))
+                for d in orders
+                if created_by_change(d)
+                and (
+                    d.get("createdBy") not in CREATED_BY
+                    or (_version(d.get(ORDER_VERSION)) or 0) < 2
+                )
+            ),
         },
-        f"{len(counts)} orders",
+        f"{len(counts)} orders"
+        + (
+            f", {len(orders) - len(placed)} created by a change"
+            if len(placed) < len(orders)
+            else ""
+        ),
     )
 
 
@@ -206,7 +301,7 @@ def orders_are_the_requests(
     )
 
 
-# ---- 2. one OrderAccepted per accepted order ----------------------------------------------------
+# ---- 2. one event per applied version, in increasing versions -------------------------------
 
 
 def one_event_per_accepted_order(
@@ -217,41 +312,82 @@ def one_event_per_accepted_order(
     now: datetime | None = None,
     grace: timedelta = timedelta(0),
 ) -> Invariant:
-    """Each order has one outbox event under its document id; with the events a subscription
-    delivered, each order exactly one of them (the topic's duplicate detection drops copies),
-    except an order whose event is pending for at most ``grace`` at ``now`` (the relay has yet
-    to publish it: ``nothing_pending``'s rule). No grace for the outbox event itself: it is
-    written with its order, in one transactional batch."""
-    order_ids = {str(d.get("orderId")) for d in orders}
-    own_events = [
-        d
-        for d in outbox
-        if d.get(OutboxField.TYPE, OUTBOX_TYPE) == OUTBOX_TYPE
-        and d.get(OutboxField.ID) == outbox_document_id(str(d.get(OutboxField.ORDER_ID)))
-    ]
-    in_outbox = Counter(str(d.get(OutboxField.ORDER_ID)) for d in own_events)
+    """Each order has one outbox event per version among those read, under the version's
+    document id, created in increasing versions (``CREATED_AT_TOLERANCE``), the event of its
+    current version among them. With the events a subscription delivered: each order's in
+    increasing versions, each version once (the topic's duplicate detection drops copies), its
+    current version's among them, except when that event is pending for at most ``grace`` at
+    ``now`` (the relay has yet to publish it: ``nothing_pending``'s rule). No grace for the
+    outbox event itself: it is written with its change, in one transactional batch."""
+    current = {str(d.get("orderId")): stored_version(d) for d in orders}
+    read = _own_events(outbox)
+    own_events = [d for d in read if str(d.get(OutboxField.ORDER_ID)) in current]
+    versions: dict[str, list[tuple[int, Document]]] = {}
+    for d in own_events:
+        versions.setdefault(str(d.get(OutboxField.ORDER_ID)), []).append((event_version(d) or 0, d))
     problems: dict[str, list[str]] = {
-        "without an outbox event": _ids(order_ids - set(in_outbox)),
+        "without the outbox event of its current version": _ids(
+            i for i, v in current.items() if v not in {n for n, _ in versions.get(i, [])}
+        ),
+        "with two outbox events of one version": _ids(
+            i for i, found in versions.items() if len({n for n, _ in found}) < len(found)
+        ),
+        "whose outbox events were created out of version order": _ids(
+            i for i, found in versions.items() if not _created_in_order(found)
+        ),
     }
-    summary = f"{len(order_ids)} orders, {sum(in_outbox.values())} outbox events"
+    summary = f"{len(current)} orders, {len(read)} outbox events"
     if events is not None:
-        delivered = Counter(str(e.order_id) for e in events if e.order_id in order_ids)
+        delivered: dict[str, list[int | None]] = {}
+        for e in events:
+            if e.order_id in current:
+                delivered.setdefault(str(e.order_id), []).append(e.version)
         in_flight = {
             str(d.get(OutboxField.ORDER_ID))
             for d in own_events
             if d.get(OutboxField.STATUS) == STATUS_PENDING
+            and event_version(d) == current[str(d.get(OutboxField.ORDER_ID))]
             and now is not None
             and not _overdue(d, now, grace)
-        } - set(delivered)
-        problems["without a delivered event"] = _ids(order_ids - set(delivered) - in_flight)
-        problems["delivered twice or more"] = _ids(i for i, n in delivered.items() if n > 1)
-        summary += f", {sum(delivered.values())} delivered"
-        if in_flight & order_ids:
-            summary += f", {len(in_flight & order_ids)} pending within {grace}"
+            and current[str(d.get(OutboxField.ORDER_ID))]
+            not in delivered.get(str(d.get(OutboxField.ORDER_ID)), [])
+        }
+        problems["without a delivered event of its current version"] = _ids(
+            i for i, v in current.items() if v not in delivered.get(i, []) and i not in in_flight
+        )
+        problems["delivered twice or more"] = _ids(
+            i for i, seen in delivered.items() if len(set(seen)) < len(seen)
+        )
+        problems["delivered out of version order"] = _ids(
+            i
+            for i, seen in delivered.items()
+            if len(set(seen)) == len(seen) and not _increasing(seen)
+        )
+        summary += f", {sum(map(len, delivered.values()))} delivered"
+        if in_flight:
+            summary += f", {len(in_flight)} pending within {grace}"
     return _invariant(ONE_EVENT_PER_ORDER, problems, summary)
 
 
-# ---- 3. none for a rejected request -------------------------------------------------------------
+def _increasing(versions: Sequence[int | None]) -> bool:
+    known = [v for v in versions if v is not None]
+    return len(known) == len(versions) and all(a < b for a, b in pairwise(known))
+
+
+def _created_in_order(found: Sequence[tuple[int, Document]]) -> bool:
+    times = [_created(d) for _, d in sorted(found, key=lambda pair: pair[0])]
+    known = [t for t in times if t is not None]
+    return all(later >= earlier - CREATED_AT_TOLERANCE for earlier, later in pairwise(known))
+
+
+def _created(document: Document) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(document.get(OutboxField.CREATED_AT)))
+    except ValueError:
+        return None
+
+
+# ---- 3. none for a rejected message -------------------------------------------------------------
 
 
 def no_event_for_rejected(
@@ -260,35 +396,128 @@ def no_event_for_rejected(
     events: Sequence[SeenEvent] | None = None,
     referenced: Mapping[str, Document] | None = None,
 ) -> Invariant:
-    """No outbox event or delivered event without its stored order, and no delivered event
-    whose payload is not that order's. ``referenced``: orders outside the window that events in
-    it point to (a live audit reads them by id)."""
+    """No outbox event or delivered event without its stored order or above the order's
+    version (a change that was not applied), no OrderAccepted for an order a change created
+    (its late OrderPlaced was stale), no OrderCancelled but the cancelled order's current
+    version, and no delivered event of the order's current version whose payload is not the
+    stored order's (a cancelled order's is its OrderCancelled). ``referenced``: orders outside
+    the window that documents in it point to (a live audit reads them by id)."""
     known = {str(d.get("orderId")): d for d in orders}
     known.update(referenced or {})
+    events_read = [d for d in outbox if d.get(OutboxField.TYPE, OUTBOX_TYPE) == OUTBOX_TYPE]
+
+    def order_of(order_id: Any) -> Document | None:
+        return known.get(str(order_id))
+
+    def above(order_id: Any, version: int | None) -> bool:
+        order = order_of(order_id)
+        return order is not None and (version is None or version > stored_version(order))
+
+    def not_the_last(order_id: Any, version: int | None) -> bool:
+        order = order_of(order_id)
+        return order is not None and (
+            order.get(STATUS) != STATUS_CANCELLED or version != stored_version(order)
+        )
+
     problems = {
         "outbox events without an order": _ids(
             str(d.get(OutboxField.ORDER_ID))
-            for d in outbox
+            for d in events_read
             if str(d.get(OutboxField.ORDER_ID)) not in known
-        )
+        ),
+        "outbox events above their order's version": _ids(
+            str(d.get(OutboxField.ORDER_ID))
+            for d in events_read
+            if above(d.get(OutboxField.ORDER_ID), event_version(d))
+        ),
+        "OrderAccepted for an order a change created": _ids(
+            str(d.get(OutboxField.ORDER_ID))
+            for d in events_read
+            if d.get(OutboxField.EVENT_TYPE, ORDER_ACCEPTED_EVENT_TYPE) == ORDER_ACCEPTED_EVENT_TYPE
+            and (order := order_of(d.get(OutboxField.ORDER_ID))) is not None
+            and created_by_change(order)
+        ),
+        "OrderCancelled not the cancelled order's last version": _ids(
+            str(d.get(OutboxField.ORDER_ID))
+            for d in events_read
+            if d.get(OutboxField.EVENT_TYPE) == ORDER_CANCELLED
+            and not_the_last(d.get(OutboxField.ORDER_ID), event_version(d))
+        ),
     }
     if events is not None:
         problems["delivered events for no stored order"] = _ids(
             str(e.order_id or e.message_id) for e in events if str(e.order_id) not in known
         )
+        problems["delivered events above their order's version"] = _ids(
+            str(e.order_id) for e in events if above(e.order_id, e.version)
+        )
         problems["delivered events that are not the stored order"] = _ids(
             str(e.order_id)
             for e in events
-            if str(e.order_id) in known
-            and (
-                e.total_minor != known[str(e.order_id)].get("totalMinor")
-                or e.customer_id != known[str(e.order_id)].get("customerId")
-            )
+            if (order := order_of(e.order_id)) is not None
+            and e.version == stored_version(order)
+            and not _is_the_order(e, order)
         )
     return _invariant(NO_EVENT_FOR_REJECTED, problems, "none")
 
 
-# ---- 4. nothing pending ---------------------------------------------------------------------
+def _is_the_order(event: SeenEvent, order: Document) -> bool:
+    """The event of the order's current version says what the order holds: its cancellation,
+    or its total and customer."""
+    if order.get(STATUS) == STATUS_CANCELLED:
+        return event.event_type in (None, ORDER_CANCELLED)
+    return (
+        event.event_type != ORDER_CANCELLED
+        and event.total_minor == order.get("totalMinor")
+        and event.customer_id == order.get("customerId")
+    )
+
+
+# ---- 4. every inbox marker of a stored order ------------------------------------------------
+
+
+def markers_of_orders(
+    markers: Sequence[Document],
+    orders: Sequence[Document],
+    referenced: Mapping[str, Document] | None = None,
+) -> Invariant:
+    """Each inbox marker belongs to a stored order, records ``processed`` or ``stale``, and a
+    version at or below its order's (a processed change moved the order to its version; a stale
+    one found it at or above). ``referenced`` as in ``no_event_for_rejected``."""
+    known = {str(d.get("orderId")): d for d in orders}
+    known.update(referenced or {})
+    ours = [m for m in markers if m.get(InboxField.TYPE, INBOX_TYPE) == INBOX_TYPE]
+
+    def marker(m: Document) -> str:
+        return f"{m.get(MARKER_ORDER_ID)}/{m.get(InboxField.MESSAGE_ID)}"
+
+    outcomes = Counter(str(m.get(InboxField.OUTCOME)) for m in ours)
+    return _invariant(
+        MARKERS_OF_ORDERS,
+        {
+            "markers without an order": _ids(
+                marker(m) for m in ours if str(m.get(MARKER_ORDER_ID)) not in known
+            ),
+            "markers of another outcome": _ids(
+                marker(m) for m in ours if m.get(InboxField.OUTCOME) not in MARKER_OUTCOMES
+            ),
+            "markers above their order's version": _ids(
+                marker(m)
+                for m in ours
+                if str(m.get(MARKER_ORDER_ID)) in known
+                and (_version(m.get(InboxField.ORDER_VERSION)) or 0)
+                > stored_version(known[str(m.get(MARKER_ORDER_ID))])
+            ),
+            "markers without a version": _ids(
+                marker(m) for m in ours if _version(m.get(InboxField.ORDER_VERSION)) is None
+            ),
+        },
+        f"{len(ours)} markers: "
+        + (", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "none"),
+    )
+
+
+# ---- 5. nothing pending ---------------------------------------------------------------------
 
 
 def nothing_pending(
@@ -314,7 +543,7 @@ def nothing_pending(
     )
 
 
-# ---- 5. every dead letter with its reason -------------------------------------------------------
+# ---- 6. every dead letter with its reason -------------------------------------------------------
 
 
 def every_dead_letter_has_a_reason(
@@ -390,6 +619,7 @@ def audit(data: AuditData, *, now: datetime, pending_grace: timedelta) -> list[I
             data.orders, data.outbox, data.events, now=now, grace=pending_grace
         ),
         no_event_for_rejected(data.orders, data.outbox, data.events, data.referenced),
+        markers_of_orders(data.markers, data.orders, data.referenced),
         nothing_pending(list(outbox.values()), now=now, grace=pending_grace),
         every_dead_letter_has_a_reason(data.dead_letters),
     ]

@@ -4,9 +4,10 @@ peek), check the invariants (``ops.audit``), print each PASS or FAIL with its of
 what the reads cost. Exit 0: every invariant holds; 1: one FAILed; 2: usage or connection.
 
 The window is on the server's write times (Cosmos DB ``_ts``), so it is taken from the wall
-clock: the orders written in it (an order is written once), and their OrderAccepted events read
-by id wherever their ``_ts`` is (the relay's dispatch rewrites it: ``ops.cosmos.
-CosmosAuditReader``). It may reach back at most ``DISPATCHED_TTL_S`` (7 days): a dispatched
+clock: the orders written in it (an order is rewritten by each change applied to it), the event
+of each one's current version read by id wherever its ``_ts`` is (the relay's dispatch rewrites
+it: ``ops.cosmos.CosmosAuditReader``), and the inbox markers written in it.
+It may reach back at most ``DISPATCHED_TTL_S`` (7 days): a dispatched
 outbox event expires then (shared.relay.core), and an order older than that would look as if it
 had none. Every check that waits on the relay allows ``--pending-grace``: an event pending for
 less than that is neither overdue nor missing from the subscription (``ops.audit``).
@@ -23,9 +24,11 @@ from typing import Any, Protocol
 from rich.console import Console
 from rich.table import Table
 
-from ops.audit import AuditData, Invariant, SeenEvent, audit
+from ops.audit import AuditData, Invariant, SeenEvent, audit, event_version
 from ops.durations import parse_duration
 from ops.port import DeadLetterQueue
+from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
+from shared.consumer.order import stored_version
 from shared.relay.outbox import DISPATCHED_TTL_S, OutboxField, outbox_document_id
 
 MAX_LOOKBACK = timedelta(seconds=DISPATCHED_TTL_S)
@@ -39,7 +42,9 @@ class AuditReader(Protocol):
 
     def outbox_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]: ...
 
-    def outbox_of(self, order_ids: set[str]) -> list[dict[str, Any]]: ...
+    def outbox_of(self, versions: set[tuple[str, int]]) -> list[dict[str, Any]]: ...
+
+    def markers_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]: ...
 
     def stuck_outbox(self) -> list[dict[str, Any]]: ...
 
@@ -123,19 +128,23 @@ def read_and_check(
     now: datetime,
 ) -> AuditRun:
     orders = reader.orders_written(since, until)
-    in_window = {str(d.get("orderId")) for d in orders}
+    current = {(str(d.get("orderId")), stored_version(d)) for d in orders}
     outbox = reader.outbox_written(since, until)
-    # The events of the window's orders last written after it (dispatched, parked, republished
-    # since): by id, so an order accepted just before --until is not "without an outbox event".
-    outbox += reader.outbox_of(in_window - orders_with_their_event(outbox))
+    # The events of the window's orders' current versions last written after it (dispatched,
+    # parked, republished since): by id, so an order changed just before --until is not
+    # "without the outbox event of its current version".
+    outbox += reader.outbox_of(current - events_of_versions(outbox))
+    markers = reader.markers_written(since, until)
     stuck = reader.stuck_outbox()
     # After every outbox read: an event read as pending may be delivered by now (it counts as
     # delivered), one read as dispatched was sent before this peek (so it is there to see).
     seen = events.events(subscription) if events is not None and subscription else None
-    pointed_to = {str(d.get(OutboxField.ORDER_ID)) for d in outbox} | {
-        str(e.order_id) for e in seen or [] if e.order_id
-    }
-    referenced = reader.orders_by_id(pointed_to - in_window)
+    pointed_to = (
+        {str(d.get(OutboxField.ORDER_ID)) for d in outbox}
+        | {str(e.order_id) for e in seen or [] if e.order_id}
+        | {str(m.get(MARKER_ORDER_ID)) for m in markers}
+    )
+    referenced = reader.orders_by_id(pointed_to - {order_id for order_id, _ in current})
     data = AuditData(
         orders=orders,
         outbox=outbox,
@@ -144,18 +153,20 @@ def read_and_check(
         dead_letters=queue.dead_letters(),
         events=seen,
         request_charge=reader.request_charge,  # after every read above
+        markers=markers,
     )
     checked = audit(data, now=now, pending_grace=pending_grace)
     return AuditRun(data, checked, since, until, subscription)
 
 
-def orders_with_their_event(outbox: list[dict[str, Any]]) -> set[str]:
-    """The order ids whose OrderAccepted outbox document is among these."""
-    return {
-        str(d.get(OutboxField.ORDER_ID))
-        for d in outbox
-        if d.get(OutboxField.ID) == outbox_document_id(str(d.get(OutboxField.ORDER_ID)))
-    }
+def events_of_versions(outbox: list[dict[str, Any]]) -> set[tuple[str, int]]:
+    """The (order id, version)s whose outbox document is among these, under its own id."""
+    found = set()
+    for d in outbox:
+        order_id, version = str(d.get(OutboxField.ORDER_ID)), event_version(d)
+        if version is not None and d.get(OutboxField.ID) == outbox_document_id(order_id, version):
+            found.add((order_id, version))
+    return found
 
 
 def print_run(run: AuditRun, console: Console, *, as_json: bool) -> int:
@@ -165,6 +176,7 @@ def print_run(run: AuditRun, console: Console, *, as_json: bool) -> int:
         "until": run.until.isoformat(),
         "orders": len(data.orders),
         "outboxEvents": len(data.outbox),
+        "markers": len(data.markers),
         "stuckOutboxEvents": len(data.stuck),
         "ordersReadById": len(data.referenced),
         "deadLetters": len(data.dead_letters),
@@ -191,7 +203,8 @@ def print_run(run: AuditRun, console: Console, *, as_json: bool) -> int:
         else "no subscription read (--subscription): delivery not checked, only the outbox"
     )
     console.print(
-        f"read {read['orders']} orders, {read['outboxEvents']} outbox events of the window, "
+        f"read {read['orders']} orders, {read['outboxEvents']} outbox events, "
+        f"{read['markers']} inbox markers of the window, "
         f"{read['stuckOutboxEvents']} parked or pending, {read['ordersReadById']} orders by id, "
         f"{read['deadLetters']} dead letters; {subscription}; {read['requestCharge']} RU"
     )

@@ -18,7 +18,9 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
 
 from ops.history import PartitionRead
-from shared.consumer.order import ORDER_TYPE
+from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
+from shared.consumer.order import ORDER_TYPE, ORDER_VERSION, STATUS
+from shared.kit.inbox import INBOX_TYPE, InboxField
 from shared.relay.outbox import (
     OUTBOX_TYPE,
     STATUS_PARKED,
@@ -168,8 +170,9 @@ class CosmosAuditReader:
     For a window ``[since, until)`` on the documents' ``_ts`` (the server's last-write time),
     in this order:
 
-    1. ``orders_written``: the order documents of the window. An order is written once, at its
-       acceptance, so its ``_ts`` is its acceptance. One cross-partition query on indexed paths
+    1. ``orders_written``: the order documents of the window. An order is written at its
+       acceptance (or its creation by a change) and again by each change applied to it, so its
+       ``_ts`` is its last applied version's. One cross-partition query on indexed paths
        (``/type`` is indexed, infra/app/cosmos.bicep, and "the system properties id and _ts are
        always indexed" when indexing is consistent,
        https://learn.microsoft.com/azure/cosmos-db/how-to-manage-indexing-policy): it loads the
@@ -179,9 +182,10 @@ class CosmosAuditReader:
        but not every order's event: the relay's dispatch patch (and a park, a republish)
        rewrites an outbox document's ``_ts``, so the event of an order accepted just before
        ``until`` and dispatched after it is not in the window.
-    3. ``outbox_of``: those, by id. The outbox event of an order has a deterministic id in the
-       order's partition (``shared.relay.outbox.outbox_document_id``), so the window's orders
-       whose event step 2 did not return are read with ``read_items``: the SDK groups the ids by
+    3. ``outbox_of``: those, by id. The outbox event of each version of an order has a
+       deterministic id in the order's partition (``shared.relay.outbox.outbox_document_id``),
+       so the event of each window order's current version that step 2 did not return is
+       read with ``read_items``: the SDK groups the ids by
        partition key range and sends one query per range and 1,000 ids, ``WHERE c.orderId = @pk
        AND c.id IN (...)`` or one point read for a single id (azure/cosmos/_read_items_helper.py,
        _query_builder.py). Each loads only the documents it returns: about one RU per event,
@@ -189,8 +193,10 @@ class CosmosAuditReader:
        parked or republished since, never a scan.
     4. ``stuck_outbox``: every parked or pending outbox document, of any age (``/status`` is
        indexed): it loads only what is stuck.
-    5. ``orders_by_id``: the orders outside the window that an event points to, by batched point
-       reads as in 3.
+    5. ``markers_written``: the inbox markers of the window (``type = inbox``; a marker is
+       written once), the same query as 1;
+    6. ``orders_by_id``: the orders outside the window that an event or a marker points to, by
+       batched point reads as in 3.
 
     Each query projects the fields the invariants read. ``request_charge`` sums the
     ``x-ms-request-charge`` of every response; ``max_documents`` bounds what one audit may read
@@ -208,6 +214,9 @@ class CosmosAuditReader:
             "totalMinor",
             "customerId",
             "acceptedAt",
+            ORDER_VERSION,
+            STATUS,
+            "createdBy",
         )
     )
     OUTBOX_FIELDS = ", ".join(
@@ -222,6 +231,21 @@ class CosmosAuditReader:
             OutboxField.PARKED_REASON,
             OutboxField.PARKED_DESCRIPTION,
             OutboxField.PARKED_AT,
+            OutboxField.EVENT_TYPE,
+            # The version it announces (``ops.audit.event_version`` reads it at the top).
+            f"{OutboxField.PAYLOAD}.{ORDER_VERSION}",
+        )
+    )
+    MARKER_FIELDS = ", ".join(
+        f"c.{name}"
+        for name in (
+            InboxField.ID,
+            InboxField.TYPE,
+            MARKER_ORDER_ID,
+            InboxField.MESSAGE_ID,
+            InboxField.MESSAGE_TYPE,
+            InboxField.ORDER_VERSION,
+            InboxField.OUTCOME,
         )
     )
 
@@ -278,12 +302,18 @@ class CosmosAuditReader:
     def outbox_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]:
         return self._window(OUTBOX_TYPE, self.OUTBOX_FIELDS, since, until)
 
-    def outbox_of(self, order_ids: Collection[str]) -> list[dict[str, Any]]:
-        """What is stored under these orders' OrderAccepted outbox ids, in each order's
+    def outbox_of(self, versions: Collection[tuple[str, int]]) -> list[dict[str, Any]]:
+        """What is stored under these (order id, version)s' outbox ids, in each order's
         partition (the invariants judge what they find there)."""
         return self._read_many(
-            [(outbox_document_id(order_id), order_id) for order_id in sorted(set(order_ids))]
+            [
+                (outbox_document_id(order_id, version), order_id)
+                for order_id, version in sorted(set(versions))
+            ]
         )
+
+    def markers_written(self, since: datetime, until: datetime) -> list[dict[str, Any]]:
+        return self._window(INBOX_TYPE, self.MARKER_FIELDS, since, until)
 
     def stuck_outbox(self) -> list[dict[str, Any]]:
         return self._query(

@@ -48,6 +48,9 @@ from shared.config import Settings
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default start
 
+# Seconds the local change feed's reads may take (see local_world).
+TRIGGER_READ_TIMEOUT_S = 120
+
 
 @dataclass(frozen=True)
 class CosmosAccount:
@@ -239,10 +242,16 @@ async def local_world(
             queue, worker, app_settings=settings_env, max_concurrent_calls=max_concurrent_calls
         )
         topic = OrderEventsTopic.from_messaging_file(clock)
-        # The trigger's own client (the host's CosmosDBConnection), apart from the app's.
+        # The trigger's own client (the host's CosmosDBConnection), apart from the app's, and
+        # not bound by the consumer's 15 s read budget (CLIENT_OPTIONS): the local server has no
+        # change feed, so each feed read here is a query that scans the whole container (no
+        # index), and a large chaos container under load took longer than that; the host's
+        # change feed processor reads pages of changes, never the container.
         settings = Settings.from_env(settings_env)
         credential = None if settings.cosmos_key else identity_credential(settings.cosmos_identity)
-        trigger_client = create_client(settings, credential=credential)
+        trigger_client = create_client(
+            settings, credential=credential, read_timeout=TRIGGER_READ_TIMEOUT_S
+        )
         has_cosmos_trigger = any(
             f.trigger["type"] == "cosmosDBTrigger" for f in worker.functions.values()
         )

@@ -86,8 +86,17 @@ from local.scenarios.invariants import (
     outbox_off,
     stand_in_checks,
 )
+from local.scenarios.lifecycle import (
+    LifecycleMix,
+    LifecycleReport,
+    converged,
+    mix,
+    print_lifecycle,
+    published_in_order,
+    run_lifecycle,
+)
 from local.scenarios.options import DemoOptions
-from local.scenarios.tool_runs import ToolRun, run_tool
+from local.scenarios.tool_runs import ToolRun, audit_arguments, run_tool
 from local.standins.broker import Delivery, ManualClock, OutgoingMessage, PeekLockQueue
 from local.standins.cosmos_server import ensure_container
 from local.standins.faults import (
@@ -98,12 +107,17 @@ from local.standins.faults import (
     FaultKind,
     FaultRule,
 )
-from local.standins.topic import RETAINED_SUBSCRIPTION, WorkerCrashed
+from local.standins.topic import WorkerCrashed
 from ops.audit import NO_ORDER_LOST, Invariant
 from ops.sample_orders import random_order
 from shared.adapters.cosmos_orders import create_client
 from shared.config import WatchdogSettings
-from shared.consumer.contract import parse_order
+from shared.consumer.contract import (
+    ORDER_ACCEPTED_EVENT_TYPE,
+    ORDER_AMENDED,
+    ORDER_CANCELLED,
+    parse_order,
+)
 from shared.kit.message import MAX_BODY_BYTES
 from shared.relay.core import PARKED_RETRIES_EXHAUSTED
 from shared.relay.outbox import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
@@ -139,10 +153,12 @@ class DemoReport:
     # republish", "requested" (``--dead-letters``), "audit".
     tool_runs: dict[str, ToolRun] = field(default_factory=dict)
     operator_audit: ToolRun | None = None  # ``audit ... --json``, run when the table is read
+    lifecycle: LifecycleReport | None = None  # the lifecycle scenario's, with its own table
 
     @property
     def checks(self) -> list[Invariant]:
-        return [row.invariant for row in self.rows]
+        lifecycle = self.lifecycle.checks if self.lifecycle is not None else []
+        return [*(row.invariant for row in self.rows), *lifecycle]
 
     @property
     def passed(self) -> bool:
@@ -160,6 +176,7 @@ class _Plan:
     lock_expiry: set[str]
     mismatches: dict[str, bytes]
     poison: list[tuple[str, OutgoingMessage]]
+    lifecycles: LifecycleMix = field(default_factory=LifecycleMix)
 
 
 def plan(options: DemoOptions) -> _Plan:
@@ -177,10 +194,14 @@ def plan(options: DemoOptions) -> _Plan:
 
     retried = pick(options.duplicate_rate)
     late = {order_id for order_id in retried if rng.random() < 0.25}
+    lifecycles = mix(bodies, options.lifecycle_rate, options.seed)
     mismatches: dict[str, bytes] = {}
     # Not for an id that also has a late retry: both are sent a day later, and the broker's
-    # duplicate detection would (rightly) drop the second one.
-    for order_id in (i for i in pick(options.mismatch_rate) if i not in late):
+    # duplicate detection would (rightly) drop the second one. Nor for an order with a
+    # lifecycle: created by a change that came first, its other OrderPlaced would be stale.
+    for order_id in (
+        i for i in pick(options.mismatch_rate) if i not in late and i not in lifecycles.histories
+    ):
         changed = json.loads(bodies[order_id])
         changed["lines"][0]["quantity"] += 1
         mismatches[order_id] = json.dumps(changed).encode()
@@ -189,14 +210,19 @@ def plan(options: DemoOptions) -> _Plan:
     for number in range(round(options.orders * options.poison_rate)):
         kind = kinds[number % len(kinds)]
         poison.append((kind, _poison(kind, f"bad-{options.seed}-{number:04d}", rng, start)))
+    changes = sorted(lifecycles.message_ids)
+    trouble = random.Random(f"{options.seed}-lifecycle-trouble")
     return _Plan(
         bodies=bodies,
         early_retries=[order_id for order_id in retried if order_id not in late],
         late_retries=sorted(late),
-        crash=set(pick(options.crash_rate)),
-        lock_expiry=set(pick(options.lock_expiry_rate)),
+        crash=set(pick(options.crash_rate))
+        | {i for i in changes if trouble.random() < options.crash_rate},
+        lock_expiry=set(pick(options.lock_expiry_rate))
+        | {i for i in changes if trouble.random() < options.lock_expiry_rate},
         mismatches=mismatches,
         poison=poison,
+        lifecycles=lifecycles,
     )
 
 
@@ -289,30 +315,20 @@ async def run_demo(options: DemoOptions, console: Console | None = None) -> Demo
                         await verifier.get_database_client(
                             settings.cosmos_database
                         ).delete_container(container_name)
-                    return report
+            if options.lifecycle and options.outbox:
+                # The lifecycle, a scenario of its own on a world of its own: its own table.
+                report.lifecycle = await run_lifecycle(
+                    account,
+                    seed=options.seed,
+                    verify_tls=options.verify_tls,
+                    concurrency=options.concurrency,
+                )
+            return report
     finally:
         consumer_logger.removeHandler(handler)
         consumer_logger.propagate = True
         relay_logger.propagate = True
         relay_logger.removeHandler(quiet_relay)
-
-
-def audit_arguments(started: datetime) -> list[str]:
-    """``python -m ops audit`` over the demo's run, as an operator types it: since a minute
-    before the run began by this machine's clock (the window is on Cosmos DB's ``_ts``, the
-    server's clock: the minute absorbs a skew; the container is the demo's own, so nothing else
-    falls in it), the ``retained`` subscription (downstream consumed its own copy), and no
-    pending grace (the demo's relay is idle when it audits; a live one needs the default)."""
-    since = (started - timedelta(minutes=1)).replace(microsecond=0).isoformat()
-    return [
-        "audit",
-        "--since",
-        since,
-        "--subscription",
-        RETAINED_SUBSCRIPTION,
-        "--pending-grace",
-        "0s",
-    ]
 
 
 async def _drive(
@@ -329,8 +345,12 @@ async def _drive(
     # Before any send: a subscription receives only what is sent after its creation.
     world.topic.add_subscription(DOWNSTREAM_SUBSCRIPTION)
     # Phase 1: the stream, immediate producer retries, poison.
+    lifecycles = the_plan.lifecycles
     for order_id, body in the_plan.bodies.items():
-        queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
+        for message in lifecycles.sends.get(order_id, []):  # a lifecycle, in its permutation
+            queue.send(message)
+        if order_id not in lifecycles.sends:
+            queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
     for order_id in the_plan.early_retries:
         queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="retry"))
     for _, message in the_plan.poison:
@@ -387,6 +407,8 @@ async def _drive(
             queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="late"))
         for order_id, body in the_plan.mismatches.items():
             queue.send(OutgoingMessage(order_id, body, correlation_id="changed"))
+        for message in lifecycles.late:
+            queue.send(message)
         progress.update(task, description="phase 2: a day later", total=queue.stats.accepted)
         await host.run_until_idle(on_delivery=with_trouble)
         progress.update(task, completed=_settled_for_good(queue))
@@ -706,7 +728,13 @@ async def _report(
         "order documents": len(data.orders),
         "outbox documents": len(data.outbox),
         "duplicate order documents": sum(stored.values()) - len(stored),
-        "OrderAccepted delivered to the subscription": len(data.events or []),
+        "OrderAccepted delivered to the subscription": sum(
+            e.event_type in (None, ORDER_ACCEPTED_EVENT_TYPE) for e in data.events or []
+        ),
+        "OrderAmended and OrderCancelled delivered": sum(
+            e.event_type in (ORDER_AMENDED, ORDER_CANCELLED) for e in data.events or []
+        ),
+        "stale": log.outcomes["stale"],
     }
     report.dead_lettered_by_reason = Counter(letter.reason for letter in data.dead_letters)
     expected = Expected(
@@ -716,9 +744,14 @@ async def _report(
         },
         mismatches=set(the_plan.mismatches),
         poison=[(message.message_id, POISON_KINDS[kind]) for kind, message in the_plan.poison],
+        lifecycle_orders=set(the_plan.lifecycles.histories),
+        lifecycle_messages=the_plan.lifecycles.message_ids,
     )
     flow = flow_invariants(data, now=world.clock.now(), outbox_enabled=options.outbox)
     demo = expectations(data, expected)
+    if the_plan.lifecycles.histories:  # make chaos: the lifecycles it mixed in converged
+        highest = the_plan.lifecycles.highest
+        demo += [converged(data.orders, highest), published_in_order(data.events or [], highest)]
     report.figures["lost valid orders"] = len(
         next(i for i in demo if i.name == NO_ORDER_LOST).offending
     )
@@ -773,6 +806,11 @@ def print_report(report: DemoReport, console: Console) -> None:
         verdict = "[green]PASS[/green]" if check.passed else "[red]FAIL[/red]"
         checks.add_row(check.name, verdict, row.checked_by, check.detail)
     console.print(checks)
+    if report.lifecycle is not None:
+        console.rule(
+            "The order lifecycle: a scenario of its own, on a queue, topic and container of its own"
+        )
+        print_lifecycle(report.lifecycle, console)
     if report.tool_runs:
         console.rule("python -m ops, over this demo's own queue, topic and container")
     for run in report.tool_runs.values():

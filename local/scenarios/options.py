@@ -71,6 +71,13 @@ class DemoOptions:
         "listed and republished with python -m ops parked",
     )
     outbox: bool = _option(True, "write the order alone", commands=(DEMO,))
+    # chaos: orders that get 1-3 amendments and maybe a cancellation, mixed into the stream
+    lifecycle_rate: float = _option(0.0, commands=(CHAOS_COMMAND,))
+    lifecycle: bool = _option(
+        True,
+        "skip the lifecycle scenario (amendments and cancellations out of order, on a world of "
+        "its own)",
+    )
     cosmos_endpoint: str | None = _option(
         None,
         "a real Cosmos DB account or emulator instead of the local server",
@@ -107,6 +114,7 @@ CHAOS = DemoOptions(
     send_failure_rate=0.1,
     relay_stall=30,
     skipped_orders=20,
+    lifecycle_rate=0.2,
     dead_letters="",
 )
 

@@ -14,6 +14,7 @@ import shlex
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from azure.cosmos import CosmosClient
@@ -22,7 +23,7 @@ from urllib3.exceptions import InsecureRequestWarning
 from local.assembly.dead_letter_queue import LocalDeadLetterQueue
 from local.assembly.world import CosmosAccount, World
 from local.standins.servicebus_link import LocalNamespace, servicebus_client
-from local.standins.topic import topic_name
+from local.standins.topic import RETAINED_SUBSCRIPTION, topic_name
 from ops.cli import main as tool_main
 from ops.cosmos import CosmosAuditReader, CosmosOrderLookup, CosmosOutboxDocuments
 from ops.servicebus import ServiceBusEvents
@@ -86,3 +87,21 @@ def default_credential_sync() -> Any:
     from azure.identity import DefaultAzureCredential
 
     return DefaultAzureCredential()
+
+
+def audit_arguments(started: datetime) -> list[str]:
+    """``python -m ops audit`` over the demo's run, as an operator types it: since a minute
+    before the run began by this machine's clock (the window is on Cosmos DB's ``_ts``, the
+    server's clock: the minute absorbs a skew; the container is the demo's own, so nothing else
+    falls in it), the ``retained`` subscription (downstream consumed its own copy), and no
+    pending grace (the demo's relay is idle when it audits; a live one needs the default)."""
+    since = (started - timedelta(minutes=1)).replace(microsecond=0).isoformat()
+    return [
+        "audit",
+        "--since",
+        since,
+        "--subscription",
+        RETAINED_SUBSCRIPTION,
+        "--pending-grace",
+        "0s",
+    ]

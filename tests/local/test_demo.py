@@ -29,6 +29,15 @@ from local.scenarios.invariants import (
     outbox_off,
     stand_in_checks,
 )
+from local.scenarios.lifecycle import (
+    CONVERGED,
+    PUBLISHED_IN_ORDER,
+    LifecycleReport,
+    amended,
+    cancelled,
+    converged,
+    published_in_order,
+)
 from local.scenarios.options import DemoOptions
 from local.scenarios.tool_runs import ToolRun
 from local.standins.broker import OutgoingMessage
@@ -36,6 +45,7 @@ from local.standins.faults import FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
 from ops.audit import (
     EVERY_REASON,
+    MARKERS_OF_ORDERS,
     NO_EVENT_FOR_REJECTED,
     NO_ORDER_LOST,
     NO_VALID_ORDER_DEAD_LETTERED,
@@ -45,6 +55,7 @@ from ops.audit import (
     ORDERS_ARE_THE_REQUESTS,
     AuditData,
     Invariant,
+    SeenEvent,
 )
 from ops.port import DeadLetter
 from shared.consumer.contract import parse_order
@@ -89,6 +100,7 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
         ONE_ORDER_PER_ID,
         ONE_EVENT_PER_ORDER,
         NO_EVENT_FOR_REJECTED,
+        MARKERS_OF_ORDERS,
         NOTHING_PENDING,
         EVERY_REASON,
     ]
@@ -97,7 +109,7 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
         "no invocation failed",
     ]
     assert by["python -m ops audit agrees with this table"] == DEMO
-    assert len(by) == len(report.rows) == 15  # 5 audit, 8 demo, 2 stand-in
+    assert len(by) == len(report.rows) == 16  # 6 audit, 8 demo, 2 stand-in
     figures = report.figures
     # Phase 3's and phase 4's orders too: accepted while the relay's lease store was empty, and
     # while the topic refused every send.
@@ -128,6 +140,88 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
     assert figures["events skipped by the change feed (lease from now)"] == options.skipped_orders
     assert figures["watchdog runs (timer, through the worker)"] >= 1
     assert figures["events dropped by topic duplicate detection"] > 0
+    assert_the_lifecycle_passed(report.lifecycle)
+
+
+def assert_the_lifecycle_passed(lifecycle: LifecycleReport | None) -> None:
+    """The lifecycle scenario's table: every row PASSes, ``ops.audit``'s among them; its
+    documents converged with stale messages counted; downstream saw each order's versions in
+    increasing order; the amendment after a cancellation was dead-lettered."""
+    assert lifecycle is not None
+    assert lifecycle.passed, [c for c in lifecycle.checks if not c.passed]
+    by = {row.invariant.name: row.checked_by for row in lifecycle.rows}
+    assert [name for name, kind in by.items() if kind == AUDIT] == [
+        ONE_ORDER_PER_ID,
+        ONE_EVENT_PER_ORDER,
+        NO_EVENT_FOR_REJECTED,
+        MARKERS_OF_ORDERS,
+        NOTHING_PENDING,
+        EVERY_REASON,
+    ]
+    assert {CONVERGED, PUBLISHED_IN_ORDER, "python -m ops audit agrees with this table"} <= set(by)
+    assert lifecycle.documents == {
+        # status, version, created by, stale markers, messages sent
+        "lc-1": ("cancelled", 4, "OrderPlaced", 0, 5),
+        "lc-2": ("accepted", 3, "OrderAmended", 2, 4),
+        "lc-3": ("cancelled", 3, "OrderCancelled", 2, 3),
+        "lc-4": ("cancelled", 3, "OrderPlaced", 1, 5),
+        "lc-5": ("cancelled", 3, "OrderAmended", 1, 4),
+    }
+    assert lifecycle.figures["stale"] == 6
+    assert lifecycle.figures["duplicates"] == 3  # the same MessageIds after the window
+    assert lifecycle.figures["dead-lettered InvalidTransition"] == 1
+    assert lifecycle.events == {
+        "lc-1": [
+            "OrderAccepted v1",
+            "OrderAmended v2",
+            "OrderAmended v3",
+            "OrderCancelled v4",
+        ],
+        "lc-2": ["OrderAmended v3"],
+        "lc-3": ["OrderCancelled v3"],
+        "lc-4": ["OrderAccepted v1", "OrderAmended v2", "OrderCancelled v3"],
+        "lc-5": ["OrderAmended v2", "OrderCancelled v3"],
+    }
+
+
+def test_the_lifecycle_invariants_fail_when_an_order_diverges_or_is_published_out_of_order() -> (
+    None
+):
+    highest = {"lc-1": cancelled("lc-1", 3), "lc-2": amended("lc-2", 2)}
+    lc1 = {
+        "orderId": "lc-1",
+        "orderVersion": 3,
+        "status": "cancelled",
+        "cancelledAt": "2026-11-29T23:00:00Z",
+        "cancellationReason": "customer request",
+    }
+    body = json.loads(amended("lc-2", 2).body)
+    lc2 = {
+        "orderId": "lc-2",
+        "orderVersion": 2,
+        "status": "accepted",
+        **{k: body[k] for k in ("customerId", "currency", "lines")},
+    }
+    assert converged([lc1, lc2], highest).passed
+    assert converged([lc1, {**lc2, "orderVersion": 1}], highest).offending == ["lc-2"]
+    assert converged([lc1, {**lc2, "lines": []}], highest).offending == ["lc-2"]
+    assert converged([{**lc1, "status": "accepted"}, lc2], highest).offending == ["lc-1"]
+    assert converged([lc2], highest).offending == ["lc-1"]  # missing
+
+    def seen(order_id: str, version: int, kind: str) -> SeenEvent:
+        return SeenEvent("m", order_id, None, None, version, kind)
+
+    in_order = [
+        seen("lc-1", 1, "OrderAccepted"),
+        seen("lc-1", 2, "OrderAmended"),
+        seen("lc-2", 2, "OrderAmended"),
+        seen("lc-1", 3, "OrderCancelled"),
+    ]
+    assert published_in_order(in_order, highest).passed
+    swapped = [in_order[1], in_order[0], *in_order[2:]]
+    assert published_in_order(swapped, highest).offending == ["lc-1"]
+    assert published_in_order(in_order[:3], highest).offending == ["lc-1"]  # not to the highest
+    assert published_in_order([*in_order, in_order[2]], highest).offending == ["lc-2"]  # twice
 
 
 def test_demo_command_exits_zero_and_prints_the_verdicts() -> None:
@@ -142,6 +236,8 @@ def test_demo_command_exits_zero_and_prints_the_verdicts() -> None:
     assert "PASS" in result.stdout
     assert "FAIL" not in result.stdout
     assert "$ python -m ops audit --since" in result.stdout  # it ends with the audit
+    assert "Lifecycle: the final documents" in result.stdout
+    assert "Lifecycle: the events downstream" in result.stdout
     # It reads clean: no library warning or log line among the tables.
     assert "Warning" not in result.stdout + result.stderr
     assert "GOAWAY" not in result.stdout + result.stderr
@@ -204,7 +300,7 @@ def test_without_the_outbox_an_outbox_event_or_a_delivery_fails_the_check() -> N
     names = {
         i.name for i in flow_invariants(demo_data(order, [], []), now=NOW, outbox_enabled=False)
     }
-    assert names == {ONE_ORDER_PER_ID, EVERY_REASON}
+    assert names == {ONE_ORDER_PER_ID, MARKERS_OF_ORDERS, EVERY_REASON}
 
 
 def test_the_demo_s_expectations_fail_when_an_order_is_lost_changed_or_dead_lettered_wrongly() -> (
@@ -266,7 +362,7 @@ def test_the_operator_audit_must_say_what_the_table_says_having_read_what_it_rea
     orders = [d for d in documents if d["type"] == "order"]
     data = demo_data(documents, [], [event_of(o) for o in orders])
     flow = flow_invariants(data, now=NOW)
-    read = {"orders": 2, "outboxEvents": 2, "deadLetters": 0, "deliveredEvents": 2}
+    read = {"orders": 2, "outboxEvents": 2, "markers": 0, "deadLetters": 0, "deliveredEvents": 2}
     rows = [{"name": i.name, "verdict": i.verdict, "offending": i.offending} for i in flow]
 
     def agrees(rows: list[dict[str, Any]], read: dict[str, Any], exit_status: int = 0) -> Invariant:
@@ -276,6 +372,7 @@ def test_the_operator_audit_must_say_what_the_table_says_having_read_what_it_rea
     assert agrees(rows, read).passed
     assert not agrees(rows, {**read, "deliveredEvents": 0}).passed  # the subscription drained
     assert not agrees(rows, {**read, "orders": 0, "outboxEvents": 0}).passed  # the wrong window
+    assert not agrees(rows, {k: v for k, v in read.items() if k != "markers"}).passed  # no markers
     other = [{**rows[1], "verdict": "FAIL", "offending": ["ord-2"]}, *rows[:1], *rows[2:]]
     disagreement = agrees(other, read, exit_status=1)
     assert (disagreement.passed, disagreement.offending) == (False, [ONE_EVENT_PER_ORDER])

@@ -4,14 +4,17 @@ event seen on the subscription."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from local.standins.broker import ManualClock
+from local.standins.doubles import InMemoryOrderStore
 from ops.audit import SeenEvent
 from ops.port import DeadLetter
 from shared.consumer.contract import parse_order
-from shared.consumer.core import build_documents
+from shared.consumer.core import build_documents, decide
 from shared.kit.decision import IncomingMessage
 from tests.orders import order_body
 
@@ -42,3 +45,37 @@ def seen_event(order: dict[str, Any], **changes: Any) -> SeenEvent:
         changes.get("total_minor", order["totalMinor"]),
         changes.get("customer_id", order["customerId"]),
     )
+
+
+def lifecycle(*deliveries: tuple[str | None, dict[str, Any], str]) -> list[dict[str, Any]]:
+    """The documents the core writes for these deliveries ((Subject, body, MessageId), in this
+    order) of one or more orders: the orders, their outbox events and inbox markers."""
+    store = InMemoryOrderStore()
+    clock = ManualClock(NOW)
+    for subject, body, message_id in deliveries:
+        raw = json.dumps(body).encode()
+        asyncio.run(
+            decide(IncomingMessage(message_id, raw, "c", 1, subject=subject), store, clock=clock)
+        )
+        clock.advance(timedelta(seconds=1))
+    return list(store.documents.values())
+
+
+def of_type(documents: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in documents if d.get("type") == kind]
+
+
+def seen_events(documents: list[dict[str, Any]]) -> list[SeenEvent]:
+    """The outbox events as a subscription holds them once published, in version order."""
+    events = sorted(of_type(documents, "outbox"), key=lambda d: d["payload"]["orderVersion"])
+    return [
+        SeenEvent(
+            d["eventId"],
+            d["orderId"],
+            d["payload"].get("totalMinor"),
+            d["payload"].get("customerId"),
+            d["payload"]["orderVersion"],
+            d["eventType"],
+        )
+        for d in events
+    ]

@@ -16,16 +16,22 @@ letter with its reason" FAIL (``test_every_reason_service_bus_or_the_consumer_gi
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from ops.audit import (
+    MARKERS_OF_ORDERS,
+    NO_EVENT_FOR_REJECTED,
+    ONE_EVENT_PER_ORDER,
+    ONE_ORDER_PER_ID,
     AuditData,
     Invariant,
     SeenEvent,
     audit,
     dead_lettered_as,
     every_dead_letter_has_a_reason,
+    markers_of_orders,
     no_dead_letter_for,
     no_event_for_rejected,
     no_order_lost,
@@ -34,7 +40,8 @@ from ops.audit import (
     one_order_per_id,
     orders_are_the_requests,
 )
-from tests.ops.audit_data import NOW, accepted, letter, seen_event
+from ops.sample_orders import amended_body, cancelled_body, order_body
+from tests.ops.audit_data import NOW, accepted, letter, lifecycle, of_type, seen_event, seen_events
 
 # ---- 1. one order per id --------------------------------------------------------------------
 
@@ -147,13 +154,16 @@ def test_one_event_per_order_from_the_outbox_alone() -> None:
     misplaced = {**accepted("ord-c")[1], "id": "ord-c:Other"}
     c = accepted("ord-c")[0]
     assert one_event_per_accepted_order([a], [a_event]) == Invariant(
-        "exactly one OrderAccepted per accepted order", True, [], "1 orders, 1 outbox events"
+        "exactly one event per applied version, in increasing versions",
+        True,
+        [],
+        "1 orders, 1 outbox events",
     )
     assert one_event_per_accepted_order([a, b, c], [a_event, misplaced]) == Invariant(
-        "exactly one OrderAccepted per accepted order",
+        "exactly one event per applied version, in increasing versions",
         False,
         ["ord-b", "ord-c"],
-        "2 without an outbox event ['ord-b', 'ord-c']",
+        "2 without the outbox event of its current version ['ord-b', 'ord-c']",
     )
     # An untyped document under the order's outbox id counts; an order typed one does not.
     assert one_event_per_accepted_order([a], [{**a_event, "type": "order"}]).offending == ["ord-a"]
@@ -168,13 +178,14 @@ def test_one_event_per_order_with_what_the_subscription_delivered() -> None:
     outbox = [a_event, b_event, c_event]
     events = [seen_event(a), seen_event(b), seen_event(b), SeenEvent("stray", "ord-z")]
     assert one_event_per_accepted_order([a, b, c], outbox, events) == Invariant(
-        "exactly one OrderAccepted per accepted order",
+        "exactly one event per applied version, in increasing versions",
         False,
         ["ord-b", "ord-c"],
-        "1 without a delivered event ['ord-c']; 1 delivered twice or more ['ord-b']",
+        "1 without a delivered event of its current version ['ord-c']; "
+        "1 delivered twice or more ['ord-b']",
     )
     assert one_event_per_accepted_order([a], [a_event], [seen_event(a)]) == Invariant(
-        "exactly one OrderAccepted per accepted order",
+        "exactly one event per applied version, in increasing versions",
         True,
         [],
         "1 orders, 1 outbox events, 1 delivered",
@@ -196,15 +207,15 @@ def test_an_event_pending_within_the_grace_is_not_missing_from_the_subscription(
     assert one_event_per_accepted_order(
         orders, outbox, [seen_event(d)], now=NOW + grace, grace=grace
     ) == Invariant(
-        "exactly one OrderAccepted per accepted order",
+        "exactly one event per applied version, in increasing versions",
         False,
         ["ord-b", "ord-c"],
-        "2 without a delivered event ['ord-b', 'ord-c']",
+        "2 without a delivered event of its current version ['ord-b', 'ord-c']",
     )
     assert one_event_per_accepted_order(
         [a, d], [a_event, d_event], [seen_event(d)], now=NOW + grace, grace=grace
     ) == Invariant(
-        "exactly one OrderAccepted per accepted order",
+        "exactly one event per applied version, in increasing versions",
         True,
         [],
         "2 orders, 2 outbox events, 1 delivered, 1 pending within 0:05:00",
@@ -225,10 +236,10 @@ def test_no_event_for_a_rejected_request() -> None:
     a, a_event = accepted("ord-a")
     _, orphan = accepted("ord-r")
     assert no_event_for_rejected([a], [a_event]) == Invariant(
-        "no OrderAccepted for a rejected order or request", True, [], "none"
+        "no event for a rejected message or above its order's version", True, [], "none"
     )
     assert no_event_for_rejected([a], [a_event, orphan]) == Invariant(
-        "no OrderAccepted for a rejected order or request",
+        "no event for a rejected message or above its order's version",
         False,
         ["ord-r"],
         "1 outbox events without an order ['ord-r']",
@@ -248,7 +259,7 @@ def test_no_delivered_event_without_its_order_or_other_than_it() -> None:
         SeenEvent("msg-8", "ord-z"),
     ]
     assert no_event_for_rejected([a, b], [a_event, b_event], events) == Invariant(
-        "no OrderAccepted for a rejected order or request",
+        "no event for a rejected message or above its order's version",
         False,
         ["msg-9", "ord-a", "ord-b", "ord-z"],
         "2 delivered events for no stored order ['msg-9', 'ord-z']; "
@@ -365,7 +376,7 @@ def test_a_delivered_event_is_read_from_its_body_whatever_it_holds(
 # ---- the live audit -------------------------------------------------------------------------
 
 
-def test_the_live_audit_checks_the_five_and_counts_a_stuck_document_once() -> None:
+def test_the_live_audit_checks_the_six_and_counts_a_stuck_document_once() -> None:
     a, a_event = accepted("ord-a")
     a_event = {**a_event, "status": "dispatched"}
     _, old_parked = accepted("ord-p")
@@ -383,12 +394,13 @@ def test_the_live_audit_checks_the_five_and_counts_a_stuck_document_once() -> No
 
     assert [(row.name, row.verdict, row.offending) for row in rows] == [
         ("one order document per valid order id", "PASS", []),
-        ("exactly one OrderAccepted per accepted order", "PASS", []),
-        ("no OrderAccepted for a rejected order or request", "PASS", []),
+        ("exactly one event per applied version, in increasing versions", "PASS", []),
+        ("no event for a rejected message or above its order's version", "PASS", []),
+        ("every inbox marker of a stored order, processed or stale, at or below it", "PASS", []),
         ("no outbox event left pending or parked", "FAIL", ["ord-p"]),
         ("every dead letter with its reason", "PASS", []),
     ]
-    assert rows[3].detail == "1 parked ['ord-p']"
+    assert rows[4].detail == "1 parked ['ord-p']"
     assert rows[1].detail == "1 orders, 2 outbox events, 1 delivered"
 
 
@@ -407,9 +419,181 @@ def test_the_live_audit_gives_the_delivery_check_the_pending_grace() -> None:
     young = audit(data, now=NOW + grace, pending_grace=grace)
     old = audit(data, now=NOW + grace + timedelta(seconds=1), pending_grace=grace)
 
-    assert [row.verdict for row in young] == ["PASS"] * 5
-    assert [(row.verdict, row.offending) for row in old][1:4] == [
+    assert [row.verdict for row in young] == ["PASS"] * 6
+    assert [(row.verdict, row.offending) for row in old][1:5] == [
         ("FAIL", ["ord-a"]),
+        ("PASS", []),
         ("PASS", []),
         ("FAIL", ["ord-a"]),
     ]
+
+
+# ---- the lifecycle: several events per order, orders created by a change, markers ----------
+
+
+def lifecycles() -> list[dict[str, Any]]:
+    """ord-l placed, amended, cancelled, and its amendment retried under a new MessageId
+    (stale); ord-m created by its amendment at version 3, its OrderPlaced late (stale). Every
+    event dispatched."""
+    documents = lifecycle(
+        (None, order_body("ord-l"), "ord-l"),
+        ("OrderAmended", amended_body("ord-l", 2), "ord-l:v2"),
+        ("OrderCancelled", cancelled_body("ord-l", 3), "ord-l:v3"),
+        ("OrderAmended", amended_body("ord-l", 2), "ord-l:v2:retry"),
+        ("OrderAmended", amended_body("ord-m", 3), "ord-m:v3"),
+        (None, order_body("ord-m"), "ord-m"),
+    )
+    return [{**d, "status": "dispatched"} if d["type"] == "outbox" else d for d in documents]
+
+
+def lifecycle_audit(
+    documents: list[dict[str, Any]], events: list[SeenEvent] | None = None
+) -> dict[str, Invariant]:
+    data = AuditData(
+        orders=of_type(documents, "order"),
+        outbox=of_type(documents, "outbox"),
+        stuck=[],
+        referenced={},
+        dead_letters=[],
+        events=seen_events(documents) if events is None else events,
+        markers=of_type(documents, "inbox"),
+    )
+    return {
+        i.name: i for i in audit(data, now=NOW + timedelta(hours=1), pending_grace=timedelta(0))
+    }
+
+
+def failing(checked: dict[str, Invariant]) -> dict[str, list[str]]:
+    return {name: i.offending for name, i in checked.items() if not i.passed}
+
+
+def test_healthy_lifecycles_pass_every_invariant() -> None:
+    documents = lifecycles()
+    assert [d["orderVersion"] for d in of_type(documents, "order")] == [3, 3]
+    assert sorted(m["outcome"] for m in of_type(documents, "inbox")) == [
+        "processed",
+        "processed",
+        "processed",
+        "stale",
+        "stale",
+    ]
+
+    checked = lifecycle_audit(documents)
+
+    assert failing(checked) == {}
+    assert checked[ONE_ORDER_PER_ID].detail == "2 orders, 1 created by a change"
+    assert checked[ONE_EVENT_PER_ORDER].detail == "2 orders, 4 outbox events, 4 delivered"
+    assert checked[MARKERS_OF_ORDERS].detail == "5 markers: 3 processed, 2 stale"
+
+
+def _edit(documents: list[dict[str, Any]], doc_id: str, **changes: Any) -> list[dict[str, Any]]:
+    return [{**d, **changes} if d["id"] == doc_id else d for d in documents]
+
+
+def test_an_order_created_by_a_change_needs_a_known_change_above_version_1() -> None:
+    for changes in ({"createdBy": "OrderPlaced"}, {"orderVersion": 1}):
+        documents = _edit(lifecycles(), "ord-m", **changes)
+        assert failing(lifecycle_audit(documents)).get(ONE_ORDER_PER_ID) == ["ord-m"]
+    # A placed order still needs its fingerprint, amended or not.
+    documents = _edit(lifecycles(), "ord-l", requestHash=None)
+    assert failing(lifecycle_audit(documents)) == {ONE_ORDER_PER_ID: ["ord-l"]}
+
+
+def test_each_version_one_outbox_event_created_in_order_the_current_among_them() -> None:
+    documents = lifecycles()
+    lost_current = [d for d in documents if d["id"] != "ord-l:v3"]
+    assert failing(lifecycle_audit(lost_current, seen_events(documents))) == {
+        ONE_EVENT_PER_ORDER: ["ord-l"]
+    }
+    # v3's event created an hour before v2's: out of version order.
+    v2 = next(d for d in documents if d["id"] == "ord-l:v2")
+    earlier = (NOW - timedelta(hours=1)).isoformat()
+    assert v2["createdAt"] > earlier
+    backwards = _edit(documents, "ord-l:v3", createdAt=earlier)
+    assert failing(lifecycle_audit(backwards)) == {ONE_EVENT_PER_ORDER: ["ord-l"]}
+    # Within the tolerance (the instances' clocks), not.
+    assert not failing(lifecycle_audit(_edit(documents, "ord-l:v3", createdAt=v2["createdAt"])))
+
+
+def test_delivered_events_of_each_order_in_increasing_versions_the_current_among_them() -> None:
+    documents = lifecycles()
+    events = seen_events(documents)  # l v1, l v2, l v3 and m v3, in version order
+    l1, l2, l3 = (e for e in events if e.order_id == "ord-l")
+    m3 = next(e for e in events if e.order_id == "ord-m")
+    broken = {
+        "out of order": [l1, l3, l2, m3],
+        "the current one missing": [l1, l2, m3],
+        "one twice": [l1, l2, l2, l3, m3],
+    }
+    for what, delivered in broken.items():
+        assert failing(lifecycle_audit(documents, delivered)) == {ONE_EVENT_PER_ORDER: ["ord-l"]}, (
+            what
+        )
+    # Earlier versions may be gone from the subscription (its TTL): the current one suffices.
+    assert not failing(lifecycle_audit(documents, [l3, m3]))
+
+
+def test_no_event_above_its_orders_version_or_of_a_type_its_order_contradicts() -> None:
+    documents = lifecycles()
+    [m_event] = [d for d in documents if d["id"] == "ord-m:v3"]
+    l_cancel = next(d for d in documents if d["id"] == "ord-l:v3")
+    l_accept = next(d for d in documents if d["id"] == "ord-l:OrderAccepted")
+    outbox_breaks = {
+        "an event above its order's version": {
+            **m_event,
+            "id": "ord-m:v4",
+            "payload": {**m_event["payload"], "orderVersion": 4},
+        },
+        "an OrderAccepted for an order a change created": {
+            **l_accept,
+            "id": "ord-m:OrderAccepted",
+            "orderId": "ord-m",
+            "payload": {**l_accept["payload"], "orderId": "ord-m"},
+        },
+    }
+    for what, extra in outbox_breaks.items():
+        checked = lifecycle_audit([*documents, extra], seen_events(documents))
+        assert failing(checked) == {NO_EVENT_FOR_REJECTED: ["ord-m"]}, what
+    # A cancellation that is not the order's last: the order back at accepted.
+    uncancelled = _edit(documents, "ord-l", status="accepted")
+    assert NO_EVENT_FOR_REJECTED in failing(lifecycle_audit(uncancelled, []))
+    assert l_cancel["eventType"] == "OrderCancelled"
+
+
+def test_no_delivered_event_above_its_orders_version_or_other_than_its_current_state() -> None:
+    documents = lifecycles()
+    events = seen_events(documents)
+    l1, l2, l3, m3 = events
+    assert (l3.event_type, m3.event_type) == ("OrderCancelled", "OrderAmended")
+    above = SeenEvent("x", "ord-m", m3.total_minor, m3.customer_id, 4, "OrderAmended")
+    other_total = SeenEvent("y", "ord-m", 1, m3.customer_id, 3, "OrderAmended")
+    amended_not_cancelled = SeenEvent(
+        "z", "ord-l", l2.total_minor, l2.customer_id, 3, "OrderAmended"
+    )
+    for delivered in (
+        [l1, l2, l3, m3, above],
+        [l1, l2, l3, other_total],
+        [l1, l2, amended_not_cancelled, m3],
+    ):
+        assert NO_EVENT_FOR_REJECTED in failing(lifecycle_audit(documents, delivered))
+
+
+def test_every_marker_of_a_stored_order_processed_or_stale_at_or_below_it() -> None:
+    documents = lifecycles()
+    orders = of_type(documents, "order")
+    markers = of_type(documents, "inbox")
+    assert markers_of_orders(markers, orders).passed
+    stale = next(m for m in markers if m["outcome"] == "stale" and m["orderId"] == "ord-l")
+    broken = {
+        "another outcome": {**stale, "outcome": "duplicate"},
+        "above its order": {**stale, "orderVersion": 4},
+        "without a version": {**stale, "orderVersion": None},
+        "of no stored order": {**stale, "orderId": "ord-z"},
+    }
+    for what, marker in broken.items():
+        checked = markers_of_orders([*markers, marker], orders)
+        expected = f"{marker['orderId']}/ord-l:v2:retry"
+        assert (checked.passed, checked.offending) == (False, [expected]), what
+    # A marker of an order outside the window, read by id, belongs to it.
+    outside = {"ord-l": next(d for d in orders if d["id"] == "ord-l")}
+    assert markers_of_orders(markers, [o for o in orders if o["id"] != "ord-l"], outside).passed
