@@ -24,7 +24,8 @@ from bench.stats import distribution
 from local.standins.doubles import InMemoryOrderStore
 from local.standins.host_binding import encode_amqp, host_binding_bytes
 from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, build_documents, decide
+from shared.consumer.core import build_documents, decide
+from shared.kit.decision import IncomingMessage
 
 TARGET_SHARE = 0.10  # decide's CPU ≤ 10% of one create_item's SDK CPU
 CONCURRENCY = 16  # SDK calls in flight, as at maxConcurrentCalls

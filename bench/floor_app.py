@@ -27,7 +27,7 @@ import azurefunctions.extensions.bindings.servicebus as servicebus
 
 from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S
 from shared.adapters.servicebus_in import Settler
-from shared.consumer.core import Decision, Outcome
+from shared.kit.decision import Decision, Outcome
 
 blueprint = func.Blueprint()  # type: ignore[no-untyped-call]
 _expected: dict[str, Sequence[Mapping[str, Any]]] = {}

@@ -23,7 +23,8 @@ from bench.orders import outgoing
 from bench.standin import Function, StandIn
 from bench.stats import rounds
 from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, build_documents
+from shared.consumer.core import build_documents
+from shared.kit.decision import IncomingMessage
 
 TARGET_RATIO = 0.90
 FUNCTIONS: tuple[Function, Function] = ("consumer", "floor")

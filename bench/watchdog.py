@@ -40,7 +40,8 @@ from bench.standin import StandIn
 from local.standins.cosmos_server import ensure_container
 from shared.config import WatchdogSettings
 from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, build_documents
+from shared.consumer.core import build_documents
+from shared.kit.decision import IncomingMessage
 from shared.relay.watchdog import MAX_PAGES_PER_RUN, WATCHDOG_PERIOD_S, WatchdogPolicy
 
 LOADED_PER_PUBLISHED = 1.1  # the bound: 1.1 x published + one page

@@ -54,8 +54,9 @@ from shared.consumer.contract import (
     DeadletterReason,
 )
 from shared.consumer.core import ORPHANED_DOCUMENT
-from shared.consumer.inbox import INBOX_TYPE, InboxField
+from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
 from shared.consumer.order import ORDER_VERSION, STATUS, STATUS_CANCELLED, stored_version
+from shared.kit.inbox import INBOX_TYPE, InboxField
 from shared.message_body import read_body
 from shared.relay.outbox import (
     OUTBOX_TYPE,
@@ -488,14 +489,14 @@ def markers_of_orders(
     ours = [m for m in markers if m.get(InboxField.TYPE, INBOX_TYPE) == INBOX_TYPE]
 
     def marker(m: Document) -> str:
-        return f"{m.get(InboxField.ORDER_ID)}/{m.get(InboxField.MESSAGE_ID)}"
+        return f"{m.get(MARKER_ORDER_ID)}/{m.get(InboxField.MESSAGE_ID)}"
 
     outcomes = Counter(str(m.get(InboxField.OUTCOME)) for m in ours)
     return _invariant(
         MARKERS_OF_ORDERS,
         {
             "markers without an order": _ids(
-                marker(m) for m in ours if str(m.get(InboxField.ORDER_ID)) not in known
+                marker(m) for m in ours if str(m.get(MARKER_ORDER_ID)) not in known
             ),
             "markers of another outcome": _ids(
                 marker(m) for m in ours if m.get(InboxField.OUTCOME) not in MARKER_OUTCOMES
@@ -503,9 +504,9 @@ def markers_of_orders(
             "markers above their order's version": _ids(
                 marker(m)
                 for m in ours
-                if str(m.get(InboxField.ORDER_ID)) in known
+                if str(m.get(MARKER_ORDER_ID)) in known
                 and (_version(m.get(InboxField.ORDER_VERSION)) or 0)
-                > stored_version(known[str(m.get(InboxField.ORDER_ID))])
+                > stored_version(known[str(m.get(MARKER_ORDER_ID))])
             ),
             "markers without a version": _ids(
                 marker(m) for m in ours if _version(m.get(InboxField.ORDER_VERSION)) is None

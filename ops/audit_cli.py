@@ -27,7 +27,7 @@ from rich.table import Table
 from ops.audit import AuditData, Invariant, SeenEvent, audit, event_version
 from ops.durations import parse_duration
 from ops.port import DeadLetterQueue
-from shared.consumer.inbox import InboxField
+from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
 from shared.consumer.order import stored_version
 from shared.relay.outbox import DISPATCHED_TTL_S, OutboxField, outbox_document_id
 
@@ -142,7 +142,7 @@ def read_and_check(
     pointed_to = (
         {str(d.get(OutboxField.ORDER_ID)) for d in outbox}
         | {str(e.order_id) for e in seen or [] if e.order_id}
-        | {str(m.get(InboxField.ORDER_ID)) for m in markers}
+        | {str(m.get(MARKER_ORDER_ID)) for m in markers}
     )
     referenced = reader.orders_by_id(pointed_to - {order_id for order_id, _ in current})
     data = AuditData(

@@ -18,9 +18,9 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
 
 from ops.history import PartitionRead
-from shared.consumer.core import ORDER_TYPE
-from shared.consumer.inbox import INBOX_TYPE, InboxField
-from shared.consumer.order import ORDER_VERSION, STATUS
+from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
+from shared.consumer.order import ORDER_TYPE, ORDER_VERSION, STATUS
+from shared.kit.inbox import INBOX_TYPE, InboxField
 from shared.relay.outbox import (
     OUTBOX_TYPE,
     STATUS_PARKED,
@@ -241,7 +241,7 @@ class CosmosAuditReader:
         for name in (
             InboxField.ID,
             InboxField.TYPE,
-            InboxField.ORDER_ID,
+            MARKER_ORDER_ID,
             InboxField.MESSAGE_ID,
             InboxField.MESSAGE_TYPE,
             InboxField.ORDER_VERSION,

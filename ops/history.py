@@ -25,8 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from shared.consumer.contract import ORDER_PLACED
-from shared.consumer.inbox import INBOX_TYPE, InboxField
 from shared.consumer.order import ORDER_TYPE, STATUS, stored_version
+from shared.kit.inbox import INBOX_TYPE, InboxField
 from shared.relay.outbox import OUTBOX_TYPE, OutboxField
 
 

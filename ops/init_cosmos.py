@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from shared.config import Settings
-from shared.consumer.errors import ConfigurationError
+from shared.kit.errors import ConfigurationError
 
 LEASES_CONTAINER = "leases"  # function_app.py's lease_container_name, infra's leasesContainerName
 ORDERS_PARTITION_KEY = "/orderId"

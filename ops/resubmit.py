@@ -6,7 +6,7 @@ when, and only when, the scan completed it (``ScanResult.removed``).
 A dead letter is read as the consumer reads it: its type is its Subject (none: OrderPlaced),
 its body is checked by the same contract (``shared.consumer.contract.parse_message``), and
 "handled" is what the consumer records: an OrderPlaced's order document with its fingerprint,
-or the inbox marker of (consumer, MessageId) with its fingerprint (``shared.consumer.inbox``),
+or the inbox marker of (consumer, MessageId) with its fingerprint (``shared.kit.inbox``),
 which every OrderAmended and OrderCancelled, and a stale OrderPlaced, leaves.
 
 Resubmitting is where orders get lost, two ways, and both are silent on the broker's side:
@@ -51,15 +51,15 @@ from shared.consumer.contract import (
     ORDER_AMENDED,
     ORDER_PLACED,
     DeadletterReason,
-    InvalidMessage,
     ValidChange,
     ValidOrder,
     message_id_problem,
     parse_message,
 )
-from shared.consumer.inbox import InboxField, marker_id
 from shared.consumer.lifecycle import CONSUMER_NAME
 from shared.consumer.order import is_cancelled, stored_version
+from shared.kit.errors import InvalidMessage
+from shared.kit.inbox import InboxField, marker_id
 
 
 class Verdict(enum.StrEnum):

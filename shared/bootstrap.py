@@ -47,9 +47,11 @@ from shared.config import (
     Settings,
     WatchdogSettings,
 )
-from shared.consumer.core import Decision, RetryPolicy
-from shared.consumer.errors import ConfigurationError
-from shared.consumer.service import OrderConsumer, hold_then_abandon
+from shared.consumer.service import OrderConsumer
+from shared.kit.decision import Decision
+from shared.kit.errors import ConfigurationError
+from shared.kit.retry import RetryPolicy
+from shared.kit.service import hold_then_abandon
 from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
 from shared.relay.outbox import is_pending_outbox
 from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from shared.consumer.errors import ConfigurationError
+from shared.kit.errors import ConfigurationError
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}

@@ -72,9 +72,9 @@ param maxSizeInMegabytes int = 5120
 // The default subscription `retained` keeps every OrderAccepted for this long, so that the events
 // of a fresh deployment, or those sent before a downstream team subscribed, can still be read.
 // P1D = the Standard tier's duplicate-detection window (infra/messaging.json): an older event can be republished from the outbox instead
-// (its copy is no longer dropped by duplicate detection; docs/events.md "Joining late"). At ~0.7 KB
-// per event, a day of events fits 1 GB of topic up to ~17 events/s sustained (maxSizeInMegabytes
-// above: 5 GB by default, ~85 events/s): shorten it, or give the topic more space, above that (a full topic refuses the relay's sends: QuotaExceeded,
+// (its copy is no longer dropped by duplicate detection; docs/events.md "Joining late"). At ~1 KB
+// per event (an order of ten lines), a day of events fits 1 GB of topic up to ~12 events/s
+// sustained (maxSizeInMegabytes above: 5 GB by default, ~60 events/s): shorten it, or give the topic more space, above that (a full topic refuses the relay's sends: QuotaExceeded,
 // retried, alerted, nothing lost). 'none' deploys no default subscription: only on purpose.
 @description('How long the default subscription `retained` keeps each OrderAccepted event (ISO 8601), or "none" for no default subscription (events sent while no subscription exists are then lost). See docs/events.md.')
 @allowed([

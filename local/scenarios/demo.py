@@ -113,12 +113,12 @@ from ops.sample_orders import random_order
 from shared.adapters.cosmos_orders import create_client
 from shared.config import WatchdogSettings
 from shared.consumer.contract import (
-    MAX_BODY_BYTES,
     ORDER_ACCEPTED_EVENT_TYPE,
     ORDER_AMENDED,
     ORDER_CANCELLED,
     parse_order,
 )
+from shared.kit.message import MAX_BODY_BYTES
 from shared.relay.core import PARKED_RETRIES_EXHAUSTED
 from shared.relay.outbox import OUTBOX_TYPE, STATUS_PARKED, STATUS_PENDING
 from shared.relay.outbox import OutboxField as F

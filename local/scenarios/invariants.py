@@ -41,8 +41,8 @@ from ops.audit import (
     orders_are_the_requests,
 )
 from ops.port import DeadLetter
-from shared.consumer.core import ORDER_TYPE
-from shared.consumer.inbox import is_marker
+from shared.consumer.order import ORDER_TYPE
+from shared.kit.inbox import is_marker
 from shared.relay.outbox import STATUS_PARKED, STATUS_PENDING, OutboxField, is_outbox
 
 AUDIT, DEMO, STAND_IN = "audit", "demo", "stand-in"

@@ -47,8 +47,9 @@ from ops.audit import Invariant, SeenEvent, audit, dead_lettered_as
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id, order_body
 from shared.adapters.cosmos_orders import create_client
 from shared.consumer.contract import ORDER_AMENDED, ORDER_CANCELLED, DeadletterReason
-from shared.consumer.inbox import INBOX_TYPE, InboxField
+from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
 from shared.consumer.order import STATUS_ACCEPTED, STATUS_CANCELLED
+from shared.kit.inbox import INBOX_TYPE, InboxField
 
 # A subscription downstream reads (the demo's own, created before any send).
 DOWNSTREAM = "downstream"
@@ -401,7 +402,7 @@ def _report(
     data = demo_data(documents, world.queue.dead_letters, delivered)
     highest = _highest(schedule())
     stale = Counter(
-        str(m.get(InboxField.ORDER_ID))
+        str(m.get(MARKER_ORDER_ID))
         for m in data.markers
         if m.get(InboxField.OUTCOME) == "stale" and m.get(InboxField.TYPE) == INBOX_TYPE
     )

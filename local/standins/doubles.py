@@ -27,23 +27,16 @@ from typing import Any
 
 import pydantic_core
 
-from shared.consumer.errors import (
-    ConditionFailed,
-    DocumentExists,
-    DocumentMissing,
-    OrderAlreadyExists,
-    OrphanedDocument,
-    StoreError,
-)
-from shared.consumer.writes import Create, PatchOperation, Write
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
+from shared.kit.errors import ConditionFailed, DocumentExists, DocumentMissing, StoreError
+from shared.kit.writes import Create, PatchOperation, Write
 
 # ---- the order store -------------------------------------------------------------------------
 
 
-class InMemoryOrderStore:
-    """The ``OrderStore`` port in memory: an atomic create of an order's documents (all or none),
-    ``OrderAlreadyExists`` when the order exists, ``OrphanedDocument`` when another of its
-    documents (its outbox event) exists without it, and the order's point read.
+class InMemoryDocumentStore:
+    """The kit's ``DocumentStore`` port in memory: atomic commits in one partition (all or
+    nothing, the first refused write decides, as a transactional batch answers), point reads.
 
     Documents are copied in and out through a JSON round trip (pydantic-core, in Rust), as a
     real store serialises what it is given and parses what it returns: the caller's dicts and
@@ -52,14 +45,10 @@ class InMemoryOrderStore:
     in order (None lets that request through). Tests may read and edit ``documents`` (keyed by
     partition key and id) to set up a stored state.
 
-    ``keep``: the benchmark's store, which keeps only the last ``keep`` orders (their partitions)
-    and nothing else: no request log, no copies, so neither its own work nor its growth is
-    charged to the consumer it measures.
-
     Does not reproduce: the system fields a store adds (``_etag``, ``_ts``, ``_rid``), request
     charges, throttling, timeouts and every other failure unless scripted, the 2 MB document
-    limit, TTL, the SDK's error types (it raises the port's errors), concurrency between
-    processes.
+    limit, the 10-operation limit of a patch, TTL, the SDK's error types (it raises the port's
+    errors), concurrency between processes.
     """
 
     def __init__(self, *, keep: int | None = None) -> None:
@@ -68,29 +57,6 @@ class InMemoryOrderStore:
         # Scripted failures for the next requests, in order; None lets that request through.
         self.fail_next: list[StoreError | Exception | None] = []
         self._keep = keep
-        self._partitions: OrderedDict[str, list[tuple[str, str]]] = OrderedDict()
-
-    async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
-        self._request("create" if len(documents) == 1 else "batch")
-        partition_key = str(documents[0]["orderId"])
-        keys = [(str(document["orderId"]), str(document["id"])) for document in documents]
-        # As a transactional batch answers: the first operation that fails decides, and the
-        # order is the first one (shared.adapters.cosmos_orders.CosmosOrderStore.create).
-        for index, key in enumerate(keys):
-            if key in self.documents:
-                if index == 0:
-                    raise OrderAlreadyExists(partition_key)
-                raise OrphanedDocument(partition_key, key[1])
-        for key, document in zip(keys, documents, strict=True):
-            self.documents[key] = self._copy(document)
-        if self._keep is not None:
-            self._partitions[partition_key] = keys
-            while len(self._partitions) > self._keep:
-                for key in self._partitions.popitem(last=False)[1]:
-                    self.documents.pop(key, None)
-
-    async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
-        return await self.read(order_id, order_id)
 
     async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
         self._request("read")
@@ -131,6 +97,44 @@ class InMemoryOrderStore:
             return plain
         copied: dict[str, Any] = pydantic_core.from_json(pydantic_core.to_json(plain))
         return copied
+
+
+class InMemoryOrderStore(InMemoryDocumentStore):
+    """The order consumer's ``OrderStore`` in memory: the kit's store, and the OrderPlaced path's
+    atomic create of an order's documents (all or none), ``OrderAlreadyExists`` when the order
+    exists, ``OrphanedDocument`` when another of its documents (its outbox event) exists without
+    it, and the order's point read.
+
+    ``keep``: the benchmark's store, which keeps only the last ``keep`` orders (their partitions)
+    and nothing else: no request log, no copies, so neither its own work nor its growth is
+    charged to the consumer it measures.
+    """
+
+    def __init__(self, *, keep: int | None = None) -> None:
+        super().__init__(keep=keep)
+        self._partitions: OrderedDict[str, list[tuple[str, str]]] = OrderedDict()
+
+    async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
+        self._request("create" if len(documents) == 1 else "batch")
+        partition_key = str(documents[0]["orderId"])
+        keys = [(str(document["orderId"]), str(document["id"])) for document in documents]
+        # As a transactional batch answers: the first operation that fails decides, and the
+        # order is the first one (shared.adapters.cosmos_orders.CosmosOrderStore.create).
+        for index, key in enumerate(keys):
+            if key in self.documents:
+                if index == 0:
+                    raise OrderAlreadyExists(partition_key)
+                raise OrphanedDocument(partition_key, key[1])
+        for key, document in zip(keys, documents, strict=True):
+            self.documents[key] = self._copy(document)
+        if self._keep is not None:
+            self._partitions[partition_key] = keys
+            while len(self._partitions) > self._keep:
+                for key in self._partitions.popitem(last=False)[1]:
+                    self.documents.pop(key, None)
+
+    async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
+        return await self.read(order_id, order_id)
 
 
 def _patched(document: Mapping[str, Any], operations: Sequence[PatchOperation]) -> dict[str, Any]:

@@ -44,18 +44,17 @@ from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from shared.config import Settings
-from shared.consumer.errors import (
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
+from shared.kit.errors import (
     ConditionFailed,
     DocumentExists,
     DocumentMissing,
-    OrderAlreadyExists,
-    OrphanedDocument,
     StoreError,
     SystemicStoreError,
     TransientStoreError,
     WriteRefused,
 )
-from shared.consumer.writes import Condition, Create, Patch, Write
+from shared.kit.writes import Condition, Create, Patch, Write
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -120,12 +119,95 @@ def create_client(
     )
 
 
-class CosmosOrderStore:
+class CosmosDocumentStore:
+    """The kit's ``DocumentStore`` on one container: each commit one ``create_item`` (a single
+    create) or one transactional batch, each read a point read; every request's charge to the
+    telemetry adapter."""
+
     def __init__(
         self, container: ContainerProxy, on_request_charge: RequestChargeSink | None = None
     ) -> None:
         self._container = container
         self._on_request_charge = on_request_charge
+
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        """One ``create_item`` for a single create, else one transactional batch; a write
+        refused for what is stored raises its ``WriteRefused`` (``refused_write``)."""
+        single = len(writes) == 1 and isinstance(writes[0], Create)
+        operation = "create" if single else "batch"
+        try:
+            if single:
+                await _within_deadline(
+                    self._container.create_item(
+                        dict(writes[0].document),  # type: ignore[union-attr]
+                        timeout=OPERATION_TIMEOUT_S,
+                        response_hook=self._charge_hook(operation),
+                    )
+                )
+            else:
+                await _within_deadline(
+                    self._container.execute_item_batch(
+                        [batch_operation(write) for write in writes],
+                        partition_key=partition_key,
+                        timeout=OPERATION_TIMEOUT_S,
+                        response_hook=self._charge_hook(operation),
+                    )
+                )
+        except cosmos_errors.CosmosBatchOperationError as error:
+            self._charge_of_error(operation, error)
+            refused = refused_write(batch_failure(error), writes)
+            if refused is None:
+                _raise_classified(error, writing=True)
+            raise refused from error
+        except cosmos_errors.CosmosResourceExistsError as error:
+            self._charge_of_error(operation, error)
+            raise DocumentExists(0, writes[0].document_id) from error
+        except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
+            self._charge_of_error(operation, error)
+            _raise_classified(error, writing=True)
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        try:
+            document: Mapping[str, Any] = await _within_deadline(
+                self._container.read_item(
+                    document_id,
+                    partition_key=partition_key,
+                    timeout=OPERATION_TIMEOUT_S,
+                    response_hook=self._charge_hook("read"),
+                )
+            )
+        except cosmos_errors.CosmosResourceNotFoundError as error:
+            self._charge_of_error("read", error)
+            return None
+        except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
+            self._charge_of_error("read", error)
+            _raise_classified(error, writing=False)
+        return document
+
+    def _charge_of_error(self, operation: str, error: Exception) -> None:
+        # The SDK calls response hooks on success only; a conflict costs RU too.
+        headers = getattr(error, "headers", None)
+        if headers is not None:
+            self._record_charge(operation, headers)
+
+    def _charge_hook(self, operation: str) -> Callable[[Mapping[str, str], Any], None] | None:
+        if self._on_request_charge is None:
+            return None
+
+        def hook(headers: Mapping[str, str], _body: Any) -> None:
+            self._record_charge(operation, headers)
+
+        return hook
+
+    def _record_charge(self, operation: str, headers: Mapping[str, str]) -> None:
+        charge = headers.get("x-ms-request-charge")
+        if charge is not None and self._on_request_charge is not None:
+            self._on_request_charge(operation, float(charge))
+
+
+class CosmosOrderStore(CosmosDocumentStore):
+    """The order consumer's store (``shared.consumer.core.OrderStore``): the kit's, and the
+    OrderPlaced path's create (the order first, so a conflict surfaces at index 0)."""
 
     async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
         partition_key = documents[0]["orderId"]
@@ -165,82 +247,8 @@ class CosmosOrderStore:
             self._charge_of_error(operation, error)
             _raise_classified(error, writing=True)
 
-    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
-        """One ``create_item`` for a single create, else one transactional batch; a write
-        refused for what is stored raises its ``WriteRefused`` (``refused_write``)."""
-        single = len(writes) == 1 and isinstance(writes[0], Create)
-        operation = "create" if single else "batch"
-        try:
-            if single:
-                await _within_deadline(
-                    self._container.create_item(
-                        dict(writes[0].document),  # type: ignore[union-attr]
-                        timeout=OPERATION_TIMEOUT_S,
-                        response_hook=self._charge_hook(operation),
-                    )
-                )
-            else:
-                await _within_deadline(
-                    self._container.execute_item_batch(
-                        [batch_operation(write) for write in writes],
-                        partition_key=partition_key,
-                        timeout=OPERATION_TIMEOUT_S,
-                        response_hook=self._charge_hook(operation),
-                    )
-                )
-        except cosmos_errors.CosmosBatchOperationError as error:
-            self._charge_of_error(operation, error)
-            refused = refused_write(batch_failure(error), writes)
-            if refused is None:
-                _raise_classified(error, writing=True)
-            raise refused from error
-        except cosmos_errors.CosmosResourceExistsError as error:
-            self._charge_of_error(operation, error)
-            raise DocumentExists(0, writes[0].document_id) from error
-        except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
-            self._charge_of_error(operation, error)
-            _raise_classified(error, writing=True)
-
     async def read_order(self, order_id: str) -> Mapping[str, Any] | None:
         return await self.read(order_id, order_id)
-
-    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
-        try:
-            document: Mapping[str, Any] = await _within_deadline(
-                self._container.read_item(
-                    document_id,
-                    partition_key=partition_key,
-                    timeout=OPERATION_TIMEOUT_S,
-                    response_hook=self._charge_hook("read"),
-                )
-            )
-        except cosmos_errors.CosmosResourceNotFoundError as error:
-            self._charge_of_error("read", error)
-            return None
-        except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
-            self._charge_of_error("read", error)
-            _raise_classified(error, writing=False)
-        return document
-
-    def _charge_of_error(self, operation: str, error: Exception) -> None:
-        # The SDK calls response hooks on success only; a conflict costs RU too.
-        headers = getattr(error, "headers", None)
-        if headers is not None:
-            self._record_charge(operation, headers)
-
-    def _charge_hook(self, operation: str) -> Callable[[Mapping[str, str], Any], None] | None:
-        if self._on_request_charge is None:
-            return None
-
-        def hook(headers: Mapping[str, str], _body: Any) -> None:
-            self._record_charge(operation, headers)
-
-        return hook
-
-    def _record_charge(self, operation: str, headers: Mapping[str, str]) -> None:
-        charge = headers.get("x-ms-request-charge")
-        if charge is not None and self._on_request_charge is not None:
-            self._on_request_charge(operation, float(charge))
 
 
 async def _within_deadline[T](operation: Awaitable[T]) -> T:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.config import max_concurrent_calls
-from shared.consumer.core import Decision, IncomingMessage, Settlement
+from shared.kit.decision import Decision, IncomingMessage, Settlement
 from shared.message_body import property_text, read_body
 
 
@@ -125,7 +125,7 @@ class Settler:
 
     def bound(self, actions: MessageActions, message: Any) -> Callable[[Decision], Awaitable[None]]:
         """The settlement of one received message, as the consumer service calls it
-        (``shared.consumer.service.Settle``)."""
+        (``shared.kit.service.Settle``)."""
         return functools.partial(self.settle, actions, message)
 
     async def settle(self, actions: MessageActions, message: Any, decision: Decision) -> None:

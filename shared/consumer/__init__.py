@@ -1,15 +1,17 @@
-"""The consumer's core: one delivered OrderPlaced message in, one outcome and its settlement
-out, settled exactly once and recorded.
+"""The order consumer, an instance of the kit (``shared.kit``): order messages in (OrderPlaced,
+OrderAmended, OrderCancelled), the order document and its events out.
 
-- ``contract``: the OrderPlaced v1 contract (validation, the canonical request fingerprint)
-  and the v1 events' shapes (OrderAccepted, OrderAmended, OrderCancelled);
-- ``errors``: every error the core understands, classified by what a redelivery can fix;
-- ``core``: ``decide``, the ``OrderStore`` port, the message, outcome, settlement and retry
-  policy types, and the order document;
-- ``service``: ``OrderConsumer``, the application service: decide, settle through the bound
-  ``Settle`` callable, report to the ``ConsumerObserver`` port.
+- ``contract``: the order messages' contracts (validation, the canonical fingerprints) and the
+  v1 events' shapes (OrderAccepted, OrderAmended, OrderCancelled);
+- ``core``: ``decide``, the ``OrderStore`` port, the OrderPlaced path (the order document is
+  its own marker: a new order is one write);
+- ``lifecycle``: the lifecycle's effect on the kit (``OrderChange``: a change applied once, in
+  any order of arrival, converging on the highest version);
+- ``order``: the order document, its one owner;
+- ``errors``: the order consumer's own errors;
+- ``service``: ``OrderConsumer``, the kit's ``Consumer`` deciding with ``core.decide``.
 
-Imports only ``shared.clock``, ``shared.relay.outbox`` (the order's outbox document goes into
+Imports the kit, ``shared.clock``, ``shared.relay.outbox`` (the change's outbox event goes into
 the same batch) and pydantic; never an adapter, telemetry, config, bootstrap, Azure,
 OpenTelemetry or aiohttp (``make lint``). Its ports are implemented by
 ``shared.adapters.cosmos_orders`` (``OrderStore``), ``shared.adapters.servicebus_in``

@@ -19,7 +19,6 @@ Decisions a reader may want to know:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,9 +37,11 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from shared.kit import inbox
+from shared.kit.errors import InvalidMessage, bound
+from shared.kit.message import MAX_BODY_BYTES, KitReason, fingerprint, read_json_object
+
 SCHEMA_VERSION = 1
-MAX_BODY_BYTES = 256 * 1024
-MAX_DESCRIPTION_CHARS = 1024
 HASH_ALGORITHM = "sha256/canonical-v1"
 
 # The fields that make up an order's identity-relevant content, in canonical order.
@@ -50,28 +51,14 @@ CONTRACT_FIELDS = ("schemaVersion", "orderId", "customerId", "currency", "placed
 class DeadletterReason:
     """The bounded set of reasons this consumer dead-letters with (Service Bus DeadLetterReason)."""
 
-    UNSUPPORTED_MESSAGE_TYPE = "UnsupportedMessageType"
+    UNSUPPORTED_MESSAGE_TYPE = KitReason.UNSUPPORTED_MESSAGE_TYPE
     INVALID_TRANSITION = "InvalidTransition"
-    MISSING_MESSAGE_ID = "MissingMessageId"
+    MISSING_MESSAGE_ID = KitReason.MISSING_MESSAGE_ID
     MESSAGE_ID_MISMATCH = "MessageIdMismatch"
-    INVALID_PAYLOAD = "InvalidPayload"
+    INVALID_PAYLOAD = KitReason.INVALID_PAYLOAD
     UNSUPPORTED_SCHEMA_VERSION = "UnsupportedSchemaVersion"
-    PAYLOAD_TOO_LARGE = "PayloadTooLarge"
-    HASH_MISMATCH = "HashMismatch"
-
-
-class InvalidMessage(Exception):
-    """The message itself is wrong: no redelivery can fix it, so it is dead-lettered."""
-
-    def __init__(self, reason: str, description: str) -> None:
-        super().__init__(f"{reason}: {description}")
-        self.reason = reason
-        self.description = bound(description)
-
-
-def bound(text: str, limit: int = MAX_DESCRIPTION_CHARS) -> str:
-    """Cut text to ``limit`` characters; dead-letter descriptions and logs stay bounded."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    PAYLOAD_TOO_LARGE = KitReason.PAYLOAD_TOO_LARGE
+    HASH_MISMATCH = inbox.HASH_MISMATCH  # the kit's own: the same MessageId, other content
 
 
 _RFC3339 = re.compile(
@@ -212,6 +199,10 @@ class ValidOrder(ValidMessage):
         return ORDER_PLACED
 
     @property
+    def message_id(self) -> str:
+        return self.order_id  # the contract checked that an OrderPlaced's MessageId is its id
+
+    @property
     def version(self) -> int:
         return 1  # an OrderPlaced is always the order's first version
 
@@ -240,27 +231,10 @@ def parse_order(body: bytes, message_id: str | None) -> ValidOrder:
 
 
 def _read_object(body: bytes, message_id: str | None) -> tuple[str, dict[str, Any]]:
-    """The checks every message type shares, in the order a reader meets them: a MessageId, the
-    size, JSON, an object, a ``schemaVersion`` this consumer reads. Returns the MessageId and
-    the parsed object."""
-    if not message_id:
-        raise InvalidMessage(DeadletterReason.MISSING_MESSAGE_ID, "the message has no MessageId")
-    if len(body) > MAX_BODY_BYTES:
-        raise InvalidMessage(
-            DeadletterReason.PAYLOAD_TOO_LARGE,
-            f"the body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}",
-        )
-    try:
-        document = pydantic_core.from_json(body, allow_inf_nan=False)
-    except ValueError as error:
-        # pydantic-core rejects invalid UTF-8 here too; say which, briefly.
-        problem = "not UTF-8" if _is_not_utf8(body) else f"not JSON ({error})"
-        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, f"the body is {problem}") from None
-    if not isinstance(document, dict):
-        raise InvalidMessage(
-            DeadletterReason.INVALID_PAYLOAD,
-            f"the body must be a JSON object, not {type(document).__name__}",
-        )
+    """The checks every message type shares, in the order a reader meets them: the kit's (a
+    MessageId, the size, a JSON object: ``shared.kit.message``), then a ``schemaVersion`` this
+    consumer reads. Returns the MessageId and the parsed object."""
+    message_id, document = read_json_object(body, message_id, MAX_BODY_BYTES)
     version = document.get("schemaVersion")
     if isinstance(version, int) and not isinstance(version, bool) and version != SCHEMA_VERSION:
         raise InvalidMessage(
@@ -283,14 +257,6 @@ def describe(error: ValidationError) -> str:
     ]
     more = error.error_count() - len(problems)
     return bound("; ".join(problems) + (f"; and {more} more" if more > 0 else ""))
-
-
-def _is_not_utf8(body: bytes) -> bool:
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        return True
-    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,10 +325,7 @@ def fingerprint_change(message_type: str, fields: Mapping[str, Any]) -> str:
     fields[name] for name in CHANGE_FIELDS[message_type]}}, sort_keys=True, separators=(",",
     ":"), ensure_ascii=False)``: the same canonical form as ``fingerprint_v1`` (algorithm
     ``HASH_ALGORITHM``), over the change's own fields and its type."""
-    canonical = {"messageType": message_type}
-    canonical.update({name: fields[name] for name in CHANGE_FIELDS[message_type]})
-    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return fingerprint(message_type, {name: fields[name] for name in CHANGE_FIELDS[message_type]})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -468,6 +431,9 @@ class OrderAcceptedPayload(TypedDict):
     totalMinor: TotalMinor
     placedAt: str
     lineCount: LineCount
+    # Added for downstream consumers that act per line (stock, analytics): the order's lines.
+    # Events of orders accepted before it lack it.
+    lines: NotRequired[OrderLines]
 
 
 @with_config(ConfigDict(strict=True, extra="forbid"))

@@ -12,9 +12,9 @@ the store confirmed the write or a stored order with the same fingerprint was re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from shared.clock import SYSTEM_CLOCK, Clock, document_timestamp
 from shared.consumer.contract import (
@@ -22,47 +22,38 @@ from shared.consumer.contract import (
     FINGERPRINT_ALGORITHMS,
     ORDER_PLACED,
     DeadletterReason,
-    InvalidMessage,
     ValidChange,
     ValidOrder,
-    bound,
     parse_message,
 )
-from shared.consumer.decision import (
-    SETTLEMENT_BY_OUTCOME,
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
+from shared.consumer.lifecycle import decide_change, order_inbox
+from shared.consumer.order import placed_order, stored_version
+from shared.kit.decision import (
     Decision,
+    DocumentStore,
     IncomingMessage,
-    OrderStore,
     Outcome,
-    Settlement,
     decided,
+    failed,
 )
-from shared.consumer.errors import (
-    OrderAlreadyExists,
-    OrphanedDocument,
-    SystemicStoreError,
-    TransientStoreError,
-)
-from shared.consumer.lifecycle import decide_change, record_stale
-from shared.consumer.order import ORDER_TYPE, placed_order, stored_version
+from shared.kit.errors import InvalidMessage, SystemicStoreError, TransientStoreError, bound
 from shared.relay.outbox import new_outbox_document
 
-# Re-exported: the vocabulary lives in ``shared.consumer.decision``; callers keep importing it
-# from the core, where it is decided.
-__all__ = [
-    "HELD_BEFORE_ABANDON",
-    "ORDER_TYPE",
-    "RETRIED_IN_DELIVERY",
-    "SETTLEMENT_BY_OUTCOME",
-    "Decision",
-    "IncomingMessage",
-    "OrderStore",
-    "Outcome",
-    "RetryPolicy",
-    "Settlement",
-    "build_documents",
-    "decide",
-]
+
+class OrderStore(DocumentStore, Protocol):
+    """The order consumer's store: the kit's atomic commit and read, and the OrderPlaced path's
+    create (the order document is its own marker). Adapters translate their errors into
+    ``shared.kit.errors`` and ``shared.consumer.errors``."""
+
+    async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
+        """Write all documents of one order atomically. Raise ``OrderAlreadyExists`` if the
+        first (the order) exists, ``OrphanedDocument`` if another one exists without it. One
+        request: a single create, or one transactional batch."""
+        ...
+
+    async def read_order(self, order_id: str) -> Mapping[str, Any] | None: ...
+
 
 # Fields an amendment may change: a mismatch against an amended order cannot compare them.
 _AMENDABLE = frozenset({"customerId", "currency", "placedAt", "lines"})
@@ -74,73 +65,6 @@ DEFAULT_MARKER_TTL_S = 60 * 10 + 14 * 24 * 3600 + 14 * 24 * 3600
 # the consumer's bounded set; ``shared.consumer.contract.DeadletterReason`` holds the contract's
 # own).
 ORPHANED_DOCUMENT = "OrphanedDocument"
-
-
-# Outcomes worth retrying within the same delivery: the moment or the system is wrong, and
-# waiting (while holding the lock) is cheaper than burning a delivery attempt.
-RETRIED_IN_DELIVERY = frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})
-# Not retried, but held before abandoning: nothing says time cures an unknown error, yet
-# abandoning at once would burn maxDeliveryCount deliveries in seconds (see RetryPolicy).
-HELD_BEFORE_ABANDON = frozenset({Outcome.UNEXPECTED})
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How one delivery rides out a transient (or systemic) failure before abandoning.
-
-    Abandoning at once would redeliver at once: a one-minute Cosmos DB outage would burn
-    ``maxDeliveryCount`` deliveries in seconds and dead-letter healthy orders. Instead the
-    delivery retries with capped exponential backoff (full jitter) while its lock lasts, and
-    abandons ``lock_margin_s`` before the lock expires. Each delivery thus spans about one
-    ``lockDuration``, and an outage shorter than about ``maxDeliveryCount x (lockDuration -
-    lock_margin_s)`` dead-letters nothing. The host renews the lock while the function runs, so
-    an attempt that overruns the margin is still covered; if not, the settlement fails and the
-    redelivery resolves it.
-
-    An unexpected error (an exception no adapter could classify: a bug, or a failure mode not
-    yet known) is not retried, since nothing says waiting cures it; but it is not abandoned at
-    once either: the delivery holds its lock for ``unexpected_hold_s`` (at most until the lock
-    margin) first. Ten deliveries then take minutes, not milliseconds: the error-level log with
-    its stack trace reaches an operator before Service Bus dead-letters a possibly healthy order
-    as ``MaxDeliveryCountExceeded``, and a poison-by-bug message occupies one concurrency slot
-    for half a minute per delivery, not a whole lock duration.
-    """
-
-    first_delay_s: float = 1.0
-    max_delay_s: float = 8.0
-    lock_margin_s: float = 5.0
-    budget_without_lock_s: float = 50.0  # when the message does not carry its lock expiry
-    unexpected_hold_s: float = 30.0
-
-    def next_delay(
-        self,
-        attempt: int,
-        remaining_s: float,
-        jitter: float,
-        retry_after_s: float | None = None,
-    ) -> float | None:
-        """Delay before retry ``attempt`` (1-based), or None to abandon now.
-
-        ``remaining_s`` is the time left until the lock expires; ``jitter`` is in [0, 1];
-        ``retry_after_s`` the wait the service asked for, if any (Cosmos DB's retry-after of a
-        throttled operation): the delay is never shorter, since retrying earlier is throttled
-        again, and never runs past the lock margin."""
-        available = remaining_s - self.lock_margin_s
-        if available <= 0:
-            return None
-        # The exponent is capped: 2.0 ** 1100 overflows, and the cap is reached by then anyway.
-        exponent = min(max(attempt - 1, 0), _MAX_EXPONENT)
-        ceiling = min(self.max_delay_s, self.first_delay_s * 2.0**exponent)
-        delay = max(0.05, ceiling * jitter, retry_after_s or 0.0)
-        return min(available, delay)
-
-    def hold_before_abandon(self, remaining_s: float) -> float:
-        """How long an unexpected error holds the lock before abandoning (0: abandon now)."""
-        return max(0.0, min(self.unexpected_hold_s, remaining_s - self.lock_margin_s))
-
-
-# 2 ** 64 s is far beyond any max_delay_s; keeps ``2.0 ** exponent`` finite for any attempt.
-_MAX_EXPONENT = 64
 
 
 def build_documents(
@@ -187,7 +111,7 @@ async def decide(
 ) -> Decision:
     """Validate, write once, and classify. Never raises for a message-level problem.
     ``traceparent``: the consumer span's, stored on the outbox event (``build_documents``);
-    ``marker_ttl_s``: how long an inbox marker is kept (``shared.consumer.inbox``)."""
+    ``marker_ttl_s``: how long an inbox marker is kept (``shared.kit.inbox``)."""
     try:
         valid = parse_message(message.body, message.message_id, message.subject)
     except InvalidMessage as invalid:
@@ -224,11 +148,11 @@ async def decide(
     except OrphanedDocument as orphan:
         return _orphaned(valid, orphan)
     except TransientStoreError as error:
-        return _failed(Outcome.TRANSIENT, valid, error)
+        return failed(Outcome.TRANSIENT, valid, error)
     except SystemicStoreError as error:
-        return _failed(Outcome.SYSTEMIC, valid, error)
+        return failed(Outcome.SYSTEMIC, valid, error)
     except Exception as error:  # noqa: BLE001 - anything else: abandon, log with stack trace
-        return _failed(Outcome.UNEXPECTED, valid, error)
+        return failed(Outcome.UNEXPECTED, valid, error)
 
 
 async def _compare_with_stored(
@@ -243,8 +167,12 @@ async def _compare_with_stored(
         raise TransientStoreError(f"order {valid.order_id} conflicted but could not be read")
     if stored.get("requestHash") is None:
         # Created by an amendment or a cancellation that arrived first: a newer version.
-        return await record_stale(
-            valid, stored_version(stored), store, marker_ttl_s=marker_ttl_s, now=clock.now()
+        return await order_inbox(marker_ttl_s).record_stale(
+            store,
+            valid,
+            valid.order_id,
+            stored_version=stored_version(stored),
+            now=clock.now(),
         )
     algorithm = stored.get("hashAlgorithm")
     fingerprint = FINGERPRINT_ALGORITHMS.get(str(algorithm))
@@ -292,14 +220,4 @@ def _orphaned(valid: ValidOrder | ValidChange, orphan: OrphanedDocument) -> Deci
             "(or restore the order), then resubmit this message"
         ),
         error=orphan,
-    )
-
-
-def _failed(outcome: Outcome, valid: ValidOrder | ValidChange, error: BaseException) -> Decision:
-    return decided(
-        outcome,
-        valid,
-        description=bound(f"{type(error).__name__}: {error}"),
-        error=error,
-        retry_after_s=error.retry_after_s if isinstance(error, TransientStoreError) else None,
     )

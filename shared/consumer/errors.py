@@ -1,4 +1,5 @@
-"""Every error the core understands, classified by what a redelivery can fix.
+"""The order consumer's own errors; the kit's (``shared.kit.errors``) classify the rest by what a
+redelivery can fix.
 
 - the message is wrong: the contract rejects it (``shared.consumer.contract.InvalidMessage``),
   dead-letter;
@@ -11,41 +12,11 @@
 
 from __future__ import annotations
 
-
-class ConsumerError(Exception):
-    """Base of the errors raised on purpose by this package."""
-
-
-class ConfigurationError(ConsumerError):
-    """An app setting is missing or invalid; the message names the setting."""
-
-    def __init__(self, setting: str, problem: str) -> None:
-        super().__init__(f"{setting}: {problem}")
-        self.setting = setting
-
-
-class StoreError(ConsumerError):
-    """Base of the errors an ``OrderStore`` adapter raises."""
+from shared.kit.errors import StoreError
 
 
 class OrderAlreadyExists(StoreError):
     """The create met an existing order with the same id: the dedup check fired (HTTP 409)."""
-
-
-class TransientStoreError(StoreError):
-    """Throttling, timeouts, 5xx, connection trouble: redelivery can fix it.
-
-    ``retry_after_s``: how long the service asked the client to wait (a throttled operation's
-    ``retryAfterMilliseconds`` or ``x-ms-retry-after-ms``), None when it said nothing. Data for
-    the core's backoff, which stays pure: it never reads headers."""
-
-    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-class SystemicStoreError(StoreError):
-    """Authentication, authorisation or a missing database/container: an operator must fix it."""
 
 
 class OrphanedDocument(StoreError):
@@ -63,35 +34,3 @@ class OrphanedDocument(StoreError):
         )
         self.order_id = order_id
         self.document_id = document_id
-
-
-class WriteRefused(StoreError):
-    """One write of an atomic commit was refused for what is stored, so nothing of the commit
-    was written. ``index`` is the refused write's position in the commit; the core reads which
-    one to tell a duplicate, a stale version and a first arrival apart."""
-
-    def __init__(self, index: int, document_id: str, problem: str) -> None:
-        super().__init__(f"write {index} ({document_id!r}) refused: {problem}")
-        self.index = index
-        self.document_id = document_id
-
-
-class DocumentExists(WriteRefused):
-    """A create met an existing document with the same id (HTTP 409)."""
-
-    def __init__(self, index: int, document_id: str) -> None:
-        super().__init__(index, document_id, "the document exists")
-
-
-class DocumentMissing(WriteRefused):
-    """A patch named a document that does not exist (HTTP 404 for that operation)."""
-
-    def __init__(self, index: int, document_id: str) -> None:
-        super().__init__(index, document_id, "no such document")
-
-
-class ConditionFailed(WriteRefused):
-    """A patch's condition did not hold for the stored document (HTTP 412)."""
-
-    def __init__(self, index: int, document_id: str) -> None:
-        super().__init__(index, document_id, "its condition does not hold")

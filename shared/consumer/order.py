@@ -25,7 +25,7 @@ from typing import Any
 
 from shared.clock import document_timestamp
 from shared.consumer.contract import ORDER_AMENDED, ORDER_CANCELLED, ValidChange, ValidOrder
-from shared.consumer.writes import Condition, PatchOperation, set_field
+from shared.kit.writes import Condition, PatchOperation, set_field
 
 ORDER_TYPE = "order"
 STATUS_ACCEPTED = "accepted"

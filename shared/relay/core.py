@@ -81,11 +81,10 @@ from shared.consumer.contract import (
     EVENT_CONTENT_TYPE,
     ORDER_ACCEPTED_EVENT_TYPE,
     ORDER_ACCEPTED_SCHEMA_VERSION,
-    InvalidMessage,
-    bound,
     encode_event,
     order_event_v1,
 )
+from shared.kit.errors import InvalidMessage, bound
 from shared.relay.outbox import (
     DISPATCHED_TTL_S,
     OutboxField,

@@ -125,6 +125,7 @@ def new_outbox_document(
             "totalMinor": valid.total_minor,
             "placedAt": valid.fields["placedAt"],
             "lineCount": len(valid.fields["lines"]),
+            "lines": valid.fields["lines"],
         },
         # What a relay needs to publish with trace continuity and idempotence downstream.
         OutboxField.CORRELATION_ID: correlation_id,

@@ -6,7 +6,7 @@
 - ``exporters``: the Azure Monitor distro configured once per worker process, and which log
   records are exported;
 - ``spans``: W3C trace context (producer links, traceparents) and a failed span's error type;
-- ``consumer``: ``ConsumerTelemetry``, the ``shared.consumer.service.ConsumerObserver``;
+- ``consumer``: ``ConsumerTelemetry``, the ``shared.kit.service.ConsumerObserver``;
 - ``relay``: ``RelayTelemetry``, the relay's and the watchdog's observers.
 
 Imports the cores, the adapters and OpenTelemetry; never ``shared.bootstrap`` (``make lint``).

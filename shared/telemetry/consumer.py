@@ -1,4 +1,4 @@
-"""The consumer's instrumentation, its observer port implemented (``shared.consumer.service.
+"""The consumer's instrumentation, its observer port implemented (``shared.kit.service.
 ConsumerObserver``): one consumer span, a few low-cardinality metrics and one structured log line
 per delivery, through the OpenTelemetry API (a no-op until ``shared.telemetry.exporters``
 configures an SDK). The names are ``shared.telemetry.names``'s.
@@ -20,8 +20,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.adapters.servicebus_in import HungSettlements
 from shared.consumer.contract import ORDER_PLACED
-from shared.consumer.core import Decision, IncomingMessage, Outcome, Settlement
-from shared.consumer.errors import ConfigurationError
+from shared.kit.decision import Decision, IncomingMessage, Outcome, Settlement
+from shared.kit.errors import ConfigurationError
 from shared.telemetry.names import (
     ATTR_ATTEMPTS,
     ATTR_CONVERSATION_ID,

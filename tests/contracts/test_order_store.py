@@ -29,17 +29,12 @@ from local.standins.doubles import InMemoryOrderStore
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
 from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, OrderStore, build_documents
-from shared.consumer.errors import (
-    ConditionFailed,
-    DocumentExists,
-    DocumentMissing,
-    OrderAlreadyExists,
-    OrphanedDocument,
-    WriteRefused,
-)
+from shared.consumer.core import OrderStore, build_documents
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from shared.consumer.order import applies_over
-from shared.consumer.writes import Create, Patch, set_field
+from shared.kit.decision import IncomingMessage
+from shared.kit.errors import ConditionFailed, DocumentExists, DocumentMissing, WriteRefused
+from shared.kit.writes import Create, Patch, set_field
 from tests.orders import order_body
 
 Document = dict[str, Any]

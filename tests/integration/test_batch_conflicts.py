@@ -27,8 +27,9 @@ from shared import bootstrap
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
 from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, build_documents
+from shared.consumer.core import build_documents
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
+from shared.kit.decision import IncomingMessage
 from shared.relay.outbox import outbox_document_id
 from tests.conftest import manual_time
 from tests.integration.consumer_logs import consumer_records

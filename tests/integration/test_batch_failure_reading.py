@@ -36,12 +36,8 @@ from local.standins.faults import (
 )
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.consumer.errors import (
-    OrderAlreadyExists,
-    OrphanedDocument,
-    SystemicStoreError,
-    TransientStoreError,
-)
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
+from shared.kit.errors import SystemicStoreError, TransientStoreError
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.names import METRIC_REQUEST_CHARGE
 from tests.state import documents

@@ -27,7 +27,7 @@ from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, Fa
 from local.standins.host import LocalFunctionsHost
 from shared.adapters.cosmos_orders import CLIENT_OPTIONS, OPERATION_TIMEOUT_S
 from shared.adapters.servicebus_in import SETTLEMENT_TIMEOUT_S
-from shared.consumer.core import RetryPolicy
+from shared.kit.retry import RetryPolicy
 from tests.conftest import ComposeApp
 from tests.integration.consumer_logs import consumer_records, retried_attempts
 from tests.orders import message, order_body

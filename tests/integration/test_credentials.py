@@ -26,7 +26,7 @@ from local.standins.faults import FaultInjectingTransport
 from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from shared.config import IdentitySettings, RelaySettings, Settings
-from shared.consumer.errors import ConfigurationError
+from shared.kit.errors import ConfigurationError
 from tests.integration.identity_endpoint import IdentityEndpoint, identity_endpoint, token_for
 from tests.orders import message, order_body
 from tests.state import documents

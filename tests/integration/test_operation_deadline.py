@@ -25,7 +25,7 @@ from local.standins.faults import POINT_READS, WRITES, FaultInjectingTransport, 
 from shared.adapters import cosmos_orders as cosmos_store
 from shared.adapters.cosmos_orders import CLIENT_OPTIONS, CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.consumer.errors import TransientStoreError
+from shared.kit.errors import TransientStoreError
 from tests.state import documents
 
 DEADLINE_S = 1.0

@@ -17,8 +17,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id, order_body
-from shared.consumer.core import IncomingMessage, Outcome, decide
-from shared.consumer.decision import OrderStore
+from shared.consumer.core import OrderStore, decide
+from shared.kit.decision import IncomingMessage, Outcome
 
 
 @dataclass(frozen=True)

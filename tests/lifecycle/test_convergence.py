@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from local.standins.doubles import InMemoryOrderStore
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.consumer.core import IncomingMessage
+from shared.kit.decision import IncomingMessage
 from tests.lifecycle.histories import Step, check_converged, deliver_all, deliveries
 
 Case = tuple[list[Step], list[list[IncomingMessage]]]

@@ -59,7 +59,8 @@ from ops.audit import (
 )
 from ops.port import DeadLetter
 from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, build_documents
+from shared.consumer.core import build_documents
+from shared.kit.decision import IncomingMessage
 from shared.relay.outbox import outbox_document_id
 from tests.orders import message, order_body
 from tests.state import documents

@@ -29,7 +29,8 @@ from local.standins.change_feed import ChangeFeedEmulator, Lease
 from local.standins.topic import OrderEventsTopic
 from shared import bootstrap
 from shared.consumer.contract import parse_order
-from shared.consumer.core import IncomingMessage, build_documents
+from shared.consumer.core import build_documents
+from shared.kit.decision import IncomingMessage
 from shared.telemetry.relay import RelayTelemetry
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.orders import order_body

@@ -31,7 +31,7 @@ from local.standins.topic import OrderEventsTopic
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.clock import document_timestamp
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
-from shared.consumer.errors import ConfigurationError
+from shared.kit.errors import ConfigurationError
 from shared.relay.watchdog import (
     MAX_PAGES_PER_RUN,
     WATCHDOG_PERIOD_S,

@@ -13,7 +13,7 @@ from azure.cosmos.aio import ContainerProxy
 from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
-from shared.consumer.core import RetryPolicy
+from shared.kit.retry import RetryPolicy
 from tests.orders import message, order_body
 from tests.state import documents, settlements
 

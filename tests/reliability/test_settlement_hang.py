@@ -21,7 +21,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoi
 
 from local.standins.doubles import COMPLETE, RecordingActions
 from shared.adapters.servicebus_in import HungSettlements, Settler
-from shared.consumer.core import Decision, Outcome
+from shared.kit.decision import Decision, Outcome
 from shared.telemetry.consumer import ConsumerTelemetry
 
 PROCESSED = Decision(Outcome.PROCESSED, order_id="ord-1")

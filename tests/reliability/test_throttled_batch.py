@@ -25,13 +25,9 @@ from local.standins.faults import BATCHES, FaultInjectingTransport, FaultKind, F
 from local.standins.host import LocalFunctionsHost
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.consumer.core import RetryPolicy
-from shared.consumer.errors import (
-    OrderAlreadyExists,
-    OrphanedDocument,
-    SystemicStoreError,
-    TransientStoreError,
-)
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
+from shared.kit.errors import SystemicStoreError, TransientStoreError
+from shared.kit.retry import RetryPolicy
 from tests.conftest import InstallFaulty
 from tests.integration.test_batch_conflicts import order_documents
 from tests.orders import message, order_body

@@ -46,7 +46,7 @@ from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id
 from shared import bootstrap
 from shared.adapters.servicebus_in import Settler
 from shared.config import WatchdogSettings
-from shared.consumer.core import Decision, Outcome
+from shared.kit.decision import Decision, Outcome
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
 from tests.conftest import InstallFaulty
 from tests.orders import message, order_body

@@ -16,7 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
-from shared.consumer.core import IncomingMessage
+from shared.kit.decision import IncomingMessage
 from shared.telemetry import names as telemetry
 from shared.telemetry.spans import producer_links
 from tests.orders import message, order_body
@@ -190,8 +190,8 @@ async def test_a_transient_failure_is_an_error_span_without_an_exception_event(
             "orders.outcome": "transient",
             "orders.settlement": "abandon",
             "messaging.servicebus.disposition_status": "abandon",
-            "error.type": "shared.consumer.errors.TransientStoreError",
-            "orders.error_type": "shared.consumer.errors.TransientStoreError",
+            "error.type": "shared.kit.errors.TransientStoreError",
+            "orders.error_type": "shared.kit.errors.TransientStoreError",
         }.items()
     )
     assert exception_events(span) == []  # throttling and outages are routine: no stack traces
@@ -217,11 +217,11 @@ async def test_a_systemic_failure_is_an_error_span_with_the_exception(
         >= {
             "orders.outcome": "systemic",
             "messaging.servicebus.disposition_status": "abandon",
-            "error.type": "shared.consumer.errors.SystemicStoreError",
+            "error.type": "shared.kit.errors.SystemicStoreError",
         }.items()
     )
     [event] = exception_events(span)
-    assert event["exception.type"] == "shared.consumer.errors.SystemicStoreError"
+    assert event["exception.type"] == "shared.kit.errors.SystemicStoreError"
     assert "403" in event["exception.message"]
 
 

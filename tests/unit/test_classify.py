@@ -18,7 +18,7 @@ from azure.identity import ClientSecretCredential
 from local.standins.cosmos_server import EMULATOR_KEY
 from shared.adapters.cosmos_orders import CosmosOrderStore, _classify, create_client
 from shared.config import Settings
-from shared.consumer.errors import StoreError, SystemicStoreError, TransientStoreError
+from shared.kit.errors import StoreError, SystemicStoreError, TransientStoreError
 
 SYSTEMIC, TRANSIENT, UNKNOWN = SystemicStoreError, TransientStoreError, None
 

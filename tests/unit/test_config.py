@@ -6,7 +6,7 @@ import pytest
 
 from local.standins.cosmos_server import EMULATOR_KEY
 from shared.config import Settings
-from shared.consumer.errors import ConfigurationError
+from shared.kit.errors import ConfigurationError
 
 VALID = {"ORDERS_QUEUE_NAME": "orders", "COSMOS_ENDPOINT": "https://localhost:8081/"}
 

@@ -16,14 +16,13 @@ from shared.consumer.contract import (
     CONTRACT_FIELDS,
     FINGERPRINT_ALGORITHMS,
     HASH_ALGORITHM,
-    MAX_BODY_BYTES,
-    InvalidMessage,
-    bound,
     fingerprint_v1,
     normalise_timestamp,
     order_accepted_v1,
     parse_order,
 )
+from shared.kit.errors import InvalidMessage, bound
+from shared.kit.message import MAX_BODY_BYTES
 from tests.orders import order_body
 
 

@@ -10,9 +10,10 @@ import pytest
 
 from local.standins.doubles import InMemoryOrderStore
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id, order_body
-from shared.consumer.core import IncomingMessage, Outcome, Settlement, decide
-from shared.consumer.inbox import marker_id
+from shared.consumer.core import decide
 from shared.consumer.lifecycle import CONSUMER_NAME
+from shared.kit.decision import IncomingMessage, Outcome, Settlement
+from shared.kit.inbox import marker_id
 from shared.relay.outbox import outbox_document_id, version_event_id
 
 ORDER = "ord-1001"

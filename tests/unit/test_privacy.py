@@ -30,8 +30,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from local.standins.doubles import DEADLETTER, InMemoryOrderStore, RecordingActions
 from shared.adapters.servicebus_in import Settler, to_incoming
-from shared.consumer.core import Outcome
 from shared.consumer.service import OrderConsumer
+from shared.kit.decision import Outcome
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.names import LOGGER_NAME
 from tests.orders import order_body

@@ -27,7 +27,7 @@ from shared.config import (
     IdentitySettings,
     RelaySettings,
 )
-from shared.consumer.errors import ConfigurationError
+from shared.kit.errors import ConfigurationError
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "order-events"

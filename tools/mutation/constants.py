@@ -65,58 +65,54 @@ _SETTLEMENT = [
 ]
 
 CORE = [
-    *(_m("consumer/decision", what, old, new) for what, old, new in _SETTLEMENT),
+    *(_m("kit/decision", what, old, new) for what, old, new in _SETTLEMENT),
     _m(
-        "consumer/core",
+        "kit/retry",
         "systemic-not-retried",
         "frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})",
         "frozenset({Outcome.TRANSIENT})",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "transient-not-retried",
         "frozenset({Outcome.TRANSIENT, Outcome.SYSTEMIC})",
         "frozenset({Outcome.SYSTEMIC})",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "unexpected-not-held",
         "HELD_BEFORE_ABANDON = frozenset({Outcome.UNEXPECTED})",
         "HELD_BEFORE_ABANDON: frozenset[Outcome] = frozenset()",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "first-delay-doubled",
         "first_delay_s: float = 1.0",
         "first_delay_s: float = 2.0",
     ),
+    _m("kit/retry", "max-delay-raised", "max_delay_s: float = 8.0", "max_delay_s: float = 80.0"),
     _m(
-        "consumer/core", "max-delay-raised", "max_delay_s: float = 8.0", "max_delay_s: float = 80.0"
-    ),
-    _m(
-        "consumer/core",
+        "kit/retry",
         "no-lock-margin",
         "lock_margin_s: float = 5.0",
         "lock_margin_s: float = 0.0",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "budget-without-lock-raised",
         "budget_without_lock_s: float = 50.0",
         "budget_without_lock_s: float = 500.0",
     ),
     _m(
-        "consumer/core",
+        "kit/retry",
         "unexpected-not-held-by-default",
         "unexpected_hold_s: float = 30.0",
         "unexpected_hold_s: float = 0.0",
     ),
-    _m("consumer/core", "exponent-uncapped", "_MAX_EXPONENT = 64", "_MAX_EXPONENT = 100_000"),
+    _m("kit/retry", "exponent-uncapped", "_MAX_EXPONENT = 64", "_MAX_EXPONENT = 100_000"),
+    _m("kit/decision", "outcome-value-renamed", 'SYSTEMIC = "systemic"', 'SYSTEMIC = "system"'),
     _m(
-        "consumer/decision", "outcome-value-renamed", 'SYSTEMIC = "systemic"', 'SYSTEMIC = "system"'
-    ),
-    _m(
-        "consumer/decision",
+        "kit/decision",
         "settlement-value-renamed",
         'DEADLETTER = "deadletter"',
         'DEADLETTER = "dead"',
@@ -134,19 +130,19 @@ CONTRACT = [
     ),
     _m("consumer/contract", "schema-version-2", "\nSCHEMA_VERSION = 1\n", "\nSCHEMA_VERSION = 2\n"),
     _m(
-        "consumer/contract",
+        "kit/message",
         "body-limit-raised",
         "MAX_BODY_BYTES = 256 * 1024",
         "MAX_BODY_BYTES = 1024 * 1024",
     ),
     _m(
-        "consumer/contract",
+        "kit/message",
         "body-limit-off-by-one",
         "MAX_BODY_BYTES = 256 * 1024",
         "MAX_BODY_BYTES = 256 * 1024 - 1",
     ),
     _m(
-        "consumer/contract",
+        "kit/errors",
         "description-limit-raised",
         "MAX_DESCRIPTION_CHARS = 1024",
         "MAX_DESCRIPTION_CHARS = 4096",
@@ -164,19 +160,19 @@ CONTRACT = [
         '"customerId", "placedAt", "lines")',
     ),
     _m(
-        "consumer/contract",
+        "kit/message",
         "reason-invalid-payload-renamed",
         'INVALID_PAYLOAD = "InvalidPayload"',
         'INVALID_PAYLOAD = "Invalid"',
     ),
     _m(
-        "consumer/contract",
+        "kit/inbox",
         "reason-hash-mismatch-renamed",
         'HASH_MISMATCH = "HashMismatch"',
         'HASH_MISMATCH = "Mismatch"',
     ),
     _m(
-        "consumer/contract",
+        "kit/message",
         "reason-missing-message-id-renamed",
         'MISSING_MESSAGE_ID = "MissingMessageId"',
         'MISSING_MESSAGE_ID = "NoMessageId"',
@@ -194,7 +190,7 @@ CONTRACT = [
         'UNSUPPORTED_SCHEMA_VERSION = "UnsupportedSchema"',
     ),
     _m(
-        "consumer/contract",
+        "kit/message",
         "reason-too-large-renamed",
         'PAYLOAD_TOO_LARGE = "PayloadTooLarge"',
         'PAYLOAD_TOO_LARGE = "TooLarge"',

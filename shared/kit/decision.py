@@ -1,9 +1,8 @@
-"""What the consumer decides about one delivery, and the store port it decides against.
+"""What a consumer decides about one delivery, and the store port it decides against.
 
-The vocabulary every part of the consumer shares: the delivery as the core sees it
-(``IncomingMessage``), the outcome and its settlement (``Outcome``, ``Settlement``, one total
-table), the ``Decision``, and the ``OrderStore`` port. No Azure imports; no logic beyond the
-table.
+The vocabulary every consumer of the kit shares: the delivery (``IncomingMessage``), the outcome
+and its settlement (``Outcome``, ``Settlement``, one total table), the ``Decision``, and the
+``DocumentStore`` port. No Azure imports; no logic beyond the table.
 """
 
 from __future__ import annotations
@@ -14,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.consumer.writes import Write
+from shared.kit.errors import TransientStoreError, bound
+from shared.kit.writes import Write
 
 
 class Outcome(enum.StrEnum):
@@ -83,20 +83,13 @@ class Decision:
         return SETTLEMENT_BY_OUTCOME[self.outcome]
 
 
-class OrderStore(Protocol):
-    """The persistence port. Adapters translate their errors into ``shared.consumer.errors``."""
-
-    async def create(self, documents: Sequence[Mapping[str, Any]]) -> None:
-        """Write all documents of one order atomically. Raise ``OrderAlreadyExists`` if the
-        first (the order) exists, ``OrphanedDocument`` if another one exists without it. One
-        request: a single create, or one transactional batch."""
-        ...
-
-    async def read_order(self, order_id: str) -> Mapping[str, Any] | None: ...
+class DocumentStore(Protocol):
+    """The store port of every consumer: atomic commits in one partition, and point reads.
+    Adapters translate their errors into ``shared.kit.errors``."""
 
     async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
         """Apply ``writes`` in one partition atomically, in one request: all or nothing. A write
-        refused for what is stored raises its ``shared.consumer.errors.WriteRefused`` (the first
+        refused for what is stored raises its ``shared.kit.errors.WriteRefused`` (the first
         refused, with its index): ``DocumentExists``, ``DocumentMissing``, ``ConditionFailed``."""
         ...
 
@@ -134,3 +127,15 @@ def decided(outcome: Outcome, about: AboutMessage, **details: Any) -> Decision:
     }
     fields.update(details)
     return Decision(outcome, **fields)
+
+
+def failed(outcome: Outcome, about: AboutMessage, error: BaseException) -> Decision:
+    """The decision of a failure (transient, systemic or unexpected) while deciding about a
+    valid message: the error, bounded in the description, and the wait the service asked for."""
+    return decided(
+        outcome,
+        about,
+        description=bound(f"{type(error).__name__}: {error}"),
+        error=error,
+        retry_after_s=error.retry_after_s if isinstance(error, TransientStoreError) else None,
+    )

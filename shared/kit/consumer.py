@@ -1,0 +1,104 @@
+"""A consumer as a user writes one: its name, its contract, the partitions a message changes and
+its effect in each; the kit decides the rest (``decide``).
+
+    units_sold = ConsumerDefinition(
+        name="analytics.units-sold",       # part of every marker key, forever
+        partition_field="sku",              # the container's partition key
+        parse=parse_units_sold,             # IncomingMessage -> valid message, or InvalidMessage
+        partitions=lambda sold: sold.skus,  # the partitions one message changes
+        effect=lambda sold, sku: CountUnits(sold, sku),  # its writes in one partition
+    )
+
+For each partition a message changes, the effect's writes are committed once with the
+message's inbox marker (``shared.kit.apply.apply_once``: one atomic commit, one request when the
+common case holds); partitions are independent, so a stop after two of five leaves two complete,
+consistent partitions and the redelivery finishes the other three without touching the two
+(their markers make them duplicates). The message's outcome is the partitions' together:
+processed if any partition applied it, a duplicate if every one had, stale if none applied it
+and some were stale. Partitions are visited in sorted order and a mismatch or an invalid outcome
+of one stops there and is the message's (it is dead-lettered).
+
+The limit of markers kept per partition: the same MessageId with other content is told apart in
+the partitions the two contents share (the first of them stops the message before any later
+one is written); content whose partitions all differ from the first's is applied as a new
+message, and partitions before the first shared one may be written. For events whose MessageId
+is their eventId (derived from what they are: docs/events.md) two contents never share one.
+
+A failure is classified by what a redelivery can fix, as for every consumer of
+the kit: transient and systemic are retried within the delivery, anything else held, then
+abandoned (``shared.kit.service.Consumer``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from shared.kit.apply import Effect, apply_once
+from shared.kit.decision import Decision, DocumentStore, IncomingMessage, Outcome, failed
+from shared.kit.errors import InvalidMessage, SystemicStoreError, TransientStoreError
+from shared.kit.inbox import Handled, Inbox
+
+# When partitions disagree, the one that decides the message: the first of these found.
+_DECIDING = (Outcome.PROCESSED, Outcome.STALE)
+# A partition's outcome that decides the message at once (it is dead-lettered).
+_STOPPING = frozenset({Outcome.MISMATCH, Outcome.INVALID})
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerDefinition[M: Handled]:
+    """What a consumer supplies; see the module docstring."""
+
+    name: str
+    partition_field: str
+    parse: Callable[[IncomingMessage], M]
+    partitions: Callable[[M], Sequence[str]]
+    effect: Callable[[M, str], Effect[M]]
+
+    def inbox(self, marker_ttl_s: int) -> Inbox:
+        return Inbox(self.name, self.partition_field, marker_ttl_s)
+
+
+async def decide[M: Handled](
+    definition: ConsumerDefinition[M],
+    incoming: IncomingMessage,
+    store: DocumentStore,
+    *,
+    marker_ttl_s: int,
+    now: datetime,
+) -> Decision:
+    """Validate, apply in every partition once, and classify. Never raises for anything a
+    message can cause."""
+    try:
+        message = definition.parse(incoming)
+    except InvalidMessage as invalid:
+        return Decision(
+            Outcome.INVALID,
+            order_id=incoming.message_id,
+            deadletter_reason=invalid.reason,
+            description=invalid.description,
+            message_type=incoming.subject,
+        )
+    inbox = definition.inbox(marker_ttl_s)
+    decisions: list[Decision] = []
+    try:
+        # In a fixed order, so that two deliveries of one message meet its partitions alike;
+        # a mismatch or an invalid outcome stops there: no later partition is written.
+        for partition in sorted(set(definition.partitions(message))):
+            effect = definition.effect(message, partition)
+            decision = await apply_once(store, inbox, message, partition, effect, now=now)
+            decisions.append(decision)
+            if decision.outcome in _STOPPING:
+                return decision
+    except TransientStoreError as error:
+        return failed(Outcome.TRANSIENT, message, error)
+    except SystemicStoreError as error:
+        return failed(Outcome.SYSTEMIC, message, error)
+    except Exception as error:  # noqa: BLE001 - anything else: held, then abandoned
+        return failed(Outcome.UNEXPECTED, message, error)
+    for outcome in _DECIDING:
+        for decision in decisions:
+            if decision.outcome is outcome:
+                return decision
+    return decisions[0] if decisions else Decision(Outcome.PROCESSED, order_id=message.order_id)

@@ -1,0 +1,104 @@
+"""Reading a message against a consumer's contract: the checks every JSON message shares, the
+canonical fingerprint, and a valid message a consumer can return from its ``parse`` without a
+class of its own.
+
+The checks, in the order a reader meets them, each with a reason of the kit's bounded set: a
+MessageId (``MissingMessageId``), the size (``PayloadTooLarge``), UTF-8 JSON (``InvalidPayload``),
+an object (``InvalidPayload``). The Subject names the type; a consumer dead-letters a type it
+does not read as ``UnsupportedMessageType``.
+
+The fingerprint (``HASH_ALGORITHM``) is SHA-256 of the UTF-8 bytes of ``json.dumps({"messageType":
+<type>, **fields}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``: fields are the
+validated values (key order, whitespace and unknown fields do not change it), and the type is
+part of it, so the same MessageId sent as another type is a mismatch. Stored fingerprints are
+compared for as long as markers live: never change the definition, add an algorithm instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic_core
+
+from shared.kit.errors import InvalidMessage, bound
+
+HASH_ALGORITHM = "sha256/canonical-v1"
+MAX_BODY_BYTES = 256 * 1024  # Service Bus Standard's largest message
+
+
+class KitReason:
+    """The dead-letter reasons of the kit's own checks (a consumer adds its own)."""
+
+    MISSING_MESSAGE_ID = "MissingMessageId"
+    PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+    INVALID_PAYLOAD = "InvalidPayload"
+    UNSUPPORTED_MESSAGE_TYPE = "UnsupportedMessageType"
+
+
+def read_json_object(
+    body: bytes, message_id: str | None, max_bytes: int = MAX_BODY_BYTES
+) -> tuple[str, dict[str, Any]]:
+    """The MessageId and the body's JSON object, or ``InvalidMessage`` (module docstring)."""
+    if not message_id:
+        raise InvalidMessage(KitReason.MISSING_MESSAGE_ID, "the message has no MessageId")
+    if len(body) > max_bytes:
+        raise InvalidMessage(
+            KitReason.PAYLOAD_TOO_LARGE,
+            f"the body is {len(body)} bytes; the limit is {max_bytes}",
+        )
+    try:
+        document = pydantic_core.from_json(body, allow_inf_nan=False)
+    except ValueError as error:
+        # pydantic-core rejects invalid UTF-8 here too; say which, briefly.
+        problem = "not UTF-8" if _is_not_utf8(body) else f"not JSON ({error})"
+        raise InvalidMessage(KitReason.INVALID_PAYLOAD, f"the body is {problem}") from None
+    if not isinstance(document, dict):
+        raise InvalidMessage(
+            KitReason.INVALID_PAYLOAD,
+            f"the body must be a JSON object, not {type(document).__name__}",
+        )
+    return message_id, document
+
+
+def fingerprint(message_type: str, fields: Mapping[str, Any]) -> str:
+    """The canonical fingerprint of a valid message's fields (module docstring)."""
+    canonical = {"messageType": message_type, **fields}
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ValidEvent:
+    """A message that passed its consumer's contract: what the kit keys, versions and
+    fingerprints (``request_hash``, computed from ``fields``)."""
+
+    message_id: str
+    message_type: str
+    order_id: str  # what the message is about (an order, for every consumer of this app)
+    version: int  # its version of that order (1 when the contract has none)
+    fields: Mapping[str, Any]  # the validated values the effect uses, and the fingerprint covers
+    hash_algorithm: str = HASH_ALGORITHM
+    request_hash: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "request_hash", fingerprint(self.message_type, self.fields))
+
+
+def unsupported_type(subject: str | None, reads: str) -> InvalidMessage:
+    """The refusal of a message type the consumer does not read (``reads``: what it reads)."""
+    shown = bound(repr(subject), 80)
+    return InvalidMessage(
+        KitReason.UNSUPPORTED_MESSAGE_TYPE, f"Subject {shown} is not a type it reads ({reads})"
+    )
+
+
+def _is_not_utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
