@@ -48,8 +48,9 @@ from shared.config import Settings
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default start
 
-# Seconds the local change feed's reads may take (see local_world).
+# Seconds the local change feed's reads may take, and its connections (see local_world).
 TRIGGER_READ_TIMEOUT_S = 120
+TRIGGER_CONNECTION_TIMEOUT_S = 30
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,10 @@ async def local_world(
         settings = Settings.from_env(settings_env)
         credential = None if settings.cosmos_key else identity_credential(settings.cosmos_identity)
         trigger_client = create_client(
-            settings, credential=credential, read_timeout=TRIGGER_READ_TIMEOUT_S
+            settings,
+            credential=credential,
+            read_timeout=TRIGGER_READ_TIMEOUT_S,
+            connection_timeout=TRIGGER_CONNECTION_TIMEOUT_S,
         )
         has_cosmos_trigger = any(
             f.trigger["type"] == "cosmosDBTrigger" for f in worker.functions.values()

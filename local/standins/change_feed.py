@@ -74,6 +74,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.cosmos.aio import ContainerProxy
 
 from local.standins.host import resolve_setting
@@ -85,6 +86,10 @@ _FIXED_DELAY = 1
 # The trigger's maxItemsPerInvocation when the binding sets none (target-based scaling's table of
 # defaults, learn.microsoft.com/azure/azure-functions/functions-target-based-scaling).
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
+
+# A feed read that cannot reach the server is tried again (``ChangeFeedEmulator._read_since``).
+FEED_READ_ATTEMPTS = 5
+FEED_READ_RETRY_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -217,16 +222,34 @@ class ChangeFeedEmulator:
     async def _changes_after_checkpoint(self) -> list[dict[str, Any]]:
         if not self.lease.initialised:
             await self._initialise_lease()
-        documents = [
-            document
-            async for document in self.container.query_items(
-                "SELECT * FROM c WHERE c._ts >= @since",
-                parameters=[{"name": "@since", "value": self.lease.since_ts}],
-            )
-        ]
+        documents = await self._read_since(self.lease.since_ts)
         changed = [d for d in documents if self.lease.checkpoint.get(_key(d)) != d.get("_etag")]
         changed.sort(key=_modification_order)
         return changed
+
+    async def _read_since(self, since_ts: int) -> list[dict[str, Any]]:
+        """One read of the feed, tried again after a failure to reach the server. The host's
+        trigger runs on the change feed processor, which reports an error of its execution and
+        goes on (``ChangeFeedProcessorBuilder.WithErrorNotification``,
+        learn.microsoft.com/dotnet/api/microsoft.azure.cosmos.changefeedprocessorbuilder);
+        the schedule of its retries is not documented, so here: ``FEED_READ_ATTEMPTS``,
+        ``FEED_READ_RETRY_S`` apart, then the error. A read here is a query that scans the local
+        container (the server has no change feed and no index), which a busy machine with a
+        large container can make slower than a connection timeout."""
+        for attempt in range(1, FEED_READ_ATTEMPTS + 1):
+            try:
+                return [
+                    document
+                    async for document in self.container.query_items(
+                        "SELECT * FROM c WHERE c._ts >= @since",
+                        parameters=[{"name": "@since", "value": since_ts}],
+                    )
+                ]
+            except (ServiceRequestError, ServiceResponseError, TimeoutError):
+                if attempt == FEED_READ_ATTEMPTS:
+                    raise
+                await asyncio.sleep(FEED_READ_RETRY_S)
+        raise AssertionError("unreachable")
 
     async def _initialise_lease(self) -> None:
         """The first read of a lease with no state: from the beginning, or from now (every
