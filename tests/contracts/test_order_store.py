@@ -283,6 +283,7 @@ class OrderStoreContract:
                 False,
             ),
             (Condition(equals={"status": "accepted"}, defaults={"status": "placed"}), {}, False),
+            (Condition(), {}, True),  # nothing asked: the patch applies
         ],
         ids=[
             "below-stored",
@@ -291,6 +292,7 @@ class OrderStoreContract:
             "equals-missing-default-equal",
             "equals-stored-other",
             "equals-missing-default-other",
+            "empty",
         ],
     )
     async def test_a_patch_is_applied_exactly_when_its_condition_holds_for_what_is_stored(
