@@ -49,7 +49,7 @@ from shared.consumer.errors import (
     WriteRefused,
 )
 from shared.consumer.order import applies_over
-from shared.consumer.writes import Create, Patch, Write, set_field
+from shared.consumer.writes import Condition, Create, Patch, Write, set_field
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.names import METRIC_REQUEST_CHARGE
 from tests.state import documents
@@ -306,3 +306,19 @@ async def test_a_commit_batch_that_failed_is_refused_at_its_write_or_classified(
         assert not isinstance(raised.value, WriteRefused)
     assert store.charges() == {"batch": (1, BATCH_CHARGE)}
     assert await documents(container) == []
+
+
+async def test_a_condition_on_no_field_name_is_refused_before_any_request_naming_it(
+    store: Store, container: ContainerProxy
+) -> None:
+    """A name the predicate could not quote safely (``c.a-b`` reads as a subtraction) is a bug of
+    the caller: it fails loudly, before anything is sent, and says which name."""
+    await container.create_item(accepted_order("ord-k3"))
+    patch = Patch("ord-k3", [set_field("orderVersion", 2)], Condition(below={"order-version": 2}))
+
+    with pytest.raises(ValueError, match=r"not a field name .*'order-version'"):
+        await store.orders.commit("ord-k3", [patch])
+
+    assert store.charges() == {}
+    [stored] = await documents(container)
+    assert stored["orderVersion"] == 1
