@@ -248,7 +248,18 @@ async def test_a_commit_of_two_writes_is_one_batch_that_writes_both(
     stored = {document["id"]: document for document in await documents(container)}
     assert set(stored) == {"ord-k1", "ord-k1:m-2"}
     assert stored["ord-k1"]["orderVersion"] == 2
-    assert set(store.charges()) == {"batch"}
+    assert store.charges() == {"batch": (1, 1.0)}  # one request, charged once
+
+
+async def test_a_commit_of_one_create_is_a_create_and_is_charged_as_one(
+    store: Store, container: ContainerProxy
+) -> None:
+    [marker, _patch] = change("ord-k4")
+
+    await store.orders.commit("ord-k4", [marker])
+
+    assert [document["id"] for document in await documents(container)] == ["ord-k4:m-2"]
+    assert store.charges() == {"create": (1, 1.0)}  # the local server charges 1
 
 
 async def test_a_commit_of_one_create_that_meets_its_id_is_document_exists_charged_as_a_create(
