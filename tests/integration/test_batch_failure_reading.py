@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
-from azure.cosmos.exceptions import CosmosBatchOperationError
+from azure.cosmos.exceptions import CosmosBatchOperationError, CosmosHttpResponseError
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
@@ -317,6 +317,25 @@ async def test_a_commit_batch_that_failed_is_refused_at_its_write_or_classified(
         assert not isinstance(raised.value, WriteRefused)
     assert store.charges() == {"batch": (1, BATCH_CHARGE)}
     assert await documents(container) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(403, SystemicStoreError), (404, SystemicStoreError), (400, CosmosHttpResponseError)],
+)
+async def test_a_commit_s_create_that_failed_is_classified_as_a_write_and_charged(
+    store: Store, status: int, expected: type[Exception]
+) -> None:
+    """A create's 404 is the container gone (systemic), never "no such document"."""
+    [marker, _patch] = change(f"ord-k{status}")
+    store.transport.add(
+        FaultRule(FaultKind.STATUS, status=status, headers={"x-ms-request-charge": "2.5"}, **WRITES)
+    )
+
+    with pytest.raises(expected):
+        await store.orders.commit(f"ord-k{status}", [marker])
+
+    assert store.charges() == {"create": (1, 2.5)}
 
 
 async def test_a_condition_on_no_field_name_is_refused_before_any_request_naming_it(

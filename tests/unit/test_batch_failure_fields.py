@@ -53,6 +53,9 @@ def failed_batch(
         ([{"statusCode": "x"}, THROTTLED], 0, 1),
         ([{"statusCode": ""}, DEPENDENT, THROTTLED], 0, 2),
         ([DEPENDENT, THROTTLED, {"statusCode": 503}], None, 1),  # the first failure
+        # An index that points at a failure is read, even past an earlier one (the SDK's
+        # error_index is the last non-424 operation).
+        ([{"statusCode": 503}, THROTTLED], 1, 1),
     ],
 )
 def test_the_failing_operation_is_found_whatever_the_index_says(
