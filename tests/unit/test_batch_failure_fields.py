@@ -114,3 +114,23 @@ def test_an_unreadable_sub_status_is_none(sub_status: str | None) -> None:
     if sub_status is not None:
         failing["subStatusCode"] = sub_status
     assert batch_failure(failed_batch([failing], index=0)).sub_status is None
+
+
+BAD_REQUEST = {"statusCode": 400}
+
+
+@pytest.mark.parametrize(
+    ("responses", "index"),
+    [
+        ([{"statusCode": 503}, BAD_REQUEST], 1),  # the index, past an earlier failure
+        ([DEPENDENT, BAD_REQUEST], None),  # the fallback
+    ],
+)
+def test_a_400_is_a_failure_like_every_status_from_400_up(
+    responses: list[dict[str, Any]], index: int | None
+) -> None:
+    """400 is the lowest failing status: read at the index and found by the fallback, with
+    its status from the operation (the error itself carries none here)."""
+    assert batch_failure(failed_batch(responses, index=index, status=0)) == BatchFailure(
+        1, 400, None, None
+    )
