@@ -189,6 +189,26 @@ async def test_a_create_that_failed_is_classified_and_charged(store: Store) -> N
     assert store.charges() == {"create": (1, 2.5)}
 
 
+async def test_a_create_throttled_past_the_sdk_s_retries_carries_the_service_s_retry_after(
+    store: Store,
+) -> None:
+    """The consumer waits what the 429 asked (``x-ms-retry-after-ms``), not its own backoff."""
+    store.transport.add(
+        FaultRule(
+            FaultKind.STATUS,
+            status=429,
+            headers={"x-ms-retry-after-ms": "20", "x-ms-request-charge": "0.5"},
+            times=None,
+            **WRITES,
+        )
+    )
+
+    with pytest.raises(TransientStoreError) as raised:
+        await store.orders.create(order_and_event("ord-c7")[:1])
+
+    assert raised.value.retry_after_s == 0.02
+
+
 async def test_a_conflict_read_that_finds_nothing_is_charged_as_a_read(store: Store) -> None:
     store.transport.add(
         FaultRule(

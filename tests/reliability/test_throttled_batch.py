@@ -106,6 +106,7 @@ async def test_the_failing_operation_of_a_207_is_classified_like_a_single_reques
         assert error.retry_after_s == retry_after_s
         # What the log shows: the status, and the sub-status when the operation gave one.
         assert (f"{status}.{sub_status}" if sub_status else str(status)) in str(error)
+        assert f"batch operation {index} failed" in str(error)
     if isinstance(error, cosmos_errors.CosmosBatchOperationError):
         assert error.status_code == status  # unclassified: the core treats it as unexpected
     assert await documents(container) == []  # nothing reached the server
