@@ -160,11 +160,11 @@ async def test_the_create_and_the_conflict_read_are_each_bounded_by_the_operatio
     assert settlements(queue) == [("complete", True)] * 2
 
 
-async def test_the_lifecycle_s_commit_batch_is_bounded_by_the_operation_timeout(
+async def test_the_lifecycle_s_commits_are_bounded_by_the_operation_timeout(
     app_env: dict[str, str], container: ContainerProxy
 ) -> None:
     # As above, for ``CosmosOrderStore.commit``'s transactional batch (an order's change: its
-    # marker, the patch, its event), on the store directly.
+    # marker, the patch, its event) and its single create, on the store directly.
     transport = RecordingTransport(connection_verify=False)
     settings = Settings.from_env(app_env)
     async with create_client(
@@ -173,18 +173,23 @@ async def test_the_lifecycle_s_commit_batch_is_bounded_by_the_operation_timeout(
         proxy = client.get_database_client(settings.cosmos_database).get_container_client(
             settings.cosmos_container
         )
-        await CosmosOrderStore(proxy).commit(
+        store = CosmosOrderStore(proxy)
+        await store.commit(
             "ord-t1",
             [
                 Create({"id": "ord-t1:m-1", "orderId": "ord-t1", "type": "inbox"}),
                 Create({"id": "ord-t1", "orderId": "ord-t1", "type": "order"}),
             ],
         )
+        # A commit of one create is a create_item: bounded the same way.
+        await store.commit("ord-t1", [Create({"id": "ord-t1:m-2", "orderId": "ord-t1"})])
 
-    [batch] = [seen for seen in transport.seen if seen.is_write]
-    assert batch.connection_timeout is not None
-    assert 0 < batch.connection_timeout <= OPERATION_TIMEOUT_S
-    assert len(await documents(container)) == 2
+    writes = [seen for seen in transport.seen if seen.is_write]
+    assert len(writes) == 2
+    for seen in writes:
+        assert seen.connection_timeout is not None
+        assert 0 < seen.connection_timeout <= OPERATION_TIMEOUT_S
+    assert len(await documents(container)) == 3
 
 
 async def test_throttling_beyond_the_sdk_retries_reaches_the_consumer_once(
