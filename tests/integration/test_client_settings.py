@@ -5,8 +5,8 @@ a request to the azure-core transport (a recording transport below the SDK; noth
 
 What each test kills (``make mutation``): the lock relation, ``OPERATION_TIMEOUT_S`` 90 and the
 timeouts or backoff cap raised; the Prefer header, ``no_response_on_write`` off; the bounded
-requests, the ``timeout=`` of the create, the batch, the conflict read or the lifecycle's commit
-batch removed; the throttling
+requests, the ``timeout=`` of the create, the batch, the conflict read or either of the
+lifecycle's commits removed; the throttling
 burst, ``retry_total`` 0 (the SDK then falls back to its default of 9 retries,
 azure/cosmos/aio/_cosmos_client.py:106-109) or any other retry count.
 
