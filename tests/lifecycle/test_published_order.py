@@ -5,8 +5,10 @@ the change-feed emulation and the topic model."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus._pyamqp.error import ErrorCondition
 
@@ -69,3 +71,46 @@ async def test_a_later_version_waits_for_an_earlier_one_that_fails_and_goes_once
     }
     assert statuses[order_event_id(poisoned)] == "parked"
     assert statuses[version_event_id(poisoned, 2)] == "dispatched"
+
+
+async def test_a_held_version_stays_pending_until_it_is_sent(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After the invocation that holds v2 behind its failing v1, v2 is neither on the topic nor
+    marked ``dispatched`` (a held event counted as published would be marked, and once the
+    lease moved past the batch never sent), and the hold stops nothing else: another order's
+    events later in the batch are isolated and published in that same invocation."""
+    held, other = "ord-held-3", "ord-held-4"
+    for order_id in (held, other):
+        queue.send(OutgoingMessage(order_id, json.dumps(order_body(order_id)).encode()))
+        queue.send(
+            OutgoingMessage(
+                lifecycle_message_id(order_id, 2),
+                json.dumps(amended_body(order_id, 2)).encode(),
+                subject="OrderAmended",
+            )
+        )
+        await host.run_until_idle()
+    topic.fail_sends_of(order_event_id(held), lambda: service_bus_error(ErrorCondition.DecodeError))
+
+    with caplog.at_level(logging.ERROR, logger="orders.relay"):
+        stats = await change_feed.drain(max_attempts_per_batch=1)
+
+    assert stats.stalled and stats.failed_invocations == 1
+    assert versions_published(topic) == {other: [1, 2]}
+    # What the operator reads of v2: why it was not sent.
+    assert any(
+        f"held: an earlier event of order {held} was not published" in record.getMessage()
+        for record in caplog.records
+    )
+    statuses = {
+        doc["eventId"]: doc["status"]
+        for doc in await documents(container)
+        if doc["type"] == "outbox" and doc["orderId"] == held
+    }
+    assert statuses == {order_event_id(held): "pending", version_event_id(held, 2): "pending"}
