@@ -114,3 +114,31 @@ async def test_a_held_version_stays_pending_until_it_is_sent(
         if doc["type"] == "outbox" and doc["orderId"] == held
     }
     assert statuses == {order_event_id(held): "pending", version_event_id(held, 2): "pending"}
+
+
+async def test_a_version_is_held_until_the_very_failure_that_parks_its_predecessor(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+) -> None:
+    """One invocation short of the parking bound, v1 is still retried, so v2 is still held:
+    the relay predicts the park from v1's count so far plus this one failure, never more."""
+    order_id = "ord-held-5"
+    queue.send(OutgoingMessage(order_id, json.dumps(order_body(order_id)).encode()))
+    queue.send(
+        OutgoingMessage(
+            lifecycle_message_id(order_id, 2),
+            json.dumps(amended_body(order_id, 2)).encode(),
+            subject="OrderAmended",
+        )
+    )
+    await host.run_until_idle()
+    topic.fail_sends_of(
+        order_event_id(order_id), lambda: service_bus_error(ErrorCondition.DecodeError)
+    )
+
+    stats = await change_feed.drain(max_attempts_per_batch=RelayPolicy().park_after_attempts - 1)
+
+    assert stats.stalled
+    assert versions_published(topic) == {}
