@@ -34,7 +34,7 @@ from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from shared.consumer.order import applies_over
 from shared.kit.decision import IncomingMessage
 from shared.kit.errors import ConditionFailed, DocumentExists, DocumentMissing, WriteRefused
-from shared.kit.writes import Create, Patch, set_field
+from shared.kit.writes import Condition, Create, Patch, set_field
 from tests.orders import order_body
 
 Document = dict[str, Any]
@@ -261,6 +261,57 @@ class OrderStoreContract:
 
         stored = await subject.store.read("ord-1001", "ord-1001")
         assert stored is not None and stored["orderVersion"] == 2
+
+    @pytest.mark.parametrize(
+        ("condition", "stored", "holds"),
+        [
+            # No default: a missing field fails the comparison.
+            (Condition(below={"orderVersion": 3}), {"orderVersion": 2}, True),
+            (Condition(below={"orderVersion": 3}), {}, False),
+            # A default not below the limit: a missing field fails too.
+            (Condition(below={"orderVersion": 1}, defaults={"orderVersion": 1}), {}, False),
+            # A default equal to the value: a missing field holds; another stored value fails.
+            (Condition(equals={"status": "accepted"}, defaults={"status": "accepted"}), {}, True),
+            (
+                Condition(equals={"status": "accepted"}, defaults={"status": "accepted"}),
+                {"status": "cancelled"},
+                False,
+            ),
+            (Condition(equals={"status": "accepted"}, defaults={"status": "placed"}), {}, False),
+            (Condition(), {}, True),  # nothing asked: the patch applies
+        ],
+        ids=[
+            "below-stored",
+            "below-missing-no-default",
+            "below-missing-default-at-limit",
+            "equals-missing-default-equal",
+            "equals-stored-other",
+            "equals-missing-default-other",
+            "empty",
+        ],
+    )
+    async def test_a_patch_is_applied_exactly_when_its_condition_holds_for_what_is_stored(
+        self,
+        subject: StoreUnderTest,
+        condition: Condition,
+        stored: dict[str, Any],
+        holds: bool,
+    ) -> None:
+        """The adapter renders a ``Condition`` as a filter predicate; it must say what
+        ``Condition.holds_for`` says, a missing field and its default included."""
+        document = {"id": "ord-1001", "orderId": "ord-1001", "type": "order", **stored}
+        assert condition.holds_for(document) is holds
+        await subject.put(document)
+        patch = Patch("ord-1001", [set_field("note", "changed")], condition)
+
+        if holds:
+            await subject.store.commit("ord-1001", [patch])
+        else:
+            with pytest.raises(ConditionFailed):
+                await subject.store.commit("ord-1001", [patch])
+
+        after = await subject.store.read("ord-1001", "ord-1001")
+        assert after is not None and after.get("note") == ("changed" if holds else None)
 
     async def test_a_document_never_stored_reads_as_none(self, subject: StoreUnderTest) -> None:
         assert await subject.store.read("ord-1001", "m-404") is None

@@ -9,9 +9,11 @@ conflicting create is a 409 (``CosmosResourceExistsError``). The SDK calls a res
 success only, so an error's charge is the adapter's to read from the error's headers: with it
 dropped, a duplicate or an outage would cost RU the dashboard never shows.
 
-Each test fails with one of ``CosmosOrderStore.create``'s or ``read_order``'s error branches
-mutated (``make mutation``): the batch failure not classified (or classified as a read), the
-orphan's order id lost, a charge dropped, given to the wrong operation or read from nothing.
+Each test fails with one of ``CosmosOrderStore.create``'s, ``commit``'s or ``read_order``'s
+error branches mutated (``make mutation``): the batch failure not classified (or classified as a
+read), the orphan's order id lost, a refusal given to the wrong write (a patch's 409, a create's
+412) or lost to a ``TypeError``, a charge dropped, given to the wrong operation or read from
+nothing, a commit of two writes sent as one create.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
-from azure.cosmos.exceptions import CosmosBatchOperationError
+from azure.cosmos.exceptions import CosmosBatchOperationError, CosmosHttpResponseError
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
@@ -37,7 +39,16 @@ from local.standins.faults import (
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
-from shared.kit.errors import SystemicStoreError, TransientStoreError
+from shared.consumer.order import applies_over
+from shared.kit.errors import (
+    ConditionFailed,
+    DocumentExists,
+    DocumentMissing,
+    SystemicStoreError,
+    TransientStoreError,
+    WriteRefused,
+)
+from shared.kit.writes import Condition, Create, Patch, Write, set_field
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.names import METRIC_REQUEST_CHARGE
 from tests.state import documents
@@ -177,6 +188,26 @@ async def test_a_create_that_failed_is_classified_and_charged(store: Store) -> N
     assert store.charges() == {"create": (1, 2.5)}
 
 
+async def test_a_create_throttled_past_the_sdk_s_retries_carries_the_service_s_retry_after(
+    store: Store,
+) -> None:
+    """The consumer waits what the 429 asked (``x-ms-retry-after-ms``), not its own backoff."""
+    store.transport.add(
+        FaultRule(
+            FaultKind.STATUS,
+            status=429,
+            headers={"x-ms-retry-after-ms": "20", "x-ms-request-charge": "0.5"},
+            times=None,
+            **WRITES,
+        )
+    )
+
+    with pytest.raises(TransientStoreError) as raised:
+        await store.orders.create(order_and_event("ord-c7")[:1])
+
+    assert raised.value.retry_after_s == 0.02
+
+
 async def test_a_conflict_read_that_finds_nothing_is_charged_as_a_read(store: Store) -> None:
     store.transport.add(
         FaultRule(
@@ -201,3 +232,142 @@ async def test_a_conflict_read_that_failed_is_classified_and_charged_as_a_read(
         await store.orders.read_order("ord-c6")
 
     assert store.charges() == {"read": (1, 1.75)}
+
+
+# ---- the lifecycle's atomic commit (``CosmosOrderStore.commit``) ------------------------------
+
+
+def accepted_order(order_id: str) -> dict[str, Any]:
+    return {
+        "id": order_id,
+        "orderId": order_id,
+        "type": "order",
+        "status": "accepted",
+        "orderVersion": 1,
+    }
+
+
+def change(order_id: str) -> list[Write]:
+    """A change as the lifecycle commits it with the outbox off: its inbox marker, then the
+    order's conditional patch to version 2."""
+    return [
+        Create({"id": f"{order_id}:m-2", "orderId": order_id, "type": "inbox"}),
+        Patch(order_id, [set_field("orderVersion", 2)], applies_over(2)),
+    ]
+
+
+async def test_a_commit_of_two_writes_is_one_batch_that_writes_both(
+    store: Store, container: ContainerProxy
+) -> None:
+    """Two writes whose first is a create are a batch, never ``create_item`` of the first."""
+    await container.create_item(accepted_order("ord-k1"))
+
+    await store.orders.commit("ord-k1", change("ord-k1"))
+
+    stored = {document["id"]: document for document in await documents(container)}
+    assert set(stored) == {"ord-k1", "ord-k1:m-2"}
+    assert stored["ord-k1"]["orderVersion"] == 2
+    assert store.charges() == {"batch": (1, 1.0)}  # one request, charged once
+
+
+async def test_a_commit_of_one_create_is_a_create_and_is_charged_as_one(
+    store: Store, container: ContainerProxy
+) -> None:
+    [marker, _patch] = change("ord-k4")
+
+    await store.orders.commit("ord-k4", [marker])
+
+    assert [document["id"] for document in await documents(container)] == ["ord-k4:m-2"]
+    assert store.charges() == {"create": (1, 1.0)}  # the local server charges 1
+
+
+async def test_a_commit_of_one_create_that_meets_its_id_is_document_exists_charged_as_a_create(
+    store: Store, container: ContainerProxy
+) -> None:
+    [marker, _patch] = change("ord-k2")
+    assert isinstance(marker, Create)
+    await container.create_item(dict(marker.document))
+
+    with pytest.raises(DocumentExists) as raised:
+        await store.orders.commit("ord-k2", [marker])
+
+    assert (raised.value.index, raised.value.document_id) == (0, "ord-k2:m-2")
+    # The local server charges 1 for everything; the charge came from the 409's headers.
+    assert store.charges() == {"create": (1, 1.0)}
+
+
+@pytest.mark.parametrize(
+    ("failing", "status", "expected"),
+    [
+        (0, 409, DocumentExists),  # the marker exists: a duplicate of the change
+        (1, 412, ConditionFailed),  # the order's version or status refuses the change
+        (1, 404, DocumentMissing),  # no order yet: the change arrived before it
+        # A status that refuses one kind of write only: for the other, nobody classified it.
+        (1, 409, CosmosBatchOperationError),
+        (0, 412, CosmosBatchOperationError),
+        (0, 404, SystemicStoreError),  # a create's 404: the container is gone
+        (0, 429, TransientStoreError),
+        (1, 429, TransientStoreError),
+        (1, 503, TransientStoreError),
+        (1, 403, SystemicStoreError),
+        (1, 400, CosmosBatchOperationError),
+    ],
+)
+async def test_a_commit_batch_that_failed_is_refused_at_its_write_or_classified(
+    store: Store,
+    container: ContainerProxy,
+    failing: int,
+    status: int,
+    expected: type[Exception],
+) -> None:
+    order_id = f"ord-k{status}-{failing}"
+    writes = change(order_id)
+    store.transport.add(
+        FaultRule(FaultKind.BATCH_OPERATION, status=status, failing_index=failing, **BATCHES)
+    )
+
+    with pytest.raises(expected) as raised:
+        await store.orders.commit(order_id, writes)
+
+    if isinstance(raised.value, WriteRefused):
+        assert raised.value.index == failing
+        assert raised.value.document_id == writes[failing].document_id
+    else:
+        assert not isinstance(raised.value, WriteRefused)
+    assert store.charges() == {"batch": (1, BATCH_CHARGE)}
+    assert await documents(container) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(403, SystemicStoreError), (404, SystemicStoreError), (400, CosmosHttpResponseError)],
+)
+async def test_a_commit_s_create_that_failed_is_classified_as_a_write_and_charged(
+    store: Store, status: int, expected: type[Exception]
+) -> None:
+    """A create's 404 is the container gone (systemic), never "no such document"."""
+    [marker, _patch] = change(f"ord-k{status}")
+    store.transport.add(
+        FaultRule(FaultKind.STATUS, status=status, headers={"x-ms-request-charge": "2.5"}, **WRITES)
+    )
+
+    with pytest.raises(expected):
+        await store.orders.commit(f"ord-k{status}", [marker])
+
+    assert store.charges() == {"create": (1, 2.5)}
+
+
+async def test_a_condition_on_no_field_name_is_refused_before_any_request_naming_it(
+    store: Store, container: ContainerProxy
+) -> None:
+    """A name the predicate could not quote safely (``c.a-b`` reads as a subtraction) is a bug of
+    the caller: it fails loudly, before anything is sent, and says which name."""
+    await container.create_item(accepted_order("ord-k3"))
+    patch = Patch("ord-k3", [set_field("orderVersion", 2)], Condition(below={"order-version": 2}))
+
+    with pytest.raises(ValueError, match=r"not a field name .*'order-version'"):
+        await store.orders.commit("ord-k3", [patch])
+
+    assert store.charges() == {}
+    [stored] = await documents(container)
+    assert stored["orderVersion"] == 1

@@ -5,7 +5,8 @@ a request to the azure-core transport (a recording transport below the SDK; noth
 
 What each test kills (``make mutation``): the lock relation, ``OPERATION_TIMEOUT_S`` 90 and the
 timeouts or backoff cap raised; the Prefer header, ``no_response_on_write`` off; the bounded
-requests, the ``timeout=`` of the create, the batch or the conflict read removed; the throttling
+requests, the ``timeout=`` of the create, the batch, the conflict read or either of the
+lifecycle's commits removed; the throttling
 burst, ``retry_total`` 0 (the SDK then falls back to its default of 9 retries,
 azure/cosmos/aio/_cosmos_client.py:106-109) or any other retry count.
 
@@ -25,9 +26,16 @@ from azure.cosmos.aio import ContainerProxy
 from local.standins.broker import PeekLockQueue, QueueSettings
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
-from shared.adapters.cosmos_orders import CLIENT_OPTIONS, OPERATION_TIMEOUT_S
+from shared.adapters.cosmos_orders import (
+    CLIENT_OPTIONS,
+    OPERATION_TIMEOUT_S,
+    CosmosOrderStore,
+    create_client,
+)
 from shared.adapters.servicebus_in import SETTLEMENT_TIMEOUT_S
+from shared.config import Settings
 from shared.kit.retry import RetryPolicy
+from shared.kit.writes import Create
 from tests.conftest import ComposeApp
 from tests.integration.consumer_logs import consumer_records, retried_attempts
 from tests.orders import message, order_body
@@ -150,6 +158,38 @@ async def test_the_create_and_the_conflict_read_are_each_bounded_by_the_operatio
         assert 0 < seen.connection_timeout <= OPERATION_TIMEOUT_S
         assert seen.read_timeout == CLIENT_OPTIONS["read_timeout"]
     assert settlements(queue) == [("complete", True)] * 2
+
+
+async def test_the_lifecycle_s_commits_are_bounded_by_the_operation_timeout(
+    app_env: dict[str, str], container: ContainerProxy
+) -> None:
+    # As above, for ``CosmosOrderStore.commit``'s transactional batch (an order's change: its
+    # marker, the patch, its event) and its single create, on the store directly.
+    transport = RecordingTransport(connection_verify=False)
+    settings = Settings.from_env(app_env)
+    async with create_client(
+        settings, transport=transport, connection_timeout=OPERATION_TIMEOUT_S + 10
+    ) as client:
+        proxy = client.get_database_client(settings.cosmos_database).get_container_client(
+            settings.cosmos_container
+        )
+        store = CosmosOrderStore(proxy)
+        await store.commit(
+            "ord-t1",
+            [
+                Create({"id": "ord-t1:m-1", "orderId": "ord-t1", "type": "inbox"}),
+                Create({"id": "ord-t1", "orderId": "ord-t1", "type": "order"}),
+            ],
+        )
+        # A commit of one create is a create_item: bounded the same way.
+        await store.commit("ord-t1", [Create({"id": "ord-t1:m-2", "orderId": "ord-t1"})])
+
+    writes = [seen for seen in transport.seen if seen.is_write]
+    assert len(writes) == 2
+    for seen in writes:
+        assert seen.connection_timeout is not None
+        assert 0 < seen.connection_timeout <= OPERATION_TIMEOUT_S
+    assert len(await documents(container)) == 3
 
 
 async def test_throttling_beyond_the_sdk_retries_reaches_the_consumer_once(

@@ -5,8 +5,10 @@ the change-feed emulation and the topic model."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus._pyamqp.error import ErrorCondition
 
@@ -97,3 +99,74 @@ def test_a_batch_s_events_go_out_in_each_order_s_version_order() -> None:
     ordered = [(e.order_id, e.order_version) for e in in_version_order(batch)]
 
     assert ordered == [("ord-a", 2), ("ord-a", 3), ("ord-b", 2), ("ord-b", 4)]
+
+
+async def test_a_held_version_stays_pending_until_it_is_sent(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After the invocation that holds v2 behind its failing v1, v2 is neither on the topic nor
+    marked ``dispatched`` (a held event counted as published would be marked, and once the
+    lease moved past the batch never sent), and the hold stops nothing else: another order's
+    events later in the batch are isolated and published in that same invocation."""
+    held, other = "ord-held-3", "ord-held-4"
+    for order_id in (held, other):
+        queue.send(OutgoingMessage(order_id, json.dumps(order_body(order_id)).encode()))
+        queue.send(
+            OutgoingMessage(
+                lifecycle_message_id(order_id, 2),
+                json.dumps(amended_body(order_id, 2)).encode(),
+                subject="OrderAmended",
+            )
+        )
+        await host.run_until_idle()
+    topic.fail_sends_of(order_event_id(held), lambda: service_bus_error(ErrorCondition.DecodeError))
+
+    with caplog.at_level(logging.ERROR, logger="orders.relay"):
+        stats = await change_feed.drain(max_attempts_per_batch=1)
+
+    assert stats.stalled and stats.failed_invocations == 1
+    assert versions_published(topic) == {other: [1, 2]}
+    # What the operator reads of v2: why it was not sent.
+    assert any(
+        f"held: an earlier event of order {held} was not published" in record.getMessage()
+        for record in caplog.records
+    )
+    statuses = {
+        doc["eventId"]: doc["status"]
+        for doc in await documents(container)
+        if doc["type"] == "outbox" and doc["orderId"] == held
+    }
+    assert statuses == {order_event_id(held): "pending", version_event_id(held, 2): "pending"}
+
+
+async def test_a_version_is_held_until_the_very_failure_that_parks_its_predecessor(
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+) -> None:
+    """One invocation short of the parking bound, v1 is still retried, so v2 is still held:
+    the relay predicts the park from v1's count so far plus this one failure, never more."""
+    order_id = "ord-held-5"
+    queue.send(OutgoingMessage(order_id, json.dumps(order_body(order_id)).encode()))
+    queue.send(
+        OutgoingMessage(
+            lifecycle_message_id(order_id, 2),
+            json.dumps(amended_body(order_id, 2)).encode(),
+            subject="OrderAmended",
+        )
+    )
+    await host.run_until_idle()
+    topic.fail_sends_of(
+        order_event_id(order_id), lambda: service_bus_error(ErrorCondition.DecodeError)
+    )
+
+    stats = await change_feed.drain(max_attempts_per_batch=RelayPolicy().park_after_attempts - 1)
+
+    assert stats.stalled
+    assert versions_published(topic) == {}

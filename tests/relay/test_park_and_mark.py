@@ -267,3 +267,31 @@ async def test_a_publisher_that_returns_fewer_results_than_events_loses_none_of_
         await relay.relay(await change_feed.read_changes())  # fails: the batch comes back
 
     assert {d["status"] for d in (await outbox_by_order(container)).values()} == {"pending"}
+
+
+async def test_an_invocation_s_report_names_what_it_published_and_what_it_parked(
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+) -> None:
+    """The ``RelayReport`` of one invocation (the watchdog keeps one per relay call), by
+    outbox document id, in batch order."""
+    ids = new_order_ids(2)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    outbox = await outbox_by_order(container)
+    topic.fail_sends_of(outbox[ids[1]]["eventId"], too_large)
+    relay = OutboxRelay(
+        ServiceBusEventPublisher(topic),
+        CosmosOutboxStore(container),
+        captured_relay.telemetry,
+        clock=clock,
+    )
+
+    report = await relay.relay(await change_feed.read_changes())
+
+    assert report.published == [outbox[ids[0]]["id"]]
+    assert report.parked == [outbox[ids[1]]["id"]]
+    assert report.retry == [] and report.mark_failed == []

@@ -26,6 +26,7 @@ from shared.relay.core import (
     RelayPolicy,
     classify,
 )
+from tests.conftest import FAST_SDK_BACKOFF
 from tests.relay.amqp_link import service_bus_error
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 from tests.state import documents
@@ -251,3 +252,66 @@ async def test_the_watchdog_publishes_the_rest_of_its_page_and_parks_only_the_fa
     assert sorted(m.message_id or "" for m in topic.delivered()) == sorted(
         outbox[i]["eventId"] for i in healthy
     )
+
+
+def compose_with_policy(world: World, captured: RelayCaptured, policy: RelayPolicy) -> None:
+    world.compose(
+        relay_telemetry=captured.telemetry,
+        relay_policy=policy,
+        jitter=lambda: 1.0,
+        **FAST_SDK_BACKOFF,
+    )
+
+
+async def test_an_event_s_count_kept_within_the_bound_parks_it(
+    world: World,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+) -> None:
+    """Room for one event's count is enough for one poison event: parked at its second failure.
+    Fails with the bound kept one below ``max_tracked_failures`` (``>=`` for ``>``): its count
+    is forgotten as soon as it is made, and it is retried for ever."""
+    compose_with_policy(
+        world, captured_relay, RelayPolicy(park_after_attempts=2, max_tracked_failures=1)
+    )
+    [order_id] = new_order_ids(1)
+    await accept_order(container, order_id, accepted_at=clock.now())
+    poison = (await outbox_by_order(container))[order_id]["eventId"]
+    topic.fail_sends_of(poison, lambda: service_bus_error(ErrorCondition.DecodeError))
+
+    stats = await world.change_feed.drain(max_attempts_per_batch=5)
+
+    assert not stats.stalled and stats.failed_invocations == 1
+    assert (await outbox_of(container, order_id))["parkedReason"] == PARKED_RETRIES_EXHAUSTED
+
+
+async def test_beyond_the_bound_the_oldest_count_is_forgotten_first(
+    world: World,
+    container: ContainerProxy,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+) -> None:
+    """Two poison events, room for one count: each one's count pushes out the other's (the
+    oldest), so neither reaches the bound: the bound delays parking, it never parks early.
+    Fails when the newest count is dropped instead: the first event would keep its count and be
+    parked on the next invocation, on the second event's failures."""
+    compose_with_policy(
+        world, captured_relay, RelayPolicy(park_after_attempts=2, max_tracked_failures=1)
+    )
+    ids = new_order_ids(2)
+    for order_id in ids:
+        await accept_order(container, order_id, accepted_at=clock.now())
+    outbox = await outbox_by_order(container)
+    for order_id in ids:
+        topic.fail_sends_of(
+            outbox[order_id]["eventId"], lambda: service_bus_error(ErrorCondition.DecodeError)
+        )
+
+    stats = await world.change_feed.drain(max_attempts_per_batch=4)
+
+    assert stats.stalled
+    assert {d["status"] for d in (await outbox_by_order(container)).values()} == {"pending"}
+    assert captured_relay.total("orders.relay.parked") == 0

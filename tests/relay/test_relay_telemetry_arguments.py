@@ -155,6 +155,7 @@ async def test_a_failed_park_is_reported_with_its_ids(
 
     [warning] = relay_records(caplog, logging.WARNING)
     assert ids(warning) == (event["eventId"], order_id)
+    assert getattr(warning, "error_type", None) == "CosmosHttpResponseError"
     [parked] = relay_records(caplog, logging.CRITICAL)  # by the retry, once
     assert ids(parked) == (event["eventId"], order_id)
     assert (await outbox_by_order(container))[order_id]["status"] == "parked"

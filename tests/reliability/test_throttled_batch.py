@@ -55,6 +55,7 @@ CASES: dict[str, tuple[tuple[int, int | None, int, int | None, dict[str, str]], 
     "409 on the event: orphaned": ((409, None, 1, None, {}), OrphanedDocument, None),
     "403 on the order": ((403, None, 0, None, {}), SystemicStoreError, None),
     "403.3 write forbidden (failover)": ((403, 3, 1, None, {}), TransientStoreError, None),
+    "403.3 with a retry-after": ((403, 3, 0, 800, {}), TransientStoreError, 0.8),
     "404 on the event (container gone)": ((404, None, 1, None, {}), SystemicStoreError, None),
     "400 on the event": ((400, None, 1, None, {}), cosmos_errors.CosmosBatchOperationError, None),
     "413 on the order": ((413, None, 0, None, {}), cosmos_errors.CosmosBatchOperationError, None),
@@ -99,7 +100,9 @@ async def test_the_failing_operation_of_a_207_is_classified_like_a_single_reques
     error = raised.value
     if isinstance(error, TransientStoreError):
         assert error.retry_after_s == retry_after_s
-        assert str(status) in str(error)
+        # What the log shows: the status, and the sub-status when the operation gave one.
+        assert (f"{status}.{sub_status}" if sub_status else str(status)) in str(error)
+        assert f"batch operation {index} failed" in str(error)
     if isinstance(error, cosmos_errors.CosmosBatchOperationError):
         assert error.status_code == status  # unclassified: the core treats it as unexpected
     assert await documents(container) == []  # nothing reached the server

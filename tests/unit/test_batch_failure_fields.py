@@ -53,6 +53,9 @@ def failed_batch(
         ([{"statusCode": "x"}, THROTTLED], 0, 1),
         ([{"statusCode": ""}, DEPENDENT, THROTTLED], 0, 2),
         ([DEPENDENT, THROTTLED, {"statusCode": 503}], None, 1),  # the first failure
+        # An index that points at a failure is read, even past an earlier one (the SDK's
+        # error_index is the last non-424 operation).
+        ([{"statusCode": 503}, THROTTLED], 1, 1),
     ],
 )
 def test_the_failing_operation_is_found_whatever_the_index_says(
@@ -111,3 +114,23 @@ def test_an_unreadable_sub_status_is_none(sub_status: str | None) -> None:
     if sub_status is not None:
         failing["subStatusCode"] = sub_status
     assert batch_failure(failed_batch([failing], index=0)).sub_status is None
+
+
+BAD_REQUEST = {"statusCode": 400}
+
+
+@pytest.mark.parametrize(
+    ("responses", "index"),
+    [
+        ([{"statusCode": 503}, BAD_REQUEST], 1),  # the index, past an earlier failure
+        ([DEPENDENT, BAD_REQUEST], None),  # the fallback
+    ],
+)
+def test_a_400_is_a_failure_like_every_status_from_400_up(
+    responses: list[dict[str, Any]], index: int | None
+) -> None:
+    """400 is the lowest failing status: read at the index and found by the fallback, with
+    its status from the operation (the error itself carries none here)."""
+    assert batch_failure(failed_batch(responses, index=index, status=0)) == BatchFailure(
+        1, 400, None, None
+    )

@@ -64,6 +64,26 @@ def test_every_status_is_classified_by_what_a_redelivery_can_fix(
         assert str(status) in str(classified)
 
 
+@pytest.mark.parametrize(
+    ("status", "sub_status", "writing"),
+    [(403, 3, True), (404, 1002, False)],
+    ids=["write-forbidden-failover", "read-session-not-available"],
+)
+def test_a_status_whose_sub_status_means_the_moment_is_transient(
+    status: int, sub_status: int, writing: bool
+) -> None:
+    """Past the SDK's own retries of these (endpoint discovery, session): the status alone would
+    say the system (403) or "no such document" (404); the sub-status says the moment."""
+    error = cosmos_errors.CosmosHttpResponseError(  # type: ignore[no-untyped-call]
+        status_code=status, message="retried by the SDK", sub_status=sub_status
+    )
+
+    classified = _classify(error, writing=writing)
+
+    assert type(classified) is TRANSIENT
+    assert f"{status}.{sub_status}" in str(classified)
+
+
 def value_error_from_the_auth_policy() -> ValueError:
     """A real ValueError raised inside azure-core's authentication policy."""
     try:
