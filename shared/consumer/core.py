@@ -36,6 +36,7 @@ from shared.kit.decision import (
     Outcome,
     decided,
     failed,
+    refused,
 )
 from shared.kit.errors import InvalidMessage, SystemicStoreError, TransientStoreError, bound
 from shared.relay.outbox import new_outbox_document
@@ -115,13 +116,7 @@ async def decide(
     try:
         valid = parse_message(message.body, message.message_id, message.subject)
     except InvalidMessage as invalid:
-        return Decision(
-            Outcome.INVALID,
-            order_id=message.message_id,
-            deadletter_reason=invalid.reason,
-            description=invalid.description,
-            message_type=message.subject or ORDER_PLACED,
-        )
+        return refused(message, invalid, message.subject or ORDER_PLACED)
     try:
         if isinstance(valid, ValidChange):
             return await decide_change(

@@ -36,7 +36,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.kit.apply import Effect, apply_once
-from shared.kit.decision import Decision, DocumentStore, IncomingMessage, Outcome, failed
+from shared.kit.decision import (
+    Decision,
+    DocumentStore,
+    IncomingMessage,
+    Outcome,
+    failed,
+    refused,
+)
 from shared.kit.errors import InvalidMessage, SystemicStoreError, TransientStoreError
 from shared.kit.inbox import Handled, Inbox
 
@@ -73,13 +80,7 @@ async def decide[M: Handled](
     try:
         message = definition.parse(incoming)
     except InvalidMessage as invalid:
-        return Decision(
-            Outcome.INVALID,
-            order_id=incoming.message_id,
-            deadletter_reason=invalid.reason,
-            description=invalid.description,
-            message_type=incoming.subject,
-        )
+        return refused(incoming, invalid, incoming.subject)
     inbox = definition.inbox(marker_ttl_s)
     decisions: list[Decision] = []
     try:

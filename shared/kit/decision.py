@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.kit.errors import TransientStoreError, bound
+from shared.kit.errors import InvalidMessage, TransientStoreError, bound
 from shared.kit.writes import Write
 
 
@@ -138,4 +138,18 @@ def failed(outcome: Outcome, about: AboutMessage, error: BaseException) -> Decis
         description=bound(f"{type(error).__name__}: {error}"),
         error=error,
         retry_after_s=error.retry_after_s if isinstance(error, TransientStoreError) else None,
+    )
+
+
+def refused(
+    message: IncomingMessage, invalid: InvalidMessage, message_type: str | None
+) -> Decision:
+    """The decision about a message its contract refused: dead-letter with the contract's
+    reason and bounded description; nothing of it is written."""
+    return Decision(
+        Outcome.INVALID,
+        order_id=message.message_id,
+        deadletter_reason=invalid.reason,
+        description=invalid.description,
+        message_type=message_type,
     )
