@@ -339,3 +339,5 @@ async def test_the_isolation_stops_at_the_first_send_alone_that_fails_for_the_mo
     assert stats.stalled
     assert topic.stats.failed_sends == 2  # the batch, then one event alone
     assert captured_relay.total("orders.relay.parked") == 0
+    # Not sent, so not marked: all three are retried.
+    assert {d["status"] for d in (await outbox_by_order(container)).values()} == {"pending"}
