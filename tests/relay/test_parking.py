@@ -315,3 +315,29 @@ async def test_beyond_the_bound_the_oldest_count_is_forgotten_first(
     assert stats.stalled
     assert {d["status"] for d in (await outbox_by_order(container)).values()} == {"pending"}
     assert captured_relay.total("orders.relay.parked") == 0
+
+
+async def test_the_isolation_stops_at_the_first_send_alone_that_fails_for_the_moment(
+    container: ContainerProxy,
+    change_feed: ChangeFeedEmulator,
+    topic: OrderEventsTopic,
+    clock: ManualClock,
+    captured_relay: RelayCaptured,
+) -> None:
+    """A batch refused for a reason nobody classified, then the link drops: the first event
+    sent alone meets the outage, and the other two are not sent alone into it (retried with the
+    outage's error, none charged, none parked)."""
+    for order_id in new_order_ids(3):
+        await accept_order(container, order_id, accepted_at=clock.now())
+    topic.fail_next_sends(lambda: service_bus_error(ErrorCondition.DecodeError), times=1)
+    topic.fail_next_sends(
+        partial(service_bus_error, ErrorCondition.SocketError, on="connection"), times=1000
+    )
+
+    stats = await change_feed.drain(max_attempts_per_batch=1)
+
+    assert stats.stalled
+    assert topic.stats.failed_sends == 2  # the batch, then one event alone
+    assert captured_relay.total("orders.relay.parked") == 0
+    # Not sent, so not marked: all three are retried.
+    assert {d["status"] for d in (await outbox_by_order(container)).values()} == {"pending"}
