@@ -708,7 +708,10 @@ async def _report(
 ) -> DemoReport:
     queue, host = world.queue, world.host
     data = demo_data(
-        await _documents(container),
+        # Through the trigger's client (its read timeout is the local change feed's, 120 s): a
+        # full chaos container is read in one scan of the local server, longer than the app's
+        # 15 s read budget.
+        await _documents(world.change_feed.container),
         queue.dead_letters,
         world.topic.delivered(DOWNSTREAM_SUBSCRIPTION),  # what downstream receives
     )
