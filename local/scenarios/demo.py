@@ -440,7 +440,7 @@ async def _drive(
             await parked.run(world, container, relay, tool)
 
     phases = [phase.check() for phase in (watchdog, parked) if phase is not None]
-    report = await _report(the_plan, world, container, log, options, phases, tool, started)
+    report = await _report(the_plan, world, log, options, phases, tool, started)
     report.figures.update(relay.figures(world))
     if watchdog is not None:
         report.figures.update(watchdog.figures())
@@ -699,7 +699,6 @@ def _settled_for_good(queue: PeekLockQueue) -> int:
 async def _report(
     the_plan: _Plan,
     world: World,
-    container: ContainerProxy,
     log: _OutcomeLog,
     options: DemoOptions,
     phases: Sequence[Invariant],
