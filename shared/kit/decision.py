@@ -77,6 +77,10 @@ class Decision:
     message_type: str | None = None
     order_version: int | None = None
     stored_version: int | None = None
+    # The consumer's own business counts for this delivery (units short of stock, a declined
+    # payment ...), each exported as a counter by the observer: names from
+    # ``shared.telemetry.names.BUSINESS_MEASURES``.
+    measures: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def settlement(self) -> Settlement:
