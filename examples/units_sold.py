@@ -15,7 +15,7 @@ from shared.kit.consumer import ConsumerDefinition
 from shared.kit.decision import IncomingMessage
 from shared.kit.errors import DocumentMissing, InvalidMessage, WriteRefused
 from shared.kit.message import KitReason, ValidEvent, read_json_object, unsupported_type
-from shared.kit.writes import Create, Patch, Write
+from shared.kit.writes import Create, Patch, Write, increment
 
 
 class Line(TypedDict):
@@ -60,9 +60,8 @@ class CountUnits:
     day: str
     units: int
 
-    def writes(self, sold: ValidEvent) -> Sequence[Write]:
-        increment = {"op": "incr", "path": "/units", "value": self.units}
-        return [Patch(f"units:{self.day}", [increment])]
+    async def writes(self, sold: ValidEvent, read: Read) -> Sequence[Write]:
+        return [Patch(f"units:{self.day}", [increment("units", self.units)])]
 
     async def resolve(
         self, sold: ValidEvent, refused: WriteRefused, write: Write, read: Read

@@ -164,14 +164,18 @@ class LocalCosmosServer:
 
 
 async def ensure_container(
-    client: CosmosClient, database: str = "orders", container: str = "orders"
+    client: CosmosClient,
+    database: str = "orders",
+    container: str = "orders",
+    partition_path: str = "/orderId",
 ) -> ContainerProxy:
-    """Create the database and the container (partition key ``/orderId``, the deployed
-    indexing policy: the server refuses an ORDER BY of several fields without its composite
-    index, as Cosmos DB does) if missing."""
+    """Create the database and the container (partition key ``partition_path``: ``/orderId``
+    for orders and payments, ``/sku`` for the inventory; the deployed indexing policy: the
+    server refuses an ORDER BY of several fields without its composite index, as Cosmos DB
+    does) if missing."""
     db = await client.create_database_if_not_exists(database)
     return await db.create_container_if_not_exists(
         container,
-        partition_key=PartitionKey(path="/orderId"),
+        partition_key=PartitionKey(path=partition_path),
         indexing_policy=ORDERS_INDEXING_POLICY,
     )

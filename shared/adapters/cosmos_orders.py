@@ -326,6 +326,14 @@ def filter_predicate(condition: Condition) -> str:
             clauses.append(f"(NOT IS_DEFINED({field}) OR {field} = {literal})")
         else:
             clauses.append(f"{field} = {literal}")
+    for name, floor in condition.at_least.items():
+        clauses.append(f"{_property(name)} >= {int(floor)}")
+    for room in condition.room:
+        # Arithmetic in a filter predicate: it is a query's WHERE clause (learn.microsoft.com/
+        # azure/cosmos-db/nosql/query/where, operators); undefined when a field is missing.
+        counter, limit = _property(room.counter), _property(room.limit)
+        sign = "-" if room.amount < 0 else "+"
+        clauses.append(f"{counter} {sign} {abs(int(room.amount))} <= {limit}")
     return "FROM c WHERE " + (" AND ".join(clauses) or "true")
 
 

@@ -62,7 +62,7 @@ class OrderChange:
     correlation_id: str | None
     now: datetime
 
-    def writes(self, change: ValidChange) -> list[Write]:
+    async def writes(self, change: ValidChange, read: Read) -> list[Write]:
         order_id = change.order_id
         return [Patch(order_id, change_patch(change), applies_over(change.version)), *self.event]
 

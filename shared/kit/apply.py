@@ -1,7 +1,9 @@
 """Apply one message's effect in one partition exactly once: the kit's one algorithm.
 
 A consumer's effect in a partition is a few plain writes (``shared.kit.writes``) that assume the
-common case (the state exists and is older, say). The kit commits them with the message's inbox
+common case (the state exists and is older, say); an effect whose writes depend on what is
+stored (a difference to apply) reads it first (``writes`` is given ``read``), and an effect that
+needs nothing stored reads nothing. The kit commits them with the message's inbox
 marker first, in one atomic commit: **one request** when the assumption holds, the floor. When
 what is stored refuses a write, nothing was written and the commit says which write:
 
@@ -73,8 +75,11 @@ M_contra = TypeVar("M_contra", contravariant=True)
 class Effect(Protocol[M_contra]):
     """A consumer's effect in one partition."""
 
-    def writes(self, message: M_contra) -> Sequence[Write]:
-        """The writes of the common case; committed after the marker."""
+    async def writes(self, message: M_contra, read: Read) -> Sequence[Write] | Stale:
+        """The writes of the common case, committed after the marker; ``read`` reads a document
+        of the partition, for an effect whose writes depend on what is stored, and what it read
+        may already say the message is ``Stale`` (its marker is then written alone, after the
+        kit checked it is not a redelivery: a duplicate stays a duplicate)."""
         ...
 
     async def resolve(
@@ -102,22 +107,27 @@ async def apply_once[M: Handled](
     async def read(document_id: str) -> Mapping[str, Any] | None:
         return await store.read(partition_key, document_id)
 
-    writes = effect.writes(message)
+    plan = await effect.writes(message, read)
     for _ in range(MAX_ROUNDS):
-        marker = inbox.marker(message, partition_key, PROCESSED, now)
-        try:
-            await store.commit(partition_key, [Create(marker), *writes])
-            return decided(Outcome.PROCESSED, message)
-        except WriteRefused as refused:
-            if refused.index == 0 and isinstance(refused, DocumentExists):
-                return await inbox.compare(store, message, partition_key)
-            # Index 0 is the marker; the effect's writes follow it.
-            resolution = await effect.resolve(message, refused, writes[refused.index - 1], read)
+        if isinstance(plan, Stale):
+            resolution: Resolution = plan  # what the effect read already decides
+        else:
+            writes = plan
+            marker = inbox.marker(message, partition_key, PROCESSED, now)
+            try:
+                await store.commit(partition_key, [Create(marker), *writes])
+                return decided(Outcome.PROCESSED, message)
+            except WriteRefused as refused:
+                if refused.index == 0 and isinstance(refused, DocumentExists):
+                    return await inbox.compare(store, message, partition_key)
+                # Index 0 is the marker; the effect's writes follow it.
+                failed_write = writes[refused.index - 1]
+                resolution = await effect.resolve(message, refused, failed_write, read)
         match resolution:
             case Retry(writes=retried):
-                writes = retried
+                plan = retried
             case Again():
-                writes = effect.writes(message)
+                plan = await effect.writes(message, read)
             case Stale(stored_version=version):
                 return await inbox.record_stale(
                     store, message, partition_key, stored_version=version, now=now

@@ -142,6 +142,14 @@ class Inbox:
             description=description[:_MAX_DESCRIPTION_CHARS],
         )
 
+    async def handled_as(
+        self, store: DocumentStore, handled: Handled, partition_key: str
+    ) -> str | None:
+        """How this consumer first handled this MessageId in this partition (``PROCESSED`` or
+        ``STALE``), or None when it has no marker there."""
+        stored = await store.read(partition_key, marker_id(self.consumer, handled.message_id))
+        return None if stored is None else str(stored.get(InboxField.OUTCOME))
+
     async def record_stale(
         self,
         store: DocumentStore,

@@ -20,14 +20,28 @@ PatchOperation = dict[str, Any]  # {"op": "set", "path": "/field", "value": ...}
 
 
 @dataclass(frozen=True, slots=True)
+class Room:
+    """The stored integer ``counter`` plus ``amount`` stays at most the stored integer ``limit``
+    (``reserved + 3 <= onHand``): a counter that concurrent writers move can never pass
+    another field, because the store checks it in the commit."""
+
+    counter: str
+    amount: int
+    limit: str
+
+
+@dataclass(frozen=True, slots=True)
 class Condition:
-    """Every stored field in ``below`` is an integer lower than its value, and every field in
-    ``equals`` equals its value. A missing field counts as its value in ``defaults``, and
-    without one fails the condition."""
+    """Every stored field in ``below`` is an integer lower than its value, every field in
+    ``at_least`` an integer at least its value, every field in ``equals`` equals its value, and
+    every ``room`` holds. A missing field counts as its value in ``defaults``, and without one
+    fails the condition."""
 
     below: Mapping[str, int] = field(default_factory=dict)
     equals: Mapping[str, str | int] = field(default_factory=dict)
     defaults: Mapping[str, str | int] = field(default_factory=dict)
+    at_least: Mapping[str, int] = field(default_factory=dict)
+    room: Sequence[Room] = ()
 
     def holds_for(self, document: Mapping[str, Any]) -> bool:
         """The reference semantics (the double evaluates this; the adapter's rendering is held
@@ -36,9 +50,21 @@ class Condition:
         def stored(name: str) -> Any:
             return document[name] if name in document else self.defaults.get(name)
 
-        for name, limit in self.below.items():
+        def integer(name: str) -> int | None:
             value = stored(name)
-            if not isinstance(value, int) or isinstance(value, bool) or not value < limit:
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        for name, limit in self.below.items():
+            value = integer(name)
+            if value is None or not value < limit:
+                return False
+        for name, floor in self.at_least.items():
+            value = integer(name)
+            if value is None or not value >= floor:
+                return False
+        for room in self.room:
+            counter, ceiling = integer(room.counter), integer(room.limit)
+            if counter is None or ceiling is None or not counter + room.amount <= ceiling:
                 return False
         return all(stored(name) == value for name, value in self.equals.items())
 
@@ -71,3 +97,9 @@ Write = Create | Patch
 def set_field(name: str, value: Any) -> PatchOperation:
     """The patch operation that sets the top-level field ``name``."""
     return {"op": "set", "path": f"/{name}", "value": value}
+
+
+def increment(name: str, amount: int) -> PatchOperation:
+    """The patch operation that adds ``amount`` (negative: subtracts) to the top-level integer
+    field ``name``, in the store, whatever concurrent writers did (Cosmos DB's ``incr``)."""
+    return {"op": "incr", "path": f"/{name}", "value": amount}

@@ -34,7 +34,7 @@ from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from shared.consumer.order import applies_over
 from shared.kit.decision import IncomingMessage
 from shared.kit.errors import ConditionFailed, DocumentExists, DocumentMissing, WriteRefused
-from shared.kit.writes import Condition, Create, Patch, set_field
+from shared.kit.writes import Condition, Create, Patch, Room, set_field
 from tests.orders import order_body
 
 Document = dict[str, Any]
@@ -279,6 +279,14 @@ class OrderStoreContract:
             ),
             (Condition(equals={"status": "accepted"}, defaults={"status": "placed"}), {}, False),
             (Condition(), {}, True),  # nothing asked: the patch applies
+            # A counter moved within another field (reserved + n <= onHand), both stored.
+            (Condition(room=(Room("reserved", 3, "onHand"),)), {"reserved": 2, "onHand": 5}, True),
+            (Condition(room=(Room("reserved", 4, "onHand"),)), {"reserved": 2, "onHand": 5}, False),
+            (Condition(room=(Room("reserved", -2, "onHand"),)), {"reserved": 7, "onHand": 5}, True),
+            (Condition(room=(Room("reserved", 1, "onHand"),)), {"reserved": 0}, False),
+            (Condition(at_least={"reserved": 2}), {"reserved": 2}, True),
+            (Condition(at_least={"reserved": 3}), {"reserved": 2}, False),
+            (Condition(at_least={"reserved": 0}), {}, False),
         ],
         ids=[
             "below-stored",
@@ -288,6 +296,13 @@ class OrderStoreContract:
             "equals-stored-other",
             "equals-missing-default-other",
             "empty",
+            "room-fits",
+            "room-exceeds",
+            "room-negative-amount",
+            "room-limit-missing",
+            "at-least-equal",
+            "at-least-below",
+            "at-least-missing",
         ],
     )
     async def test_a_patch_is_applied_exactly_when_its_condition_holds_for_what_is_stored(

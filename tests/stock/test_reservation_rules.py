@@ -1,0 +1,101 @@
+"""The stock reservation's rules over the kit's in-memory store (the same store contract as
+Cosmos DB's transactional batch: tests/contracts): reserve, adjust, release, shortfall, stale,
+duplicates, arrival before acceptance."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from local.standins.doubles import InMemoryDocumentStore
+from shared.kit.consumer import decide
+from shared.kit.decision import Decision, IncomingMessage, Outcome
+from shared.stock.consumer import stock_reservation
+from shared.stock.inventory import RESERVATION_TYPE, STOCK_ITEM_ID, stock_item
+from tests.stock.events import event_message
+
+NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+
+def stocked(**on_hand: int) -> InMemoryDocumentStore:
+    store = InMemoryDocumentStore()
+    for sku, count in on_hand.items():
+        store.documents[(sku, STOCK_ITEM_ID)] = stock_item(sku, count)
+    return store
+
+
+async def handle(store: InMemoryDocumentStore, message: IncomingMessage) -> Decision:
+    return await decide(stock_reservation, message, store, marker_ttl_s=600, now=NOW)
+
+
+def reserved(store: InMemoryDocumentStore, sku: str) -> int:
+    value: int = store.documents[(sku, STOCK_ITEM_ID)]["reserved"]
+    return value
+
+
+def reservation(store: InMemoryDocumentStore, sku: str, order_id: str) -> dict[str, Any] | None:
+    return store.documents.get((sku, f"reservation:{order_id}"))
+
+
+def reservations_sum(store: InMemoryDocumentStore, sku: str) -> int:
+    return sum(
+        document["reserved"]
+        for (partition, _), document in store.documents.items()
+        if partition == sku and document.get("type") == RESERVATION_TYPE
+    )
+
+
+async def test_an_accepted_order_reserves_each_line_once() -> None:
+    store = stocked(A=10, B=10)
+    accepted = event_message("o-1", 1, {"A": 2, "B": 3})
+    first = await handle(store, accepted)
+    again = await handle(store, accepted)
+    assert (first.outcome, again.outcome) == (Outcome.PROCESSED, Outcome.DUPLICATE)
+    assert (reserved(store, "A"), reserved(store, "B")) == (2, 3)
+    record = reservation(store, "A", "o-1")
+    assert record is not None and (record["orderVersion"], record["reserved"]) == (1, 2)
+
+
+async def test_an_amendment_adjusts_and_releases_what_it_no_longer_wants() -> None:
+    store = stocked(A=10, B=10, C=10)
+    await handle(store, event_message("o-1", 1, {"A": 2, "B": 3}))
+    decision = await handle(store, event_message("o-1", 2, {"A": 5, "C": 1}))
+    assert decision.outcome is Outcome.PROCESSED
+    assert [reserved(store, sku) for sku in "ABC"] == [5, 0, 1]
+    record = reservation(store, "B", "o-1")
+    assert record is not None and (record["orderVersion"], record["reserved"]) == (2, 0)
+
+
+async def test_a_cancellation_releases_exactly_what_was_reserved() -> None:
+    store = stocked(A=3)
+    await handle(store, event_message("o-1", 1, {"A": 2}))
+    await handle(store, event_message("o-2", 1, {"A": 1}))
+    await handle(store, event_message("o-1", 2, cancelled=True))
+    assert reserved(store, "A") == 1 == reservations_sum(store, "A")
+
+
+async def test_a_shortfall_reserves_what_is_there_and_records_the_rest() -> None:
+    store = stocked(A=3)
+    decision = await handle(store, event_message("o-1", 1, {"A": 5}))
+    assert decision.outcome is Outcome.PROCESSED
+    assert decision.measures == {"stock.shortfall": 2}
+    record = reservation(store, "A", "o-1")
+    assert record is not None and (record["reserved"], record["backordered"]) == (3, 2)
+    assert reserved(store, "A") == 3
+
+
+async def test_a_cancellation_before_the_acceptance_makes_it_stale() -> None:
+    store = stocked(A=3)
+    cancelled = await handle(store, event_message("o-1", 2, cancelled=True))
+    late = await handle(store, event_message("o-1", 1, {"A": 2}))
+    assert (cancelled.outcome, late.outcome) == (Outcome.PROCESSED, Outcome.STALE)
+    assert reserved(store, "A") == 0
+    assert reservation(store, "A", "o-1") is None
+
+
+async def test_an_unstocked_sku_is_backordered_whole() -> None:
+    store = stocked()
+    decision = await handle(store, event_message("o-1", 1, {"Z": 4}))
+    assert decision.measures == {"stock.shortfall": 4}
+    record = reservation(store, "Z", "o-1")
+    assert record is not None and record["backordered"] == 4
