@@ -88,6 +88,7 @@ import hashlib
 import json
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import datetime
@@ -96,6 +97,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from shared.adapters.payment_provider import (
     CAPTURES_PATH,
@@ -287,6 +289,7 @@ class PaymentProviderStandIn:
         self._keys: dict[str, _KeyRecord] = {}
         self._operations: dict[str, list[_OperationRecord]] = {}
         self._rules: list[FaultRule] = []
+        self._received: Counter[str] = Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -302,6 +305,13 @@ class PaymentProviderStandIn:
     def ledger(self) -> tuple[LedgerEntry, ...]:
         with self._lock:
             return tuple(self._ledger)
+
+    @property
+    def requests_received(self) -> Counter[str]:
+        """Every request that reached the server, by ``"<METHOD> <path>"`` (the bench's provider
+        calls per event), whatever its answer."""
+        with self._lock:
+            return Counter(self._received)
 
     def net_captured(self, order_id: str) -> int:
         """The order's captures minus its refunds, in minor units: what the customer paid."""
@@ -355,7 +365,7 @@ class PaymentProviderStandIn:
         asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     async def _serve(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._count])
         app.router.add_post(CAPTURES_PATH, self._capture)
         app.router.add_post(REFUNDS_PATH, self._refund)
         app.router.add_get(OPERATIONS_PATH, self._lookup)
@@ -364,6 +374,12 @@ class PaymentProviderStandIn:
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]  # the bound port when 0 was asked
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        with self._lock:
+            self._received[f"{request.method} {request.path}"] += 1
+        return await handler(request)
 
     async def _shutdown(self) -> None:
         if self._runner is not None:

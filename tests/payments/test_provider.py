@@ -143,6 +143,7 @@ async def test_a_repeat_with_the_same_key_and_payload_returns_the_first_result_a
 
     assert again == first
     assert len(provider.ledger) == 1
+    assert provider.requests_received[f"POST {CAPTURES_PATH}"] == 2
     assert provider.net_captured(payment.order_id) == payment.amount_minor
 
 
