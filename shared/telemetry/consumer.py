@@ -3,14 +3,19 @@ ConsumerObserver``): one consumer span, a few low-cardinality metrics and one st
 per delivery, through the OpenTelemetry API (a no-op until ``shared.telemetry.exporters``
 configures an SDK). The names are ``shared.telemetry.names``'s.
 
-Metric attributes are bounded by construction (outcome, settlement, operation): a message id,
-order id or customer id in a metric attribute would create one time series per order.
+One ``ConsumerTelemetry`` per consumer of the kit: its span, every metric point and every log
+record carry the consumer's name (``orders.consumer``), so that the consumers share the metrics
+and their queries split them. A decision's business counts (``Decision.measures``) are exported
+as the counters ``names.BUSINESS_MEASURES`` lists, and only those.
+
+Metric attributes are bounded by construction (consumer, outcome, settlement, operation): a
+message id, order id or customer id in a metric attribute would create one time series per order.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -24,6 +29,7 @@ from shared.kit.decision import Decision, IncomingMessage, Outcome, Settlement
 from shared.kit.errors import ConfigurationError
 from shared.telemetry.names import (
     ATTR_ATTEMPTS,
+    ATTR_CONSUMER,
     ATTR_CONVERSATION_ID,
     ATTR_DEADLETTER_REASON,
     ATTR_DELIVERY_COUNT,
@@ -33,6 +39,7 @@ from shared.telemetry.names import (
     ATTR_KEPT_DELIVERY_COUNT,
     ATTR_KEPT_MESSAGE_ID,
     ATTR_KEPT_QUEUE,
+    ATTR_KEPT_SUBSCRIPTION,
     ATTR_MESSAGE_ID,
     ATTR_MESSAGE_TYPE,
     ATTR_OPERATION_NAME,
@@ -43,7 +50,11 @@ from shared.telemetry.names import (
     ATTR_REQUEST_CHARGE,
     ATTR_SETTLEMENT,
     ATTR_STORED_VERSION,
+    ATTR_SUBSCRIPTION,
     ATTR_SYSTEM,
+    ATTR_TOPIC,
+    BUSINESS_MEASURES,
+    DEFAULT_CONSUMER,
     INSTRUMENTATION_SCOPE,
     LOGGER_NAME,
     MESSAGE_TYPES,
@@ -51,9 +62,12 @@ from shared.telemetry.names import (
     METRIC_DELIVERY_COUNT,
     METRIC_DURATION,
     METRIC_MESSAGES,
+    METRIC_PAYMENTS_DECLINED,
+    METRIC_PAYMENTS_RECONCILIATION_NEEDED,
     METRIC_REQUEST_CHARGE,
     METRIC_RETRIES,
     METRIC_SETTLEMENT_HUNG,
+    METRIC_STOCK_SHORTFALL,
     NOT_SETTLED,
     OPERATION_TYPE,
     OTHER_MESSAGE_TYPE,
@@ -65,6 +79,16 @@ from shared.telemetry.spans import producer_links, qualified_name, set_error_typ
 _DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 10, 30)
 _REQUEST_CHARGE_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 50, 100, 200)
 _DELIVERY_COUNT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10)
+
+# Unit and description of each business counter (names.BUSINESS_MEASURES: the same keys).
+_BUSINESS_COUNTERS = {
+    METRIC_STOCK_SHORTFALL: ("{unit}", "Units not reserved for lack of stock, by consumer"),
+    METRIC_PAYMENTS_RECONCILIATION_NEEDED: (
+        "{event}",
+        "Events parked until an operator reconciles the payment, by consumer",
+    ),
+    METRIC_PAYMENTS_DECLINED: ("{payment}", "Payments the provider declined, by consumer"),
+}
 
 # Semconv values of messaging.servicebus.disposition_status.
 _DISPOSITION = {
@@ -98,17 +122,54 @@ _delivery_charge: ContextVar[list[float] | None] = ContextVar("orders_charge", d
 
 
 class ConsumerTelemetry:
-    """Instruments are created once, here, not per message. Providers default to the global
-    ones (configured by ``configure_exporters``); tests inject SDK providers instead."""
+    """One consumer's telemetry. Instruments are created once, here, not per message (several
+    consumers on one provider share them: the SDK returns the instrument already registered
+    under a name). Providers default to the global ones (configured by ``configure_exporters``);
+    tests inject SDK providers instead.
+
+    ``destination`` is the queue the consumer reads, or the topic when it reads a
+    ``subscription`` of it: the messaging semantic conventions put the topic in
+    ``messaging.destination.name`` and the subscription in
+    ``messaging.destination.subscription.name``, and name the span after the destination
+    (``process order-events``); the consumer tells the topic's consumers apart. The
+    subscription is a separate argument rather than a ``topic/subscription`` string because a
+    queue's name may itself contain a slash ("Cannot start or end with a slash":
+    learn.microsoft.com/dotnet/api/azure.messaging.servicebus.administration.queueproperties.name).
+    ``consumer`` is the kit's consumer name (names.md: ``orders``, ``stock-reservation``,
+    ``payment-capture``)."""
 
     def __init__(
         self,
-        queue_name: str,
+        destination: str,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        *,
+        subscription: str | None = None,
+        consumer: str = DEFAULT_CONSUMER,
     ) -> None:
-        self.queue_name = queue_name
-        self.span_name = f"{OPERATION_TYPE} {queue_name}"
+        self.destination = destination
+        self.subscription = subscription
+        self.consumer = consumer
+        self.span_name = f"{OPERATION_TYPE} {destination}"
+        # On every metric point and log record of this consumer.
+        self._consumer_attribute: Mapping[str, str] = {ATTR_CONSUMER: consumer}
+        self._span_attributes: dict[str, Any] = {
+            ATTR_SYSTEM: MESSAGING_SYSTEM,
+            ATTR_OPERATION_TYPE: OPERATION_TYPE,
+            ATTR_OPERATION_NAME: OPERATION_TYPE,
+            ATTR_DESTINATION: destination,
+            ATTR_CONSUMER: consumer,
+        }
+        if subscription is None:
+            self._span_attributes[ATTR_KEPT_QUEUE] = destination
+        else:
+            self._span_attributes |= {
+                ATTR_SUBSCRIPTION: subscription,
+                ATTR_TOPIC: destination,
+                ATTR_KEPT_SUBSCRIPTION: subscription,
+            }
+        # Measure names already refused, each logged once (a consumer reports it per delivery).
+        self._unknown_measures: set[str] = set()
         self._tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_SCOPE, meter_provider=meter_provider)
         self._messages = meter.create_counter(
@@ -145,6 +206,14 @@ class ConsumerTelemetry:
             unit="{call}",
             description="Settlement calls past their timeout that still hold a thread",
         )
+        self._business = {
+            measure: meter.create_counter(
+                metric,
+                unit=_BUSINESS_COUNTERS[metric][0],
+                description=_BUSINESS_COUNTERS[metric][1],
+            )
+            for measure, metric in BUSINESS_MEASURES.items()
+        }
 
     @contextmanager
     def processing(self, message: IncomingMessage) -> Iterator[str | None]:
@@ -155,13 +224,7 @@ class ConsumerTelemetry:
         ``record_outcome`` record on it. It is linked to the producer's span when the message
         carries trace context; its parent is the ambient context (the Functions host's
         invocation when the worker propagates it)."""
-        attributes: dict[str, Any] = {
-            ATTR_SYSTEM: MESSAGING_SYSTEM,
-            ATTR_OPERATION_TYPE: OPERATION_TYPE,
-            ATTR_OPERATION_NAME: OPERATION_TYPE,
-            ATTR_DESTINATION: self.queue_name,
-            ATTR_KEPT_QUEUE: self.queue_name,
-        }
+        attributes = dict(self._span_attributes)
         if message.message_id is not None:
             attributes[ATTR_MESSAGE_ID] = message.message_id
             attributes[ATTR_KEPT_MESSAGE_ID] = message.message_id
@@ -196,7 +259,9 @@ class ConsumerTelemetry:
 
     def record_request_charge(self, operation: str, request_units: float) -> None:
         """The Cosmos DB store's request charge hook (operation: create, batch or read)."""
-        self._request_charge.record(request_units, {"operation": operation})
+        self._request_charge.record(
+            request_units, {**self._consumer_attribute, "operation": operation}
+        )
         charges = _delivery_charge.get()
         if charges is not None:
             charges.append(request_units)
@@ -245,16 +310,19 @@ class ConsumerTelemetry:
             # settlement_failed() has set error.type to the settlement error.
             span.set_status(Status(StatusCode.ERROR, f"{decision.settlement.value} failed"))
 
+        by_outcome = {**self._consumer_attribute, "outcome": outcome}
         self._messages.add(
-            1, {"outcome": outcome, "settlement": settlement, "message_type": message_type}
+            1, {**by_outcome, "settlement": settlement, "message_type": message_type}
         )
-        self._duration.record(duration_s, {"outcome": outcome})
+        self._duration.record(duration_s, by_outcome)
         if message.delivery_count is not None:
-            self._delivery_count.record(message.delivery_count, {"outcome": outcome})
+            self._delivery_count.record(message.delivery_count, by_outcome)
+        self._record_measures(decision.measures)
 
         logger.log(
             _LOG_LEVEL_BY_OUTCOME[decision.outcome],
-            "order message %s: %s, %s",
+            "%s message %s: %s, %s",
+            self.consumer,
             message.message_id,
             outcome,
             settlement,
@@ -267,9 +335,43 @@ class ConsumerTelemetry:
                 "message_type": message_type,
                 "order_version": decision.order_version,
                 "stored_version": decision.stored_version,
-                **_message_fields(message, decision),
+                **self._message_fields(message, decision),
             },
         )
+
+    def _record_measures(self, measures: Mapping[str, int]) -> None:
+        """The decision's business counts, each on its counter (names.BUSINESS_MEASURES). A
+        name not listed is not exported: every name would be a metric, for good (bounded
+        cardinality, as the attributes); nor is a negative count (a counter only rises). Each
+        refused name is logged once, at warning: a consumer reporting it is a bug to fix."""
+        for measure, count in measures.items():
+            counter = self._business.get(measure)
+            if counter is not None and count >= 0:
+                if count:
+                    counter.add(count, self._consumer_attribute)
+                continue
+            if measure in self._unknown_measures:
+                continue
+            self._unknown_measures.add(measure)
+            logger.warning(
+                "%s reported the measure %r (%d), not exported: %s",
+                self.consumer,
+                measure,
+                count,
+                "a negative count" if counter is not None else "not a known measure",
+                extra={**self._consumer_attribute, "measure": measure},
+            )
+
+    def _message_fields(self, message: IncomingMessage, decision: Decision) -> dict[str, Any]:
+        """What every log record of a delivery carries, to find the delivery, its order and
+        the consumer that handled it."""
+        return {
+            **self._consumer_attribute,
+            "message_id": message.message_id,
+            "correlation_id": message.correlation_id,
+            "delivery_count": message.delivery_count,
+            "order_id": decision.order_id,
+        }
 
     def retrying(
         self, message: IncomingMessage, decision: Decision, attempt: int, delay_s: float
@@ -285,19 +387,20 @@ class ConsumerTelemetry:
                 "delay_s": delay_s,
             },
         )
-        self._retries.add(1, {"outcome": decision.outcome.value})
+        self._retries.add(1, {**self._consumer_attribute, "outcome": decision.outcome.value})
         # Not ``outcome``: one log record per delivery carries the outcome, so that counting
         # outcomes in App Insights counts deliveries. The final record is logged at its
         # outcome's level (error for systemic) once the delivery gives up.
         logger.warning(
-            "order message %s: %s on attempt %d, retrying in %.1f s",
+            "%s message %s: %s on attempt %d, retrying in %.1f s",
+            self.consumer,
             message.message_id,
             decision.outcome.value,
             attempt,
             delay_s,
             extra={
                 "attempt_outcome": decision.outcome.value,
-                **_message_fields(message, decision),
+                **self._message_fields(message, decision),
                 "description": decision.description,
                 "attempt": attempt,
                 "retry_delay_s": delay_s,
@@ -320,7 +423,7 @@ class ConsumerTelemetry:
             extra={
                 "outcome": decision.outcome.value,
                 "settlement": decision.settlement.value,
-                **_message_fields(message, decision),
+                **self._message_fields(message, decision),
                 "settlement_error": type(error).__name__,
             },
         )
@@ -333,7 +436,11 @@ class ConsumerTelemetry:
             error.setting,
             message.message_id,
             error,
-            extra={"message_id": message.message_id, "setting": error.setting},
+            extra={
+                **self._consumer_attribute,
+                "message_id": message.message_id,
+                "setting": error.setting,
+            },
         )
 
     def settlements_hung(self, report: HungSettlements) -> None:
@@ -341,12 +448,13 @@ class ConsumerTelemetry:
         timeout and keeps its thread, or such a call has returned at last. May run on a pool
         thread."""
         fields = {
+            **self._consumer_attribute,
             "hung_settlements": report.hung,
             "settlement_pool_replaced": report.replaced_pool,
             "settlement_pool_exhausted": report.exhausted,
         }
         if report.returned_after_s is not None:
-            self._settlements_hung.add(-1)
+            self._settlements_hung.add(-1, self._consumer_attribute)
             logger.warning(
                 "a hung settlement call returned after %.1f s; %d still hung",
                 report.returned_after_s,
@@ -354,7 +462,7 @@ class ConsumerTelemetry:
                 extra=fields,
             )
             return
-        self._settlements_hung.add(1)
+        self._settlements_hung.add(1, self._consumer_attribute)
         logger.log(
             logging.CRITICAL if report.exhausted else logging.ERROR,
             "a settlement call hangs (no answer from the Functions host): %d settlement "
@@ -374,13 +482,3 @@ def _message_type(decision: Decision, message: IncomingMessage) -> str:
     a Subject this consumer does not read."""
     message_type = decision.message_type or message.subject or ORDER_PLACED
     return message_type if message_type in MESSAGE_TYPES else OTHER_MESSAGE_TYPE
-
-
-def _message_fields(message: IncomingMessage, decision: Decision) -> dict[str, Any]:
-    """What every log record of a delivery carries, to find the delivery and its order."""
-    return {
-        "message_id": message.message_id,
-        "correlation_id": message.correlation_id,
-        "delivery_count": message.delivery_count,
-        "order_id": decision.order_id,
-    }

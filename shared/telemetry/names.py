@@ -11,6 +11,10 @@ prefixes (``messaging.``, ``db.``, ``http.`` ...) and ``error.type`` from ``cust
 every field an operator filters on is ALSO set under a kept ``orders.*`` name
 (``orders.message_id``, ``orders.delivery_count`` ...).
 
+The app runs several consumers of the kit (names.md: ``orders``, ``stock-reservation``,
+``payment-capture``): they share the consumer's span and metric names, told apart by
+``orders.consumer``; their business counts are the counters of ``BUSINESS_MEASURES``.
+
 Names only: no import, no behaviour.
 """
 
@@ -29,18 +33,27 @@ OPERATION_TYPE = "process"
 ATTR_SYSTEM = "messaging.system"
 ATTR_OPERATION_TYPE = "messaging.operation.type"
 ATTR_OPERATION_NAME = "messaging.operation.name"
-ATTR_DESTINATION = "messaging.destination.name"
+ATTR_DESTINATION = "messaging.destination.name"  # the queue, or the topic of a subscription
+ATTR_SUBSCRIPTION = "messaging.destination.subscription.name"  # the subscription, if any
 ATTR_MESSAGE_ID = "messaging.message.id"
 ATTR_CONVERSATION_ID = "messaging.message.conversation_id"
 ATTR_DELIVERY_COUNT = "messaging.servicebus.message.delivery_count"
 ATTR_DISPOSITION = "messaging.servicebus.disposition_status"
 ATTR_ERROR_TYPE = "error.type"
 # The kept copies of the semconv fields operators filter on (the exporter drops the originals).
-ATTR_KEPT_QUEUE = "orders.queue"
+ATTR_KEPT_QUEUE = "orders.queue"  # a queue consumer's destination
+# A subscription consumer's topic; the relay's publish spans and metrics carry it too.
+ATTR_TOPIC = "orders.topic"
+ATTR_KEPT_SUBSCRIPTION = "orders.subscription"
 ATTR_KEPT_MESSAGE_ID = "orders.message_id"
 ATTR_KEPT_CORRELATION_ID = "orders.correlation_id"
 ATTR_KEPT_DELIVERY_COUNT = "orders.delivery_count"
 ATTR_KEPT_ERROR_TYPE = "orders.error_type"
+# Which of the app's consumers handled the delivery: the kit's consumer name (part of every inbox
+# marker key), on the consumer span, every consumer metric point and every consumer log record.
+# Data written before it existed has none: queries read an empty value as DEFAULT_CONSUMER.
+ATTR_CONSUMER = "orders.consumer"
+DEFAULT_CONSUMER = "orders"
 # Ours: what the consumer decided, in the vocabulary of the README and the metrics.
 ATTR_ORDER_ID = "orders.order_id"
 ATTR_OUTCOME = "orders.outcome"
@@ -53,7 +66,8 @@ ATTR_REQUEST_CHARGE = "orders.cosmos.request_charge"
 ATTR_MESSAGE_TYPE = "orders.message_type"
 ATTR_ORDER_VERSION = "orders.order_version"
 ATTR_STORED_VERSION = "orders.stored_version"
-MESSAGE_TYPES = frozenset({"OrderPlaced", "OrderAmended", "OrderCancelled"})
+# (The order-events subscriptions read OrderAccepted, OrderAmended and OrderCancelled.)
+MESSAGE_TYPES = frozenset({"OrderPlaced", "OrderAccepted", "OrderAmended", "OrderCancelled"})
 OTHER_MESSAGE_TYPE = "other"
 
 # Metric names: the alert rules and KQL in infra/ query these.
@@ -66,6 +80,19 @@ METRIC_SETTLEMENT_HUNG = "orders.settlement.hung"
 # The settlement attribute when the settlement call itself failed (lock lost, host gone).
 NOT_SETTLED = "none"
 
+# The consumers' business counts (``Decision.measures``), each exported as the counter
+# ``orders.<measure>`` with ATTR_CONSUMER. Only these: a measure not listed is not exported (a
+# metric name is a time series for good), and logged once.
+METRIC_STOCK_SHORTFALL = "orders.stock.shortfall"  # units not reserved for lack of stock
+# Events parked (dead-lettered NeedsReconciliation) until an operator reconciles the payment.
+METRIC_PAYMENTS_RECONCILIATION_NEEDED = "orders.payments.reconciliation_needed"
+METRIC_PAYMENTS_DECLINED = "orders.payments.declined"  # a business outcome: processed, completed
+BUSINESS_MEASURES = {
+    "stock.shortfall": METRIC_STOCK_SHORTFALL,
+    "payments.reconciliation_needed": METRIC_PAYMENTS_RECONCILIATION_NEEDED,
+    "payments.declined": METRIC_PAYMENTS_DECLINED,
+}
+
 # ---- the outbox relay and its watchdog --------------------------------------------------------
 
 
@@ -73,7 +100,6 @@ RELAY_INSTRUMENTATION_SCOPE = "orders.relay"
 RELAY_LOGGER_NAME = "orders.relay"
 RELAY_OPERATION_TYPE = "send"
 ATTR_EVENT_ID = "orders.event_id"
-ATTR_TOPIC = "orders.topic"
 ATTR_RELAY_OUTCOME = "orders.relay.outcome"
 METRIC_RELAY_PUBLISHED = "orders.relay.published"
 METRIC_RELAY_FAILED = "orders.relay.failed"

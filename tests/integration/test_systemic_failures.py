@@ -216,7 +216,12 @@ async def test_invalid_configuration_is_recorded_as_a_systemic_delivery(
         if isinstance(point, NumberDataPoint) and point.value == 1
     ]
     assert points == [
-        {"outcome": "systemic", "settlement": "abandon", "message_type": "OrderPlaced"}
+        {
+            "orders.consumer": "orders",
+            "outcome": "systemic",
+            "settlement": "abandon",
+            "message_type": "OrderPlaced",
+        }
     ]
 
 

@@ -111,7 +111,7 @@ async def install_consumer(
         assert asyncio.get_running_loop() is loop
         settings = Settings.from_env(app_env)
         telemetry = telemetry or captured.telemetry
-        assert telemetry.queue_name == settings.queue_name
+        assert telemetry.destination == settings.queue_name
         return bootstrap.configure(
             bootstrap.Composition(
                 app_env, cosmos_options=client_options, telemetry=telemetry, **manual_time(clock)

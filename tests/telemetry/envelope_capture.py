@@ -23,6 +23,9 @@ from tests.telemetry.envelope_scenario import (
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = Path(__file__).with_name("envelope_scenario.py")
 
+# The consumer spans: the orders queue's, and the order-events topic's (one per subscription
+# consumer, told apart by orders.consumer).
+CONSUMER_SPANS = frozenset({"process orders", "process order-events"})
 # Table -> the envelope's data.baseType.
 BASE_TYPES = {
     "requests": "RequestData",
@@ -46,7 +49,12 @@ class Capture:
         ]
 
     def requests(self) -> list[dict[str, Any]]:
+        """The orders queue's consumer spans."""
         return [row for row in self.of("requests") if row["name"] == "process orders"]
+
+    def consumer_requests(self) -> list[dict[str, Any]]:
+        """Every consumer's spans: the queue's and the order-events subscriptions'."""
+        return [row for row in self.of("requests") if row["name"] in CONSUMER_SPANS]
 
     def item_counts(self) -> list[float]:
         return [

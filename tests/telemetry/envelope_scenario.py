@@ -15,6 +15,11 @@ fail, the invocation is retried on the function's backoff) and the retry publish
 summary reports what Cosmos DB then holds (dispatched and parked outbox documents, and the lag
 ``dispatchedAt - createdAt``), the truth the relay's metrics are held to.
 
+Then the two subscription consumers of the ``order-events`` topic (``stock-reservation``,
+``payment-capture``: the kit's ``Consumer`` on scripted decisions, ``scripted_consumers``), whose
+decisions carry business counts (``Decision.measures``): a shortfall of stock, a declined
+payment, a payment parked for reconciliation, and a measure no counter exists for.
+
 Then the relay's edges: an order whose event the change feed skips (its lease recreated and
 started "from now"), published by the outbox watchdog's timer through the worker, then a quiet
 watchdog run; a relay that cannot start (an invalid namespace setting: a critical log naming
@@ -48,9 +53,15 @@ from shared.adapters.servicebus_in import Settler
 from shared.config import WatchdogSettings
 from shared.kit.decision import Decision, Outcome
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
+from shared.telemetry.names import BUSINESS_MEASURES
 from tests.conftest import InstallFaulty
 from tests.orders import message, order_body
 from tests.state import documents
+from tests.telemetry.scripted_consumers import (
+    PAYMENT_CAPTURE,
+    STOCK_RESERVATION,
+    scripted_consumer,
+)
 
 CAPTURE_CONNECTION_SETTING = "ORDERS_CAPTURE_CONNECTION_STRING"
 CAPTURE_SUMMARY_SETTING = "ORDERS_CAPTURE_SUMMARY"
@@ -150,6 +161,8 @@ async def test_drive_one_delivery_of_each_outcome(
     install_faulty()  # fixed: the batch is published on the trigger's next run
     assert not (await world.restart_change_feed().drain()).stalled
 
+    business = await drive_the_subscription_consumers(clock)
+
     # One settlement call that hangs past the timeout, still hung at the flush below.
     release = threading.Event()
     settler = Settler(
@@ -188,8 +201,57 @@ async def test_drive_one_delivery_of_each_outcome(
         "watchdog_oldest_age_s": watchdog_oldest_age_s,
         "relay_configuration_failures": misconfigured.failed_invocations,
         "settlements_hung": settler.hung,
+        **business,
     }
     write_summary(Path(os.environ[CAPTURE_SUMMARY_SETTING]), summary)
+
+
+UNKNOWN_MEASURE = "stock.oversold"
+# What the subscription consumers decide, delivery by delivery (one decision per attempt).
+_PROCESSED = Outcome.PROCESSED
+SUBSCRIPTION_SCRIPTS: dict[str, list[list[Decision]]] = {
+    STOCK_RESERVATION: [
+        # 3 units short, after one transient failure ridden out within the delivery
+        [
+            Decision(Outcome.TRANSIENT, order_id="ord-1", description="injected: 503"),
+            Decision(_PROCESSED, order_id="ord-1", measures={"stock.shortfall": 3}),
+        ],
+        [Decision(_PROCESSED, order_id="ord-8", measures={"stock.shortfall": 2})],
+        [Decision(_PROCESSED, order_id="ord-3", measures={"stock.shortfall": 0})],
+        [Decision(Outcome.DUPLICATE, order_id="ord-8")],
+        # a measure no counter exists for: not exported, warned once
+        [Decision(_PROCESSED, order_id="ord-4", measures={UNKNOWN_MEASURE: 1})],
+    ],
+    PAYMENT_CAPTURE: [
+        [Decision(_PROCESSED, order_id="ord-1")],
+        [Decision(_PROCESSED, order_id="ord-3", measures={"payments.declined": 1})],
+        [
+            Decision(
+                Outcome.INVALID,
+                order_id="ord-8",
+                deadletter_reason="NeedsReconciliation",
+                measures={"payments.reconciliation_needed": 1},
+            )
+        ],
+    ],
+}
+
+
+async def drive_the_subscription_consumers(clock: ManualClock) -> dict[str, Any]:
+    """Each script's deliveries through its consumer, on the global (distro) providers; the
+    summary's truths: deliveries, and each business counter's total per consumer."""
+    measures: dict[str, dict[str, int]] = {metric: {} for metric in BUSINESS_MEASURES.values()}
+    deliveries = 0
+    for name, script in SUBSCRIPTION_SCRIPTS.items():
+        consumer = scripted_consumer(name, clock)
+        for number, decisions in enumerate(script, start=1):
+            decision = await consumer.deliver(decisions, message_id=f"{name}-evt-{number}")
+            deliveries += 1
+            for measure, count in decision.measures.items():
+                metric = BUSINESS_MEASURES.get(measure)
+                if metric is not None and count > 0:
+                    measures[metric][name] = measures[metric].get(name, 0) + count
+    return {"subscription_deliveries": deliveries, "business_measures": measures}
 
 
 def lifecycle(subject: str, version: int) -> OutgoingMessage:
@@ -207,5 +269,5 @@ def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def write_summary(path: Path, summary: dict[str, float]) -> None:
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
     path.write_text(json.dumps(summary), encoding="utf-8")

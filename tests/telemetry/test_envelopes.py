@@ -11,6 +11,10 @@ posts to ``/v2.1/track`` are then held against every query, alert rule and workb
 - the metric arithmetic the queries apply gives the counts the requests and traces show;
 - requests are sampled: a query counting or ranking ``requests`` must weigh by ``itemCount``.
 
+The scenario drives the two subscription consumers too (their decisions scripted, reported
+through the kit's ``Consumer``): every consumer's rows carry ``orders.consumer``, and their
+business counts arrive as the counters ``names.BUSINESS_MEASURES`` lists.
+
 The scenario drives the outbox relay too (a publish, a refused send, a parked invalid event), so
 the relay's names (docs/operations.md, "Telemetry the consumer emits") are held like the consumer's.
 """
@@ -22,7 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from shared.telemetry.names import BUSINESS_MEASURES
 from tests.telemetry.envelope_capture import BASE_TYPES, Capture, capture_envelopes
+from tests.telemetry.envelope_scenario import UNKNOWN_MEASURE
 from tests.telemetry.kql_names import all_segments, segments
 from tests.telemetry.workbook_picture import render
 
@@ -70,7 +76,7 @@ def test_every_query_alert_and_workbook_panel_is_found() -> None:
         "alerts.bicep",
         "workbook.json",
     }
-    assert {f"queries.kql Q{n}" for n in range(1, 18)} <= sources
+    assert {f"queries.kql Q{n}" for n in range(1, 20)} <= sources
     assert "workbook.json stale-rate-by-message-type" in sources
 
 
@@ -147,7 +153,7 @@ def span_seconds(duration: str) -> float:
 
 def _truths(capture: Capture) -> dict[tuple[str, str], float]:
     """What each metric column must add up to, from the other signals of the same run."""
-    requests = capture.requests()
+    requests = capture.consumer_requests()  # every consumer's: the metrics count them all
     relay = Counter(
         str(row.get("properties", {}).get("orders.relay.outcome"))
         for row in capture.of("dependencies")
@@ -181,6 +187,11 @@ def _truths(capture: Capture) -> dict[tuple[str, str], float]:
         ("orders.cosmos.request_charge", "valueSum"): sum(
             float(row["properties"].get("orders.cosmos.request_charge", 0)) for row in requests
         ),
+        # The business counters: what the subscription consumers' decisions counted.
+        **{
+            (metric, "valueSum"): sum(summary["business_measures"][metric].values())
+            for metric in BUSINESS_MEASURES.values()
+        },
     }
 
 
@@ -206,7 +217,7 @@ def test_metric_arithmetic_matches_the_other_signals(capture: Capture) -> None:
         if (name, column) == ("orders.processing.duration", "valueSum"):
             # Seconds of decide + settle: inside each delivery's span (requests, "d.hh:mm:ss").
             total_s = sum(value for _, value, _ in capture.metric_rows(name))
-            spans_s = sum(span_seconds(row["duration"]) for row in capture.requests())
+            spans_s = sum(span_seconds(row["duration"]) for row in capture.consumer_requests())
             if not 0 < total_s <= spans_s:
                 problems.append(f"{name} sum(valueSum) = {total_s} s, spans {spans_s} s")
             continue
@@ -224,15 +235,26 @@ def test_metric_arithmetic_matches_the_other_signals(capture: Capture) -> None:
 
 
 def test_outcome_counts_from_metrics_equal_the_requests(capture: Capture) -> None:
-    from_metrics: Counter[tuple[str, str]] = Counter()
+    """Per consumer, outcome and settlement (Q1, Q8 and the workbook split by consumer)."""
+    from_metrics: Counter[tuple[str, str, str]] = Counter()
     for properties, value, count in capture.metric_rows("orders.messages"):
         assert count == 1  # a counter point: value = the increment, count = 1
-        from_metrics[(properties["outcome"], properties["settlement"])] += int(value)
+        key = (properties["orders.consumer"], properties["outcome"], properties["settlement"])
+        from_metrics[key] += int(value)
     from_requests = Counter(
-        (row["properties"]["orders.outcome"], row["properties"]["orders.settlement"])
-        for row in capture.requests()
+        (
+            row["properties"]["orders.consumer"],
+            row["properties"]["orders.outcome"],
+            row["properties"]["orders.settlement"],
+        )
+        for row in capture.consumer_requests()
     )
     assert from_metrics == from_requests
+    assert {consumer for consumer, _, _ in from_metrics} == {
+        "orders",
+        "stock-reservation",
+        "payment-capture",
+    }
 
 
 def test_the_stale_rate_by_message_type_from_metrics_equals_the_requests(
@@ -247,13 +269,13 @@ def test_the_stale_rate_by_message_type_from_metrics_equals_the_requests(
         stale[properties["message_type"]] += int(value) if properties["outcome"] == "stale" else 0
     spans = Counter(
         (row["properties"]["orders.message_type"], row["properties"]["orders.outcome"] == "stale")
-        for row in capture.requests()
+        for row in capture.consumer_requests()
     )
     assert {kind: (deliveries[kind], stale[kind]) for kind in deliveries} == {
         kind: (spans[(kind, True)] + spans[(kind, False)], spans[(kind, True)])
         for kind in {kind for kind, _ in spans}
     }
-    assert stale == {"OrderPlaced": 0, "OrderAmended": 1, "OrderCancelled": 0}
+    assert stale == {"OrderPlaced": 0, "OrderAccepted": 0, "OrderAmended": 1, "OrderCancelled": 0}
 
 
 def test_a_stale_and_an_invalid_transition_carry_both_versions_as_q3_and_q17_read_them(
@@ -381,3 +403,92 @@ def test_the_local_workbook_picture_renders_from_the_capture(
     target = tmp_path / "workbook.png"
     render(capture, target)
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- per consumer (issues 27, 28) ---------------------------------------------------------------
+
+CONSUMER_METRICS = {
+    "orders.messages",
+    "orders.processing.duration",
+    "orders.delivery_count",
+    "orders.retries",
+    "orders.cosmos.request_charge",
+    "orders.settlement.hung",
+    *BUSINESS_MEASURES.values(),
+}
+
+
+def test_each_consumer_is_named_on_its_requests_metrics_and_logs(capture: Capture) -> None:
+    """``orders.consumer`` arrives in customDimensions of every consumer's requests, of every
+    consumer metric row and of every consumer log record: the exporter keeps ``orders.*``."""
+    consumers_by_span = {
+        (row["name"], row["properties"].get("orders.consumer"))
+        for row in capture.consumer_requests()
+    }
+    assert consumers_by_span == {
+        ("process orders", "orders"),
+        ("process order-events", "stock-reservation"),
+        ("process order-events", "payment-capture"),
+    }
+    for row in capture.consumer_requests():
+        keys = set(row["properties"])
+        assert not {key for key in keys if key.startswith("messaging.")}, keys
+        if row["name"] == "process order-events":  # the topic and subscription, kept
+            assert row["properties"]["orders.topic"] == "order-events"
+            assert row["properties"]["orders.subscription"] in {"inventory", "payments"}
+    rows = [
+        (point["name"], data.get("properties", {}))
+        for data in capture.of("customMetrics")
+        for point in data["metrics"]
+        if point["name"] in CONSUMER_METRICS
+    ]
+    assert {name for name, _ in rows} == CONSUMER_METRICS
+    assert [name for name, properties in rows if "orders.consumer" not in properties] == []
+    consumer_logs = [
+        row["properties"]
+        for row in capture.of("traces")
+        if row.get("properties", {}).get("logger_name") == "orders.consumer"
+    ]
+    assert consumer_logs
+    assert {properties.get("orders.consumer") for properties in consumer_logs} == {
+        "orders",
+        "stock-reservation",
+        "payment-capture",
+    }
+
+
+def test_the_business_counters_arrive_with_their_values_per_consumer(capture: Capture) -> None:
+    expected = capture.summary["business_measures"]
+    assert expected == {
+        "orders.stock.shortfall": {"stock-reservation": 5},
+        "orders.payments.declined": {"payment-capture": 1},
+        "orders.payments.reconciliation_needed": {"payment-capture": 1},
+    }
+    for metric in BUSINESS_MEASURES.values():
+        arrived: Counter[str] = Counter()
+        for properties, value, count in capture.metric_rows(metric):
+            assert count == 1  # a counter point
+            assert set(properties) == {"orders.consumer"}  # nothing else, nothing unbounded
+            arrived[properties["orders.consumer"]] += int(value)
+        assert arrived == expected[metric], metric
+    # A measure no counter exists for: not exported; one warning names it.
+    assert f"orders.{UNKNOWN_MEASURE}" not in capture.names("customMetrics")
+    warnings = [
+        row
+        for row in capture.of("traces")
+        if row.get("properties", {}).get("measure") == UNKNOWN_MEASURE
+    ]
+    assert [(row["severityLevel"], row["properties"]["orders.consumer"]) for row in warnings] == [
+        (2, "stock-reservation")
+    ]
+    # The reconciliation is a dead letter with its reason, as Q19 reads it.
+    [parked] = [
+        row["properties"]
+        for row in capture.of("traces")
+        if row.get("properties", {}).get("deadletter_reason") == "NeedsReconciliation"
+    ]
+    assert (parked["orders.consumer"], parked["settlement"], parked["order_id"]) == (
+        "payment-capture",
+        "deadletter",
+        "ord-8",
+    )

@@ -20,8 +20,10 @@ from tests.telemetry.conftest import (
 )
 
 IDENTIFIERS = {"ord-1001", "ord-9", "corr-1", "cust-42"}
-# Bounded by construction: message_type is one of the three types or "other".
-ALLOWED_ATTRIBUTE_KEYS = {"outcome", "settlement", "operation", "message_type"}
+# Bounded by construction: message_type is one of the known types or "other"; the consumer is
+# one of the app's consumers, fixed per ConsumerTelemetry.
+ALLOWED_ATTRIBUTE_KEYS = {"orders.consumer", "outcome", "settlement", "operation", "message_type"}
+ORDERS = ("orders.consumer", "orders")
 
 
 def by_attributes(points: list[NumberDataPoint | HistogramDataPoint]) -> dict[Any, Any]:
@@ -33,7 +35,8 @@ def counter_values(captured: Captured) -> dict[tuple[str, str], float]:
     for point in captured.points("orders.messages"):
         assert isinstance(point, NumberDataPoint)
         attributes = dict(point.attributes or {})
-        assert set(attributes) == {"outcome", "settlement", "message_type"}
+        assert set(attributes) == {"orders.consumer", "outcome", "settlement", "message_type"}
+        assert attributes["orders.consumer"] == "orders"  # every point of the queue's consumer
         assert attributes["message_type"] == "OrderPlaced"  # every message here is one
         values[(str(attributes["outcome"]), str(attributes["settlement"]))] = point.value
     return values
@@ -69,7 +72,8 @@ async def test_one_data_point_per_outcome_and_settlement(
     }
     durations = by_attributes(captured.points("orders.processing.duration"))
     assert set(durations) == {
-        (("outcome", outcome),) for outcome in ("processed", "duplicate", "mismatch", "invalid")
+        (ORDERS, ("outcome", outcome))
+        for outcome in ("processed", "duplicate", "mismatch", "invalid")
     }
     for point in durations.values():
         assert isinstance(point, HistogramDataPoint)
@@ -78,7 +82,7 @@ async def test_one_data_point_per_outcome_and_settlement(
         assert point.explicit_bounds[0] < 0.01  # bucket advice for seconds
     delivery_counts = by_attributes(captured.points("orders.delivery_count"))
     assert {key: (point.count, point.sum) for key, point in delivery_counts.items()} == {
-        (("outcome", outcome),): (1, 1)
+        (ORDERS, ("outcome", outcome)): (1, 1)
         for outcome in ("processed", "duplicate", "mismatch", "invalid")
     }
 
@@ -130,14 +134,17 @@ async def test_request_charge_gets_a_point_per_cosmos_operation(
     # New order: one transactional batch. Duplicate: the conflicting batch (its charge is read
     # from the error's headers) and the point read.
     assert {key: point.count for key, point in charges.items()} == {
-        (("operation", "batch"),): 2,
-        (("operation", "read"),): 1,
+        (("operation", "batch"), ORDERS): 2,
+        (("operation", "read"), ORDERS): 1,
     }
     assert all(point.sum > 0 for point in charges.values())
     processed, duplicate = captured.consumer_spans()
     assert processed.attributes is not None
     assert duplicate.attributes is not None
-    batch, read = charges[(("operation", "batch"),)], charges[(("operation", "read"),)]
+    batch, read = (
+        charges[(("operation", "batch"), ORDERS)],
+        charges[(("operation", "read"), ORDERS)],
+    )
     processed_charge = processed.attributes["orders.cosmos.request_charge"]
     duplicate_charge = duplicate.attributes["orders.cosmos.request_charge"]
     assert isinstance(processed_charge, float)
@@ -160,7 +167,9 @@ async def test_request_charge_of_a_single_create_without_outbox(
     await host.run_until_idle()
 
     charges = by_attributes(captured.points("orders.cosmos.request_charge"))
-    assert {key: point.count for key, point in charges.items()} == {(("operation", "create"),): 1}
+    assert {key: point.count for key, point in charges.items()} == {
+        (("operation", "create"), ORDERS): 1
+    }
 
 
 async def test_a_failed_settlement_counts_as_settlement_none(
@@ -177,7 +186,7 @@ async def test_a_failed_settlement_counts_as_settlement_none(
         ("duplicate", "complete"): 1,
     }
     delivery_counts = by_attributes(captured.points("orders.delivery_count"))
-    duplicate = delivery_counts[(("outcome", "duplicate"),)]
+    duplicate = delivery_counts[(ORDERS, ("outcome", "duplicate"))]
     assert isinstance(duplicate, HistogramDataPoint)
     assert (duplicate.count, duplicate.sum) == (1, 2)  # the second delivery
 
@@ -200,7 +209,7 @@ async def test_instruments_are_created_once_not_per_message(
 
         monkeypatch.setattr(Meter, method, spy)
     fresh = make_captured()
-    assert len(created) == 5
+    assert len(created) == 8  # the consumer's five, and the three business counters
     install_consumer(telemetry=fresh.telemetry)
 
     for order_id in ("ord-1", "ord-2", "ord-3"):
@@ -214,6 +223,9 @@ async def test_instruments_are_created_once_not_per_message(
             "orders.cosmos.request_charge",
             "orders.retries",
             "orders.delivery_count",
+            "orders.stock.shortfall",
+            "orders.payments.reconciliation_needed",
+            "orders.payments.declined",
         ]
     )
     assert counter_values(fresh) == {("processed", "complete"): 3}

@@ -48,6 +48,7 @@ def test_attribute_names_are_the_semantic_conventions_names() -> None:
     assert semconv.MessagingOperationTypeValues.PROCESS.value == telemetry.OPERATION_TYPE
     assert telemetry.ATTR_OPERATION_NAME == semconv.MESSAGING_OPERATION_NAME
     assert telemetry.ATTR_DESTINATION == semconv.MESSAGING_DESTINATION_NAME
+    assert telemetry.ATTR_SUBSCRIPTION == semconv.MESSAGING_DESTINATION_SUBSCRIPTION_NAME
     assert telemetry.ATTR_MESSAGE_ID == semconv.MESSAGING_MESSAGE_ID
     assert telemetry.ATTR_CONVERSATION_ID == semconv.MESSAGING_MESSAGE_CONVERSATION_ID
     assert telemetry.ATTR_DELIVERY_COUNT == semconv.MESSAGING_SERVICEBUS_MESSAGE_DELIVERY_COUNT
@@ -84,6 +85,7 @@ async def test_one_consumer_span_per_delivery_with_messaging_attributes(
             "messaging.servicebus.disposition_status": "complete",
             "orders.outcome": "processed",
             "orders.settlement": "complete",
+            "orders.consumer": "orders",  # the queue's consumer (names.md)
             # the kept copies: the exporter drops messaging.* (test_envelopes.py)
             "orders.queue": "orders",
             "orders.message_id": "ord-1001",
@@ -93,6 +95,7 @@ async def test_one_consumer_span_per_delivery_with_messaging_attributes(
         }.items()
     )
     assert error_attributes.ERROR_TYPE not in attributes(first)
+    assert semconv.MESSAGING_DESTINATION_SUBSCRIPTION_NAME not in attributes(first)  # a queue
     assert "orders.error_type" not in attributes(first)
     [link] = first.links
     assert f"{link.context.trace_id:032x}" == TRACE_ID
