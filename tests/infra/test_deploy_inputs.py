@@ -119,7 +119,7 @@ def test_no_parameter_is_left_to_a_prompt() -> None:
         if variable not in AZD_OWN_VARIABLES | REQUIRED_DEPLOYMENT_INPUTS:
             assert default is not None, f"{name}: ${{{variable}}} without a default makes azd ask"
     pipeline = load_yaml(REPO / "azure.yaml")["pipeline"]
-    assert REQUIRED_DEPLOYMENT_INPUTS <= {*pipeline["variables"], *pipeline["secrets"]}
+    assert {*pipeline["variables"], *pipeline["secrets"]} >= REQUIRED_DEPLOYMENT_INPUTS
 
 
 def test_substitution_defaults_are_valid_parameter_values() -> None:
