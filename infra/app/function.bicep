@@ -93,8 +93,8 @@ var alwaysReady = (alwaysReadyInstances > 0) ? [
 // if() takes (learn.microsoft.com/azure/azure-resource-manager/templates/template-functions-logical,
 // "if": "only the false value is evaluated"), so an https URL passes unchanged and any other
 // fails the deployment on json() of a text that is not JSON, in the variable named after the
-// rule. The app refuses a non-https URL at start-up as well (its configuration).
-var paymentProviderBaseUrlMustBeHttps = startsWith(toLower(paymentProviderBaseUrl), 'https://') ? paymentProviderBaseUrl : json('PAYMENT_PROVIDER_BASE_URL must be an https URL')
+// rule. The text interpolates the parameter, so nothing can evaluate it before deployment.
+var paymentProviderBaseUrlMustBeHttps = startsWith(toLower(paymentProviderBaseUrl), 'https://') ? paymentProviderBaseUrl : json('PAYMENT_PROVIDER_BASE_URL must be an https URL, not ${paymentProviderBaseUrl}')
 
 // Key Vault reference syntax: @Microsoft.KeyVault(SecretUri=<secret URI>), the URI without a
 // version so that a new version of the secret is picked up (Learn: "Use Key Vault references as
