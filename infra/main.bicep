@@ -65,10 +65,10 @@ param principalType string = 'User'
 @description('Optional resource group name (default rg-<environmentName>).')
 param resourceGroupName string = ''
 
-@description('Cosmos DB serverless (default). false = provisioned autoscale throughput per container (orders: cosmosAutoscaleMaxThroughput; leases: cosmosLeasesAutoscaleMaxThroughput).')
+@description('Cosmos DB serverless (default). false = provisioned autoscale throughput per container (orders, inventory and payments: cosmosAutoscaleMaxThroughput each; leases: cosmosLeasesAutoscaleMaxThroughput).')
 param cosmosServerless bool = true
 
-@description('Maximum autoscale RU/s of the orders container when cosmosServerless = false (a multiple of 1000).')
+@description('Maximum autoscale RU/s of the orders container, and of each of the inventory and payments containers, when cosmosServerless = false (a multiple of 1000).')
 @minValue(1000)
 @maxValue(1000000)
 param cosmosAutoscaleMaxThroughput int = 1000
@@ -208,6 +208,26 @@ param logAnalyticsDailyQuotaGb int = -1
 @description('Send Cosmos DB DataPlaneRequests and PartitionKeyRUConsumption logs (one row per request) to Log Analytics. Off by default: the largest ingestion cost per order; docs/capacity.md says what an operator has without them.')
 param cosmosDataPlaneLogs bool = false
 
+// ---- The payment provider (capture_payment; issue 28). No defaults: a deployment names its
+// provider and its key (azd asks, or reads PAYMENT_PROVIDER_BASE_URL and PAYMENT_PROVIDER_API_KEY
+// from the environment; a pipeline gets them from azure.yaml's pipeline variables and secrets).
+
+@description('Base URL of the payment provider\'s HTTP API: https only (the deployment fails on another scheme; function.bicep). PAYMENT_PROVIDER_BASE_URL.')
+@minLength(9)
+param paymentProviderBaseUrl string
+
+@secure()
+@minLength(1)
+@description('The payment provider\'s API key. Stored only as the Key Vault secret payment-provider-api-key; the app reads it through a Key Vault reference. PAYMENT_PROVIDER_API_KEY.')
+param paymentProviderApiKey string
+
+@description('honoured (default): the provider deduplicates requests by their Idempotency-Key header; ignored: it does not, and the consumer looks an in-progress operation up by its reference before repeating it. PAYMENT_PROVIDER_IDEMPOTENCY_KEYS.')
+@allowed([
+  'honoured'
+  'ignored'
+])
+param paymentProviderIdempotencyKeys string = 'honoured'
+
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 // The replay horizon in seconds, the way servicebus.bicep reads messaging.json's durations (an
 // ISO 8601 duration added to the epoch, read back as epoch seconds; Bicep date functions).
@@ -287,9 +307,25 @@ module cosmos 'app/cosmos.bicep' = {
     databaseName: 'orders'
     containerName: 'orders'
     leasesContainerName: 'leases'
+    inventoryContainerName: 'inventory'
+    paymentsContainerName: 'payments'
     serverless: cosmosServerless
     autoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
     leasesAutoscaleMaxThroughput: cosmosLeasesAutoscaleMaxThroughput
+    disablePublicNetworkAccess: vnetEnabled
+  }
+}
+
+// The payment provider's credential (keyvault.bicep). 'kv-' and the 13-character token: within
+// Key Vault's 24 characters.
+module keyVault 'app/keyvault.bicep' = {
+  name: 'keyvault'
+  scope: rg
+  params: {
+    name: 'kv-${resourceToken}'
+    location: location
+    tags: tags
+    paymentProviderApiKey: paymentProviderApiKey
     disablePublicNetworkAccess: vnetEnabled
   }
 }
@@ -306,6 +342,7 @@ module network 'app/network.bicep' = if (vnetEnabled) {
     storageAccountId: storage.outputs.id
     serviceBusNamespaceId: serviceBus.outputs.id
     serviceBusPrivateEndpoint: serviceBusSku == 'Premium'
+    keyVaultId: keyVault.outputs.id
   }
 }
 
@@ -326,9 +363,16 @@ module functionApp 'app/function.bicep' = {
     serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
     queueName: serviceBus.outputs.queueName
     topicName: serviceBus.outputs.topicName
+    inventorySubscriptionName: serviceBus.outputs.inventorySubscriptionName
+    paymentsSubscriptionName: serviceBus.outputs.paymentsSubscriptionName
     cosmosEndpoint: cosmos.outputs.endpoint
     cosmosDatabaseName: cosmos.outputs.databaseName
     cosmosContainerName: cosmos.outputs.containerName
+    inventoryContainerName: cosmos.outputs.inventoryContainerName
+    paymentsContainerName: cosmos.outputs.paymentsContainerName
+    paymentProviderBaseUrl: paymentProviderBaseUrl
+    paymentProviderIdempotencyKeys: paymentProviderIdempotencyKeys
+    paymentProviderApiKeySecretUri: keyVault.outputs.paymentProviderApiKeySecretUri
     applicationInsightsConnectionString: monitoring.outputs.connectionString
     maximumInstanceCount: functionMaximumInstanceCount
     instanceMemoryMB: functionInstanceMemoryMB
@@ -352,10 +396,14 @@ module rbac 'app/rbac.bicep' = {
     serviceBusNamespaceName: serviceBus.outputs.name
     queueName: serviceBus.outputs.queueName
     topicName: serviceBus.outputs.topicName
+    inventorySubscriptionName: serviceBus.outputs.inventorySubscriptionName
+    paymentsSubscriptionName: serviceBus.outputs.paymentsSubscriptionName
     cosmosAccountName: cosmos.outputs.accountName
     cosmosDatabaseName: cosmos.outputs.databaseName
     storageAccountName: storage.outputs.name
     applicationInsightsName: monitoring.outputs.applicationInsightsName
+    keyVaultName: keyVault.outputs.name
+    paymentProviderApiKeySecretName: keyVault.outputs.paymentProviderApiKeySecretName
     grantQueueDataOwnerForScaling: grantQueueDataOwnerForScaling
   }
 }
@@ -369,6 +417,7 @@ module alerts 'app/alerts.bicep' = {
     tags: tags
     serviceBusNamespaceName: serviceBus.outputs.name
     queueName: serviceBus.outputs.queueName
+    topicName: serviceBus.outputs.topicName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     alertEmail: alertEmail
     abandonRateThresholdPercent: abandonRateThresholdPercent
@@ -411,6 +460,12 @@ output ORDER_EVENTS_TOPIC_NAME string = serviceBus.outputs.topicName
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output COSMOS_DATABASE string = cosmos.outputs.databaseName
 output COSMOS_CONTAINER string = cosmos.outputs.containerName
+output INVENTORY_SUBSCRIPTION_NAME string = serviceBus.outputs.inventorySubscriptionName
+output INVENTORY_CONTAINER string = cosmos.outputs.inventoryContainerName
+output PAYMENTS_SUBSCRIPTION_NAME string = serviceBus.outputs.paymentsSubscriptionName
+output PAYMENTS_CONTAINER string = cosmos.outputs.paymentsContainerName
+// The vault's name, for an operator rotating the provider's key (never the key itself).
+output AZURE_KEY_VAULT_NAME string = keyVault.outputs.name
 output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.connectionString
 output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName
 output LOG_ANALYTICS_WORKSPACE_ID string = monitoring.outputs.logAnalyticsId

@@ -7,6 +7,7 @@ param tags object = {}
 
 param serviceBusNamespaceName string
 param queueName string
+param topicName string
 param applicationInsightsName string
 
 @description('E-mail address notified by the action group, or "none": the alerts are deployed and notify nobody (main.bicep makes azd ask).')
@@ -455,6 +456,21 @@ module relayAlerts 'relay-alerts.bicep' = {
     namePrefix: namePrefix
     location: location
     tags: tags
+    applicationInsightsName: applicationInsightsName
+    actionGroupId: actionGroup.id
+  }
+}
+
+// The downstream consumers' alerts (dead letters of the order-events subscriptions, payments
+// needing reconciliation): order-events-alerts.bicep, on this action group.
+module orderEventsAlerts 'order-events-alerts.bicep' = {
+  name: 'order-events-alerts'
+  params: {
+    namePrefix: namePrefix
+    location: location
+    tags: tags
+    serviceBusNamespaceName: serviceBusNamespaceName
+    topicName: topicName
     applicationInsightsName: applicationInsightsName
     actionGroupId: actionGroup.id
   }

@@ -1,5 +1,8 @@
 // Cosmos DB for NoSQL: account, `orders` database, the `orders` container (orders + outbox documents,
-// partitioned by /orderId) and the `leases` container of the change-feed outbox relay.
+// partitioned by /orderId), the `leases` container of the change-feed outbox relay, and the
+// containers of the two downstream consumers: `inventory` (stock items, order-SKU records and
+// the stock reservation's inbox markers, partitioned by /sku) and `payments` (the payment
+// capture's records and inbox markers, partitioned by /orderId).
 // Keys are disabled (disableLocalAuth): the app uses Entra ID + a data-plane role assignment (rbac.bicep).
 param accountName string
 param location string
@@ -7,11 +10,13 @@ param tags object = {}
 param databaseName string = 'orders'
 param containerName string = 'orders'
 param leasesContainerName string = 'leases'
+param inventoryContainerName string = 'inventory'
+param paymentsContainerName string = 'payments'
 
 @description('Serverless (pay per request, default). Set to false for provisioned autoscale throughput, per container.')
 param serverless bool = true
 
-@description('Maximum autoscale RU/s of the orders container when serverless = false (it scales between 10% and 100% of it; a multiple of 1000).')
+@description('Maximum autoscale RU/s of the orders container, and of each of the inventory and payments containers, when serverless = false (it scales between 10% and 100% of it; a multiple of 1000).')
 @minValue(1000)
 @maxValue(1000000)
 param autoscaleMaxThroughput int = 1000
@@ -109,6 +114,55 @@ resource ordersContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/con
   }
 }
 
+// The stock reservation's container (names.md: consumer `stock-reservation`): one stock item per
+// SKU, the order-SKU records and the consumer's inbox markers, all in the SKU's partition, so that
+// each SKU's marker, record and stock item are one transactional batch (a batch is one logical
+// partition: learn.microsoft.com/azure/cosmos-db/nosql/transactional-batch). defaultTtl -1 as the
+// orders container: nothing expires but the markers, which carry their own ttl (Learn: time to
+// live, "container's TTL set to -1"). Throughput as the orders container: each order event is one
+// message for each consumer, so each container gets the orders container's RU/s of its own
+// (ordersOptions), and neither consumer can starve the other or the orders.
+resource inventoryContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
+  parent: database
+  name: inventoryContainerName
+  properties: {
+    resource: {
+      id: inventoryContainerName
+      partitionKey: {
+        paths: [
+          '/sku'
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+      defaultTtl: -1
+    }
+    options: ordersOptions
+  }
+}
+
+// The payment capture's container (consumer `payment-capture`): its in-progress and completed
+// records and its inbox markers, partitioned by order as the orders container. Same ttl and
+// throughput as the inventory container above.
+resource paymentsContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
+  parent: database
+  name: paymentsContainerName
+  properties: {
+    resource: {
+      id: paymentsContainerName
+      partitionKey: {
+        paths: [
+          '/orderId'
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+      defaultTtl: -1
+    }
+    options: ordersOptions
+  }
+}
+
 // Lease documents of the change-feed processor that relays outbox entries to the topic.
 resource leasesContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
   parent: database
@@ -134,3 +188,5 @@ output endpoint string = account.properties.documentEndpoint
 output databaseName string = database.name
 output containerName string = ordersContainer.name
 output leasesContainerName string = leasesContainer.name
+output inventoryContainerName string = inventoryContainer.name
+output paymentsContainerName string = paymentsContainer.name

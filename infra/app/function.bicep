@@ -1,5 +1,6 @@
 // Flex Consumption (FC1) plan + Python 3.13 Function App running as the user-assigned identity.
 // All connections are identity-based: no key, SAS or connection string with a secret is stored.
+// The one credential, the payment provider's API key, is a Key Vault reference (below).
 param planName string
 param functionAppName string
 param location string
@@ -18,12 +19,30 @@ param deploymentContainerName string
 param serviceBusFullyQualifiedNamespace string
 param queueName string
 param topicName string
+param inventorySubscriptionName string
+param paymentsSubscriptionName string
 
 param cosmosEndpoint string
 param cosmosDatabaseName string
 param cosmosContainerName string
+param inventoryContainerName string
+param paymentsContainerName string
 
 param applicationInsightsConnectionString string
+
+@description('Base URL of the payment provider\'s HTTP API (PAYMENT_PROVIDER_BASE_URL): https only, e.g. https://api.provider.example/v1. The deployment fails on any other scheme (paymentProviderBaseUrlMustBeHttps below).')
+@minLength(9)
+param paymentProviderBaseUrl string
+
+@description('Whether the payment provider honours the Idempotency-Key header (PAYMENT_PROVIDER_IDEMPOTENCY_KEYS): honoured, or ignored (the consumer then looks an in-progress operation up by its reference before repeating it).')
+@allowed([
+  'honoured'
+  'ignored'
+])
+param paymentProviderIdempotencyKeys string = 'honoured'
+
+@description('URI of the Key Vault secret holding the provider\'s API key, without a version (keyvault.bicep). Not the key: the app setting is a Key Vault reference to it.')
+param paymentProviderApiKeySecretUri string
 
 @description('Extra app settings merged over the defaults (must not contain secrets).')
 param extraAppSettings object = {}
@@ -69,6 +88,21 @@ var alwaysReady = (alwaysReadyInstances > 0) ? [
     instanceCount: alwaysReadyInstances
   }
 ] : []
+
+// Bicep has no pattern decorator: the scheme is checked here. ARM evaluates only the branch an
+// if() takes (learn.microsoft.com/azure/azure-resource-manager/templates/template-functions-logical,
+// "if": "only the false value is evaluated"), so an https URL passes unchanged and any other
+// fails the deployment on json() of a text that is not JSON, in the variable named after the
+// rule. The text interpolates the parameter, so nothing can evaluate it before deployment.
+var paymentProviderBaseUrlMustBeHttps = startsWith(toLower(paymentProviderBaseUrl), 'https://') ? paymentProviderBaseUrl : json('PAYMENT_PROVIDER_BASE_URL must be an https URL, not ${paymentProviderBaseUrl}')
+
+// Key Vault reference syntax: @Microsoft.KeyVault(SecretUri=<secret URI>), the URI without a
+// version so that a new version of the secret is picked up (Learn: "Use Key Vault references as
+// app settings in Azure App Service and Azure Functions"; rotation: within 24 hours, or at once
+// on a configuration change or restart). Flex Consumption resolves Key Vault references, also
+// from network-restricted vaults since October 2025 (Azure update 512379: "network restricted
+// Key Vault and App Configuration references for Flex Consumption", generally available).
+var paymentProviderApiKeyReference = '@Microsoft.KeyVault(SecretUri=${paymentProviderApiKeySecretUri})'
 
 // The inbox markers' window (per-item ttl, counted by Cosmos DB from the marker's last write):
 // everything the queue can still redeliver plus the dead-letter replay horizon. The app refuses a
@@ -118,6 +152,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    // The identity that resolves Key Vault references: the user-assigned one, the only identity
+    // of the site (without it the platform uses the system-assigned identity, which does not
+    // exist here: Learn, "Use Key Vault references as app settings", user-assigned identity).
+    keyVaultReferenceIdentity: identityId
     clientCertEnabled: false
     virtualNetworkSubnetId: (!empty(virtualNetworkSubnetId)) ? virtualNetworkSubnetId : null
     // Only what Flex Consumption accepts (see the comment above the resource).
@@ -150,7 +188,8 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
 
 // Setting names are the ones read by the Functions host (ServiceBusConnection__*, AzureWebJobsStorage__*,
 // CosmosDBConnection__*) and by the application code (ORDERS_*, COSMOS_*, OUTBOX_*, INBOX_*,
-// DEAD_LETTER_REPLAY_HORIZON_SECONDS: shared/config.py). The app's own clients authenticate as
+// DEAD_LETTER_REPLAY_HORIZON_SECONDS: shared/config.py; INVENTORY_*, PAYMENTS_*, PAYMENT_PROVIDER_*:
+// the downstream consumers, names.md). The app's own clients authenticate as
 // the host's connections to the same resources do, from the same __credential/__clientId
 // settings: ManagedIdentityCredential with the user-assigned client id
 // (shared/adapters/identity.py), so no AZURE_CLIENT_ID (the default chain's setting) is set.
@@ -167,6 +206,16 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   properties: union({
     ORDERS_QUEUE_NAME: queueName
     ORDER_EVENTS_TOPIC_NAME: topicName
+    // The downstream consumers: reserve_stock (stock-reservation) and capture_payment
+    // (payment-capture), each on its subscription of the topic, each with its container.
+    INVENTORY_SUBSCRIPTION_NAME: inventorySubscriptionName
+    INVENTORY_CONTAINER: inventoryContainerName
+    PAYMENTS_SUBSCRIPTION_NAME: paymentsSubscriptionName
+    PAYMENTS_CONTAINER: paymentsContainerName
+    PAYMENT_PROVIDER_BASE_URL: paymentProviderBaseUrlMustBeHttps
+    // A Key Vault reference, never the key (tests/infra: the only form this setting may take).
+    PAYMENT_PROVIDER_API_KEY: paymentProviderApiKeyReference
+    PAYMENT_PROVIDER_IDEMPOTENCY_KEYS: paymentProviderIdempotencyKeys
     ServiceBusConnection__fullyQualifiedNamespace: serviceBusFullyQualifiedNamespace
     ServiceBusConnection__credential: 'managedidentity'
     ServiceBusConnection__clientId: identityClientId
@@ -185,7 +234,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     OUTBOX_WATCHDOG_MIN_AGE_SECONDS: string(outboxWatchdogMinAgeSeconds)
     COSMOS_VERIFY_TLS: 'true'
     OUTBOX_ENABLED: 'true'
-    // The inbox markers' retention: the window and the two terms the app checks it against.
+    // The inbox markers' retention: the window and the two terms the app checks it against; one
+    // window for the three consumers (the subscriptions redeliver as the queue: servicebus.bicep).
     INBOX_MARKER_TTL_SECONDS: string(inboxMarkerTtlSeconds)
     INBOX_REDELIVERY_HORIZON_SECONDS: string(inboxRedeliveryHorizonSeconds)
     DEAD_LETTER_REPLAY_HORIZON_SECONDS: string(deadLetterReplayHorizonSeconds)

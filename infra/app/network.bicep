@@ -3,8 +3,10 @@
 // infra/app/vnet.bicep): a VNet with a subnet delegated to Microsoft.App/environments (Flex
 // Consumption VNet integration) and a subnet for private endpoints; a private endpoint, a private
 // DNS zone and its VNet link for Cosmos DB (group Sql), Storage (group blob: host storage and the
-// deployment package) and, on the Premium tier only, Service Bus (group namespace: private
-// endpoints do not exist on Standard). Zone names: Learn, Azure Private Endpoint private DNS zone
+// deployment package), Key Vault (group vault: the payment provider's key, read through a Key
+// Vault reference, which Flex Consumption resolves from a network-restricted vault: function.bicep)
+// and, on the Premium tier only, Service Bus (group namespace: private endpoints do not exist on
+// Standard). Zone names: Learn, Azure Private Endpoint private DNS zone
 // values. The resources themselves turn public network access off (main.bicep passes
 // vnetEnabled to each module).
 param name string
@@ -23,6 +25,7 @@ param appSubnetPrefix string = '10.0.4.0/22'
 param cosmosAccountId string
 param storageAccountId string
 param serviceBusNamespaceId string
+param keyVaultId string
 
 @description('Give Service Bus a private endpoint (Premium namespaces only).')
 param serviceBusPrivateEndpoint bool = false
@@ -32,6 +35,7 @@ var appSubnetName = 'app'
 var cosmosZoneName = 'privatelink.documents.azure.com'
 var blobZoneName = 'privatelink.blob.${environment().suffixes.storage}'
 var serviceBusZoneName = 'privatelink.servicebus.windows.net'
+var keyVaultZoneName = 'privatelink.vaultcore.azure.net'
 
 resource vnet 'Microsoft.Network/virtualNetworks@2024-05-01' = {
   name: name
@@ -90,6 +94,12 @@ resource serviceBusZone 'Microsoft.Network/privateDnsZones@2024-06-01' = if (ser
   tags: tags
 }
 
+resource keyVaultZone 'Microsoft.Network/privateDnsZones@2024-06-01' = {
+  name: keyVaultZoneName
+  location: 'global'
+  tags: tags
+}
+
 resource cosmosZoneLink 'Microsoft.Network/privateDnsZones/virtualNetworkLinks@2024-06-01' = {
   parent: cosmosZone
   name: 'link-${name}'
@@ -118,6 +128,19 @@ resource blobZoneLink 'Microsoft.Network/privateDnsZones/virtualNetworkLinks@202
 
 resource serviceBusZoneLink 'Microsoft.Network/privateDnsZones/virtualNetworkLinks@2024-06-01' = if (serviceBusPrivateEndpoint) {
   parent: serviceBusZone
+  name: 'link-${name}'
+  location: 'global'
+  tags: tags
+  properties: {
+    registrationEnabled: false
+    virtualNetwork: {
+      id: vnet.id
+    }
+  }
+}
+
+resource keyVaultZoneLink 'Microsoft.Network/privateDnsZones/virtualNetworkLinks@2024-06-01' = {
+  parent: keyVaultZone
   name: 'link-${name}'
   location: 'global'
   tags: tags
@@ -195,6 +218,28 @@ resource serviceBusEndpoint 'Microsoft.Network/privateEndpoints@2024-05-01' = if
   }
 }
 
+resource keyVaultEndpoint 'Microsoft.Network/privateEndpoints@2024-05-01' = {
+  name: 'pe-keyvault-${name}'
+  location: location
+  tags: tags
+  properties: {
+    subnet: {
+      id: privateEndpointSubnetId
+    }
+    privateLinkServiceConnections: [
+      {
+        name: 'keyvault'
+        properties: {
+          privateLinkServiceId: keyVaultId
+          groupIds: [
+            'vault'
+          ]
+        }
+      }
+    ]
+  }
+}
+
 // Each endpoint registers its address in its zone, so the public host names resolve to the
 // private addresses inside the VNet.
 resource cosmosDnsGroup 'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2024-05-01' = {
@@ -236,6 +281,21 @@ resource serviceBusDnsGroup 'Microsoft.Network/privateEndpoints/privateDnsZoneGr
         name: 'servicebus'
         properties: {
           privateDnsZoneId: serviceBusZone.id
+        }
+      }
+    ]
+  }
+}
+
+resource keyVaultDnsGroup 'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2024-05-01' = {
+  parent: keyVaultEndpoint
+  name: 'default'
+  properties: {
+    privateDnsZoneConfigs: [
+      {
+        name: 'keyvault'
+        properties: {
+          privateDnsZoneId: keyVaultZone.id
         }
       }
     ]

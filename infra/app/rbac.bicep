@@ -1,5 +1,6 @@
 // Least-privilege role assignments. Every assignment is scoped to the single resource the principal
-// needs (queue, topic, database, storage account, Application Insights), never the resource group.
+// needs (queue, topic, topic subscription, database, secret, storage account, Application
+// Insights), never the resource group.
 param managedIdentityPrincipalId string
 
 @description('Object id of the developer running `azd up` (AZURE_PRINCIPAL_ID). Empty = no developer roles.')
@@ -15,10 +16,14 @@ param principalType string = 'User'
 param serviceBusNamespaceName string
 param queueName string
 param topicName string
+param inventorySubscriptionName string
+param paymentsSubscriptionName string
 param cosmosAccountName string
 param cosmosDatabaseName string
 param storageAccountName string
 param applicationInsightsName string
+param keyVaultName string
+param paymentProviderApiKeySecretName string
 
 @description('Also grant Azure Service Bus Data Owner on the queue: with Listen rights only, target-based scaling cannot read the queue length and reverts to incremental scale (Learn: target-based scaling). main.bicep turns it on by default.')
 param grantQueueDataOwnerForScaling bool = true
@@ -29,6 +34,7 @@ var serviceBusDataSenderRoleId = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39' // Azure
 var serviceBusDataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419' // Azure Service Bus Data Owner
 var storageBlobDataOwnerRoleId = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b' // Storage Blob Data Owner
 var monitoringMetricsPublisherRoleId = '3913510d-42f4-4e42-8a64-420c390055eb' // Monitoring Metrics Publisher
+var keyVaultSecretsUserRoleId = '4633458b-17de-408a-b874-0445c86b69e6' // Key Vault Secrets User
 // Cosmos DB data-plane built-in role (not an Azure RBAC role): Cosmos DB Built-in Data Contributor.
 var cosmosDataContributorRoleId = '00000000-0000-0000-0000-000000000002'
 
@@ -44,6 +50,31 @@ resource queue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existing = {
 resource topic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' existing = {
   parent: namespace
   name: topicName
+}
+
+// A role assignment may be scoped to a queue, a topic or a topic subscription (Learn: "Authenticate
+// and authorize an application with Microsoft Entra ID to access Azure Service Bus entities",
+// resource scope): each consumer's identity receives from its own subscription only.
+resource inventorySubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' existing = {
+  parent: topic
+  name: inventorySubscriptionName
+}
+
+resource paymentsSubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' existing = {
+  parent: topic
+  name: paymentsSubscriptionName
+}
+
+resource vault 'Microsoft.KeyVault/vaults@2024-11-01' existing = {
+  name: keyVaultName
+}
+
+// Key Vault RBAC roles can be assigned on a single secret, the narrowest scope (Learn: "Provide
+// access to Key Vault keys, certificates, and secrets with Azure role-based access control",
+// secret scope role assignment).
+resource paymentProviderApiKeySecret 'Microsoft.KeyVault/vaults/secrets@2024-11-01' existing = {
+  parent: vault
+  name: paymentProviderApiKeySecretName
 }
 
 resource cosmosAccount 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' existing = {
@@ -86,6 +117,43 @@ resource appQueueOwnerForScaling 'Microsoft.Authorization/roleAssignments@2022-0
   }
 }
 
+// Receive + complete/abandon/dead-letter on each downstream consumer's subscription only
+// (reserve_stock: inventory; capture_payment: payments). Listen rights only: as for the queue
+// without grantQueueDataOwnerForScaling, target-based scaling of these two triggers cannot read
+// the subscription's length and scales incrementally (Learn: target-based scaling).
+resource appInventorySubscriptionReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(inventorySubscription.id, managedIdentityPrincipalId, serviceBusDataReceiverRoleId)
+  scope: inventorySubscription
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    principalId: managedIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource appPaymentsSubscriptionReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(paymentsSubscription.id, managedIdentityPrincipalId, serviceBusDataReceiverRoleId)
+  scope: paymentsSubscription
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    principalId: managedIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Read the payment provider's credential, and nothing else of the vault: the app setting
+// PAYMENT_PROVIDER_API_KEY is a Key Vault reference resolved with this identity
+// (function.bicep, keyVaultReferenceIdentity).
+resource appPaymentProviderApiKeyReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(paymentProviderApiKeySecret.id, managedIdentityPrincipalId, keyVaultSecretsUserRoleId)
+  scope: paymentProviderApiKeySecret
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', keyVaultSecretsUserRoleId)
+    principalId: managedIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
 // Publish OrderAccepted events (outbox relay) to the topic only.
 resource appTopicSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(topic.id, managedIdentityPrincipalId, serviceBusDataSenderRoleId)
@@ -97,7 +165,14 @@ resource appTopicSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   }
 }
 
-// Read/write items in the orders database only (orders + leases containers).
+// Read/write items in the orders database only: its four containers (orders, leases, inventory,
+// payments). Database scope, not container scope, although Cosmos DB role assignments may be
+// scoped to a container (Learn: "Configure role-based access control with Microsoft Entra ID for
+// your Azure Cosmos DB account": account, database or container): the relay's Cosmos DB trigger
+// is a change feed processor, which reads the database's metadata and is refused with a role
+// scoped to its containers (Azure/azure-cosmos-dotnet-v3#3638: 403, readMetadata on dbs/<db>).
+// The identity is the app's one identity, so this assignment already covers the inventory and
+// payments containers: a container-scoped assignment for them would narrow nothing.
 resource appCosmosDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
   parent: cosmosAccount
   name: guid(cosmosDatabaseScope, managedIdentityPrincipalId, cosmosDataContributorRoleId)
@@ -145,6 +220,26 @@ resource devQueueSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = i
 resource devQueueReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
   name: guid(queue.id, principalId, serviceBusDataReceiverRoleId)
   scope: queue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+resource devInventorySubscriptionReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
+  name: guid(inventorySubscription.id, principalId, serviceBusDataReceiverRoleId)
+  scope: inventorySubscription
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+resource devPaymentsSubscriptionReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
+  name: guid(paymentsSubscription.id, principalId, serviceBusDataReceiverRoleId)
+  scope: paymentsSubscription
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
     principalId: principalId

@@ -1,5 +1,6 @@
-// Service Bus namespace, the `orders` queue consumed by the Function App and the `order-events`
-// topic the outbox relay publishes OrderAccepted events to.
+// Service Bus namespace, the `orders` queue consumed by the Function App, the `order-events`
+// topic the outbox relay publishes the order events to, and the topic's subscriptions of the
+// app's two downstream consumers (`inventory`: reserve_stock; `payments`: capture_payment).
 // Queue/topic semantics come from infra/messaging.json, the same file the local broker stand-in reads.
 param name string
 param location string
@@ -170,8 +171,77 @@ resource retainedSubscription 'Microsoft.ServiceBus/namespaces/topics/subscripti
   }
 }
 
-// How long after a message's first delivery the queue may still deliver it (the floor of the
-// consumer's inbox-marker window, INBOX_REDELIVERY_HORIZON_SECONDS): its time-to-live, after
+// The subscriptions of the two downstream consumers: peek-lock, settled by the function, with
+// the queue's lockDuration, maxDeliveryCount and defaultMessageTimeToLive (the same
+// messaging.json accessors): what a subscription can redeliver is then what the queue can, and
+// one INBOX_MARKER_TTL_SECONDS serves the three consumers (redeliveryHorizonSeconds below;
+// tests/infra/test_inbox_retention.py fails if they diverge). A message's effective time to live
+// is the smaller of its own and its subscription's (Learn: Service Bus message expiration), and
+// the topic's default is the same value. Duplicate detection is the topic's (above): a
+// subscription has none of its own. Dead-lettering on filter evaluation errors: a message the
+// rule cannot evaluate is kept, not dropped (Learn: topic filters and actions).
+var consumerSubscriptionProperties = {
+  lockDuration: messaging.lockDuration
+  maxDeliveryCount: messaging.maxDeliveryCount
+  defaultMessageTimeToLive: messaging.defaultMessageTimeToLive
+  deadLetteringOnMessageExpiration: true
+  deadLetteringOnFilterEvaluationExceptions: true
+  requiresSession: false
+  enableBatchedOperations: true
+}
+
+// The event types both consumers read, selected by the Service Bus Subject (sys.Label), which
+// the relay sets to the event's eventType (shared/relay/core.py). SQL filter grammar: IN over a
+// list of constants (learn.microsoft.com/azure/service-bus-messaging/service-bus-messaging-sql-filter).
+var orderEventsFilter = '''sys.Label IN ('OrderAccepted', 'OrderAmended', 'OrderCancelled')'''
+
+resource inventorySubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = {
+  parent: topic
+  name: messaging.inventorySubscriptionName
+  properties: consumerSubscriptionProperties
+}
+
+resource paymentsSubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = {
+  parent: topic
+  name: messaging.paymentsSubscriptionName
+  properties: consumerSubscriptionProperties
+}
+
+// Every new subscription gets a rule `$Default` with the true filter (Learn: topic filters and
+// actions, "Each newly created topic subscription has an initial default subscription rule"),
+// and a subscription's rules are OR-ed: a second rule beside it would select every event.
+// A rule is its own resource, namespaces/topics/subscriptions/rules (Learn: Bicep resource
+// reference, Microsoft.ServiceBus namespaces/topics/subscriptions/rules), and a PUT of an
+// existing rule replaces it ("Creates a new rule and updates an existing rule", Rules_CreateOrUpdate
+// of the 2024-01-01 REST spec): declaring `$Default` itself with the filter replaces the true
+// filter instead of adding to it. Between the subscription's creation and the rule's, on the
+// first deployment only, the subscription may take any event sent meanwhile (the consumer
+// refuses a type it does not read).
+resource inventoryRule 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2024-01-01' = {
+  parent: inventorySubscription
+  name: '$Default'
+  properties: {
+    filterType: 'SqlFilter'
+    sqlFilter: {
+      sqlExpression: orderEventsFilter
+    }
+  }
+}
+
+resource paymentsRule 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2024-01-01' = {
+  parent: paymentsSubscription
+  name: '$Default'
+  properties: {
+    filterType: 'SqlFilter'
+    sqlFilter: {
+      sqlExpression: orderEventsFilter
+    }
+  }
+}
+
+// How long after a message's first delivery the queue, or either consumer subscription (the same
+// values, above), may still deliver it (the floor of the consumers' inbox-marker window,
+// INBOX_REDELIVERY_HORIZON_SECONDS): its time-to-live, after
 // which the broker dead-letters it instead of delivering it again, plus maxDeliveryCount locks of
 // lockDuration, the deliveries' own time (covering the one still running when the time-to-live
 // ends). From the same messaging.json values as the queue above. Bicep has no duration
@@ -190,6 +260,8 @@ output queueId string = queue.id
 output queueName string = queue.name
 output topicId string = topic.id
 output topicName string = topic.name
+output inventorySubscriptionName string = inventorySubscription.name
+output paymentsSubscriptionName string = paymentsSubscription.name
 output sku string = sku
 output duplicateDetectionHistoryTimeWindow string = duplicateDetectionHistoryTimeWindow
 output entityMaxSizeInMegabytes int = entityMaxSizeInMegabytes

@@ -147,6 +147,11 @@ def decorator_argument(definition: dict[str, Any], kind: str) -> Any:
     return None
 
 
+def is_secure(definition: dict[str, Any]) -> bool:
+    """A ``@secure()`` parameter: ARM neither logs nor returns its value."""
+    return any(item["type"] == "secure" for item in definition.get("decorators", []))
+
+
 def main_parameter_mapping() -> dict[str, tuple[str, str | None]]:
     """main.parameters.json: Bicep parameter -> (azd variable, default in the substitution)."""
     data = json.loads((INFRA / "main.parameters.json").read_text(encoding="utf-8"))

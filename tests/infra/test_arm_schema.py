@@ -132,13 +132,50 @@ def test_a_misspelt_property_is_caught_against_the_rest_extract(
 ) -> None:
     text = _edited(
         "app/servicebus.bicep",
-        "deadLetteringOnMessageExpiration: true",  # the queue's (the subscription's is false)
-        "deadLetteringOnMessageExpirations: true",
+        "deadLetteringOnMessageExpiration: true\n    requiresSession",  # the queue's
+        "deadLetteringOnMessageExpirations: true\n    requiresSession",
     )
     violations = _check_text(tmp_path, "servicebus.bicep", text, schemas)
     assert [(v.resource, v.path) for v in violations] == [
         ("queue", "properties.deadLetteringOnMessageExpirations")
     ]
+
+
+@pytest.mark.parametrize(
+    ("relative", "old", "new", "resource", "path"),
+    [
+        (  # a subscription rule (Service Bus REST extract, Rules.json)
+            "app/servicebus.bicep",
+            "sqlExpression: orderEventsFilter\n    }\n  }\n}\n\nresource paymentsRule",
+            "sqlExpresion: orderEventsFilter\n    }\n  }\n}\n\nresource paymentsRule",
+            "inventoryRule",
+            "properties.sqlFilter.sqlExpresion",
+        ),
+        (  # the vault (Key Vault REST extract, keyvault.json)
+            "app/keyvault.bicep",
+            "enablePurgeProtection: true",
+            "enablePurgeProtections: true",
+            "vault",
+            "properties.enablePurgeProtections",
+        ),
+        (  # the secret (Key Vault REST extract, secrets.json)
+            "app/keyvault.bicep",
+            "contentType: 'text/plain'",
+            "contentTypes: 'text/plain'",
+            "paymentProviderApiKeySecret",
+            "properties.contentTypes",
+        ),
+    ],
+)
+def test_a_misspelt_property_of_the_downstream_consumers_resources_is_caught(
+    tmp_path: Path, schemas: Schemas, relative: str, old: str, new: str, resource: str, path: str
+) -> None:
+    """The subscriptions' rules and the Key Vault of issues 27 and 28 are held to their REST
+    extracts like the rest (a schema with every property allowed would pass anything)."""
+    text = _edited(relative, old, new)
+    violations = _check_text(tmp_path, relative.split("/")[-1], text, schemas)
+    assert [(v.resource, v.path) for v in violations] == [(resource, path)]
+    assert "unknown property" in violations[0].problem
 
 
 def test_a_read_only_property_is_caught(tmp_path: Path, schemas: Schemas) -> None:

@@ -46,6 +46,7 @@ EXPECTED_MODULES = {
     "diagnostics.bicep",
     "workbook.bicep",
     "network.bicep",
+    "keyvault.bicep",
 }
 
 # Documented built-in role definition ids
@@ -55,11 +56,14 @@ SERVICE_BUS_DATA_SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
 SERVICE_BUS_DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"
 STORAGE_BLOB_DATA_OWNER = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
 MONITORING_METRICS_PUBLISHER = "3913510d-42f4-4e42-8a64-420c390055eb"
+KEY_VAULT_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
 # Cosmos DB data-plane built-in role "Cosmos DB Built-in Data Contributor".
 COSMOS_DATA_CONTRIBUTOR = "00000000-0000-0000-0000-000000000002"
 
 QUEUE_TYPE = "Microsoft.ServiceBus/namespaces/queues"
 TOPIC_TYPE = "Microsoft.ServiceBus/namespaces/topics"
+SUBSCRIPTION_TYPE = "Microsoft.ServiceBus/namespaces/topics/subscriptions"
+SECRET_TYPE = "Microsoft.KeyVault/vaults/secrets"
 STORAGE_TYPE = "Microsoft.Storage/storageAccounts"
 APPINSIGHTS_TYPE = "Microsoft.Insights/components"
 
@@ -68,11 +72,16 @@ EXPECTED_ROLE_ASSIGNMENTS: dict[str, tuple[str, str, bool]] = {
     "appQueueReceiver": (SERVICE_BUS_DATA_RECEIVER, QUEUE_TYPE, False),
     "appQueueOwnerForScaling": (SERVICE_BUS_DATA_OWNER, QUEUE_TYPE, False),
     "appTopicSender": (SERVICE_BUS_DATA_SENDER, TOPIC_TYPE, False),
+    "appInventorySubscriptionReceiver": (SERVICE_BUS_DATA_RECEIVER, SUBSCRIPTION_TYPE, False),
+    "appPaymentsSubscriptionReceiver": (SERVICE_BUS_DATA_RECEIVER, SUBSCRIPTION_TYPE, False),
+    "appPaymentProviderApiKeyReader": (KEY_VAULT_SECRETS_USER, SECRET_TYPE, False),
     "appStorageBlobOwner": (STORAGE_BLOB_DATA_OWNER, STORAGE_TYPE, False),
     "appMetricsPublisher": (MONITORING_METRICS_PUBLISHER, APPINSIGHTS_TYPE, False),
     "devQueueSender": (SERVICE_BUS_DATA_SENDER, QUEUE_TYPE, True),
     "devQueueReceiver": (SERVICE_BUS_DATA_RECEIVER, QUEUE_TYPE, True),
     "devTopicSender": (SERVICE_BUS_DATA_SENDER, TOPIC_TYPE, True),
+    "devInventorySubscriptionReceiver": (SERVICE_BUS_DATA_RECEIVER, SUBSCRIPTION_TYPE, True),
+    "devPaymentsSubscriptionReceiver": (SERVICE_BUS_DATA_RECEIVER, SUBSCRIPTION_TYPE, True),
 }
 
 REQUIRED_APP_SETTINGS = {
@@ -95,6 +104,21 @@ REQUIRED_APP_SETTINGS = {
     "CosmosDBConnection__clientId",
     "APPLICATIONINSIGHTS_CONNECTION_STRING",
     "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
+    # The downstream consumers (names.md).
+    "INVENTORY_SUBSCRIPTION_NAME",
+    "INVENTORY_CONTAINER",
+    "PAYMENTS_SUBSCRIPTION_NAME",
+    "PAYMENTS_CONTAINER",
+    "PAYMENT_PROVIDER_BASE_URL",
+    "PAYMENT_PROVIDER_API_KEY",
+    "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS",
+}
+
+# App settings whose names say KEY without holding a plain key: the provider's credential, only
+# ever a Key Vault reference (test_downstream_bicep.py), and a mode.
+KEY_NAMED_SETTINGS = {
+    "PAYMENT_PROVIDER_API_KEY": "paymentProviderApiKeyReference",
+    "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS": "paymentProviderIdempotencyKeys",
 }
 
 SECRET_MARKERS = re.compile(
@@ -519,6 +543,22 @@ def test_app_settings_expose_the_names_the_code_reads() -> None:
         "COSMOS_ENDPOINT": ("cosmosEndpoint", ("cosmos", "outputs", "endpoint")),
         "COSMOS_DATABASE": ("cosmosDatabaseName", ("cosmos", "outputs", "databaseName")),
         "COSMOS_CONTAINER": ("cosmosContainerName", ("cosmos", "outputs", "containerName")),
+        "INVENTORY_SUBSCRIPTION_NAME": (
+            "inventorySubscriptionName",
+            ("serviceBus", "outputs", "inventorySubscriptionName"),
+        ),
+        "PAYMENTS_SUBSCRIPTION_NAME": (
+            "paymentsSubscriptionName",
+            ("serviceBus", "outputs", "paymentsSubscriptionName"),
+        ),
+        "INVENTORY_CONTAINER": (
+            "inventoryContainerName",
+            ("cosmos", "outputs", "inventoryContainerName"),
+        ),
+        "PAYMENTS_CONTAINER": (
+            "paymentsContainerName",
+            ("cosmos", "outputs", "paymentsContainerName"),
+        ),
         "AzureWebJobsStorage__accountName": ("storageAccountName", ("storage", "outputs", "name")),
         "APPLICATIONINSIGHTS_CONNECTION_STRING": (
             "applicationInsightsConnectionString",
@@ -546,6 +586,9 @@ def test_no_secret_key_or_connection_string_anywhere_in_infra() -> None:
     settings, _ = _app_settings()
     for name, value in settings.items():
         assert not SECRET_MARKERS.search(f"{name}={value}"), name
+        if name in KEY_NAMED_SETTINGS:
+            assert value == KEY_NAMED_SETTINGS[name], name
+            continue
         assert "KEY" not in name.upper(), name
     assert "extraAppSettings" not in body(doc("main")["modules"]["functionApp"])["params"]
 

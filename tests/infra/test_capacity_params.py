@@ -198,7 +198,7 @@ def test_vnet_is_off_by_default_and_turns_public_access_off_when_on() -> None:
         "operand_1": "serviceBusSku",
         "operand_2": "Premium",
     }
-    for module in ("storage", "cosmos", "serviceBus"):
+    for module in ("storage", "cosmos", "serviceBus", "keyVault"):
         assert body(main["modules"][module])["params"]["disablePublicNetworkAccess"] == (
             "vnetEnabled"
         ), module
@@ -210,7 +210,10 @@ def test_vnet_is_off_by_default_and_turns_public_access_off_when_on() -> None:
     # each resource: public access off exactly when asked
     storage = body(doc("storage")["resources"]["storage"])["properties"]
     cosmos = body(doc("cosmos")["resources"]["account"])["properties"]
-    for props in (storage, cosmos):
+    vault = body(doc("keyvault")["resources"]["vault"])["properties"]
+    assert vault["publicNetworkAccess"] == "publicNetworkAccess"  # the variable (keyvault.bicep)
+    vault_access = doc("keyvault")["variables"]["publicNetworkAccess"]["value"]
+    for props in (storage, cosmos, {"publicNetworkAccess": vault_access}):
         access = props["publicNetworkAccess"]["operator"]["operands"]
         assert access == {
             "condition": "disablePublicNetworkAccess",
@@ -218,6 +221,14 @@ def test_vnet_is_off_by_default_and_turns_public_access_off_when_on() -> None:
             "false_value": "Enabled",
         }
     assert storage["networkAcls"]["operator"]["operands"]["true_value"]["defaultAction"] == "Deny"
+    vault_default = vault["networkAcls"]["defaultAction"]["operator"]["operands"]
+    assert vault_default == {
+        "condition": "disablePublicNetworkAccess",
+        "true_value": "Deny",
+        "false_value": "Allow",
+    }
+    # ARM writes the secret as a trusted service (VaultProperties.publicNetworkAccess).
+    assert vault["networkAcls"]["bypass"] == "AzureServices"
     namespace = body(doc("servicebus")["resources"]["namespace"])
     always = namespace["properties"]["function"]["parameters"]["arg_1"]
     access = always["publicNetworkAccess"]["operator"]["operands"]
@@ -250,9 +261,11 @@ def test_the_network_delegates_the_app_subnet_and_links_private_endpoints() -> N
         "cosmosEndpoint": ["Sql"],
         "blobEndpoint": ["blob"],
         "serviceBusEndpoint": ["namespace"],
+        "keyVaultEndpoint": ["vault"],
     }
     assert groups["cosmosEndpoint"]["privateLinkServiceId"] == "cosmosAccountId"
     assert groups["serviceBusEndpoint"]["privateLinkServiceId"] == "serviceBusNamespaceId"
+    assert groups["keyVaultEndpoint"]["privateLinkServiceId"] == "keyVaultId"
     for name in (
         "serviceBusEndpoint",
         "serviceBusZone",
@@ -262,12 +275,13 @@ def test_the_network_delegates_the_app_subnet_and_links_private_endpoints() -> N
         assert resources[name]["config"]["condition"] == "serviceBusPrivateEndpoint", name
     zones = {
         body(resources[name])["name"]: network["variables"][body(resources[name])["name"]]["value"]
-        for name in ("cosmosZone", "blobZone", "serviceBusZone")
+        for name in ("cosmosZone", "blobZone", "serviceBusZone", "keyVaultZone")
     }
     assert zones["cosmosZoneName"] == "privatelink.documents.azure.com"
     assert zones["serviceBusZoneName"] == "privatelink.servicebus.windows.net"
     assert zones["blobZoneName"].startswith("privatelink.blob.")
-    for group in ("cosmosDnsGroup", "blobDnsGroup", "serviceBusDnsGroup"):
+    assert zones["keyVaultZoneName"] == "privatelink.vaultcore.azure.net"
+    for group in ("cosmosDnsGroup", "blobDnsGroup", "serviceBusDnsGroup", "keyVaultDnsGroup"):
         config = body(resources[group])["properties"]["privateDnsZoneConfigs"][0]
         zone = accessor(config["properties"]["privateDnsZoneId"])
         assert zone == (group.replace("DnsGroup", "Zone"), "id"), group
@@ -276,6 +290,7 @@ def test_the_network_delegates_the_app_subnet_and_links_private_endpoints() -> N
     assert accessor(main_module["cosmosAccountId"]) == ("cosmos", "outputs", "accountId")
     assert accessor(main_module["storageAccountId"]) == ("storage", "outputs", "id")
     assert accessor(main_module["serviceBusNamespaceId"]) == ("serviceBus", "outputs", "id")
+    assert accessor(main_module["keyVaultId"]) == ("keyVault", "outputs", "id")
 
 
 def test_cosmos_data_plane_logs_are_opt_in() -> None:

@@ -16,6 +16,7 @@ from tests.infra.infra_support import (
     body,
     decorator_argument,
     doc,
+    is_secure,
     load_yaml,
     main_parameter_mapping,
     parameter_violations,
@@ -61,6 +62,12 @@ QUICKSTART_FLEX_REGIONS = [
 ]
 
 
+# What a deployment must be given, on purpose without a default (issue 28): the payment provider
+# it charges, and its key. `azd provision --no-prompt` stops naming them when they are not set;
+# a pipeline gets them from azure.yaml's pipeline variables and secrets.
+REQUIRED_DEPLOYMENT_INPUTS = {"PAYMENT_PROVIDER_BASE_URL", "PAYMENT_PROVIDER_API_KEY"}
+
+
 def _site() -> dict[str, Any]:
     resources = doc("function")["resources"]
     return body(resources["functionApp"])
@@ -93,19 +100,26 @@ def test_location_allows_only_the_flex_regions_of_the_official_quickstart() -> N
 
 def test_no_parameter_is_left_to_a_prompt() -> None:
     """`azd provision --no-prompt` and pipelines stop on a parameter with neither a default nor
-    a value: every such parameter must come from a variable azd sets itself. Fails on 223dafd
-    (alertEmail: no default, ${ALERT_EMAIL} without one)."""
+    a value: every such parameter must come from a variable azd sets itself, or be one of the
+    inputs a deployment must be given (the payment provider), which pipelines carry. Fails on
+    223dafd (alertEmail: no default, ${ALERT_EMAIL} without one)."""
     parameters = doc("main")["parameters"]
     mapping = main_parameter_mapping()
     for name, definition in parameters.items():
-        if "default" in definition:
+        if definition.get("default") is not None:
             continue
         assert name in mapping, f"{name}: no default and no main.parameters.json value"
         variable, default = mapping[name]
-        assert variable in AZD_OWN_VARIABLES or default is not None, name
+        assert (
+            variable in AZD_OWN_VARIABLES
+            or variable in REQUIRED_DEPLOYMENT_INPUTS
+            or default is not None
+        ), name
     for name, (variable, default) in mapping.items():
-        if variable not in AZD_OWN_VARIABLES:
+        if variable not in AZD_OWN_VARIABLES | REQUIRED_DEPLOYMENT_INPUTS:
             assert default is not None, f"{name}: ${{{variable}}} without a default makes azd ask"
+    pipeline = load_yaml(REPO / "azure.yaml")["pipeline"]
+    assert {*pipeline["variables"], *pipeline["secrets"]} >= REQUIRED_DEPLOYMENT_INPUTS
 
 
 def test_substitution_defaults_are_valid_parameter_values() -> None:
@@ -131,9 +145,19 @@ def test_pipelines_carry_every_azd_variable_the_parameters_read() -> None:
     lists the others under pipeline.variables (Learn: azd pipeline advanced features). Fails on
     223dafd (no pipeline section)."""
     pipeline = load_yaml(REPO / "azure.yaml")["pipeline"]
-    listed = pipeline["variables"]
+    listed = [*pipeline["variables"], *pipeline["secrets"]]
     assert len(listed) == len(set(listed)), "listed twice"
     read = {variable for variable, _ in main_parameter_mapping().values()}
     assert set(listed) == read - AZD_OWN_VARIABLES
     assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", name) for name in listed)
-    assert set(pipeline) == {"variables"}  # no secrets: the templates take none
+    assert set(pipeline) == {"variables", "secrets"}
+    # A @secure() parameter's variable is a pipeline secret, never a plain variable (Learn: azd
+    # pipeline advanced features, custom secrets and variables); nothing else is a secret.
+    parameters = doc("main")["parameters"]
+    secure = {
+        variable
+        for name, (variable, _) in main_parameter_mapping().items()
+        if is_secure(parameters[name])
+    }
+    assert secure == {"PAYMENT_PROVIDER_API_KEY"}
+    assert set(pipeline["secrets"]) == secure

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ops.durations import parse_iso8601_duration as iso_duration  # the one parser
-from tests.infra.infra_support import EMULATORS, load_yaml, messaging
+from tests.infra.infra_support import EMULATORS, INFRA, load_yaml, messaging, parse_bicep
 
 COMPOSE = EMULATORS / "docker-compose.yml"
 SERVICEBUS_CONFIG = EMULATORS / "servicebus-config.json"
@@ -131,3 +131,31 @@ def test_every_emulator_image_is_pinned_to_a_version() -> None:
         assert tag, f"{name}: no tag"
         assert "latest" not in tag, f"{name}: {tag}"
         assert any(character.isdigit() for character in tag), f"{name}: {tag}"
+
+
+def test_emulator_has_the_consumer_subscriptions_with_the_bicep_s_filter() -> None:
+    """`func start` against the emulator reads the subscriptions the local settings name
+    (INVENTORY_SUBSCRIPTION_NAME, PAYMENTS_SUBSCRIPTION_NAME): the same names, the queue's
+    semantics clamped to the emulator's caps, and the Bicep's `$Default` rule (the emulator's
+    rule schema: FilterType "Sql" with a nested SqlFilter)."""
+    expected = messaging()
+    servicebus = parse_bicep(INFRA / "app" / "servicebus.bicep")
+    bicep_filter = servicebus["variables"]["orderEventsFilter"]["value"]
+    (topic,) = _namespace()["Topics"]
+    subscriptions = {subscription["Name"]: subscription for subscription in topic["Subscriptions"]}
+    for name in (expected["inventorySubscriptionName"], expected["paymentsSubscriptionName"]):
+        subscription = subscriptions[name]
+        props = subscription["Properties"]
+        assert props["LockDuration"] == expected["lockDuration"]
+        assert props["MaxDeliveryCount"] == expected["maxDeliveryCount"]
+        assert props["DeadLetteringOnMessageExpiration"] is True
+        assert props["RequiresSession"] is False
+        assert iso_duration(props["DefaultMessageTimeToLive"]) == _clamped(
+            expected["defaultMessageTimeToLive"], EMULATOR_MAX_TTL
+        )
+        assert subscription["Rules"] == [
+            {
+                "Name": "$Default",
+                "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": bicep_filter}},
+            }
+        ]

@@ -183,6 +183,45 @@ def test_the_redelivery_horizon_is_computed_from_the_values_the_queue_is_configu
     assert evaluate(output["value"], Names(servicebus, {})) == expected == 60 * 10 + 14 * 86_400
 
 
+def test_the_consumer_subscriptions_redeliver_as_the_queue_so_one_window_serves_all() -> None:
+    """The stock reservation and payment capture subscriptions take the very messaging.json
+    values the redelivery horizon is computed from (lockDuration, maxDeliveryCount,
+    defaultMessageTimeToLive), and the topic's default time to live is the same: what either
+    subscription can still redeliver is what the queue can, so the one
+    INBOX_MARKER_TTL_SECONDS covers the three consumers' markers (names.md). A subscription
+    given values of its own fails here: the window would then have to be the largest of the
+    three horizons."""
+    servicebus = doc("servicebus")
+    variables = servicebus["variables"]
+    horizon_terms = {
+        "lockDuration": variables["lockDurationSeconds"]["value"]["function"]["parameters"][
+            "date_time"
+        ]["function"]["parameters"]["duration"],
+        "defaultMessageTimeToLive": variables["messageTimeToLiveSeconds"]["value"]["function"][
+            "parameters"
+        ]["date_time"]["function"]["parameters"]["duration"],
+        "maxDeliveryCount": variables["redeliveryHorizonSeconds"]["value"]["operator"]["operands"][
+            "operand_1"
+        ]["operator"]["operands"]["operand_2"],
+    }
+    queue = body(servicebus["resources"]["queue"])["properties"]
+    topic = body(servicebus["resources"]["topic"])["properties"]
+    for name in ("inventorySubscription", "paymentsSubscription"):
+        properties = body(servicebus["resources"][name])["properties"]
+        if isinstance(properties, str):  # a shared variable of the module
+            properties = variables[properties]["value"]
+        for term, source in horizon_terms.items():
+            assert accessor(properties[term]) == accessor(source) == accessor(queue[term]), (
+                name,
+                term,
+            )
+    assert accessor(topic["defaultMessageTimeToLive"]) == accessor(
+        horizon_terms["defaultMessageTimeToLive"]
+    )
+    # One window for every consumer: the app gets one setting, computed from the queue's terms.
+    assert set(deployed_settings()) == set(SETTINGS)
+
+
 def test_the_app_settings_carry_the_window_and_both_of_its_terms() -> None:
     """INBOX_MARKER_TTL_SECONDS = lockDuration x maxDeliveryCount + defaultMessageTimeToLive +
     deadLetterReplayHorizon, each term its own setting, wired from the Service Bus module and
@@ -278,9 +317,13 @@ def test_the_delivery_term_covers_a_delivery_still_running_when_the_message_expi
     assert lock * data["maxDeliveryCount"] >= running + lock
 
 
-def test_markers_can_expire_per_item_in_the_orders_container() -> None:
+@pytest.mark.parametrize(
+    "container", ["ordersContainer", "inventoryContainer", "paymentsContainer"]
+)
+def test_markers_can_expire_per_item_in_every_consumer_s_container(container: str) -> None:
     """defaultTtl -1: time to live is on and nothing expires unless it carries its own ttl, which
     then counts from the item's last write (learn.microsoft.com/azure/cosmos-db/nosql/time-to-live,
-    "container's TTL set to -1"): markers expire, orders never."""
-    orders = body(doc("cosmos")["resources"]["ordersContainer"])["properties"]["resource"]
-    assert int_literal(orders["defaultTtl"]) == -1
+    "container's TTL set to -1"): markers expire, orders, stock items and payment records
+    never."""
+    resource = body(doc("cosmos")["resources"][container])["properties"]["resource"]
+    assert int_literal(resource["defaultTtl"]) == -1
