@@ -53,7 +53,7 @@ def payment_event(
         "payload": payload,
     }
     return IncomingMessage(
-        message_id=body["eventId"],
+        message_id=event_id(order_id, version),
         body=json.dumps(body).encode(),
         subject=event_type,
         delivery_count=delivery_count,
