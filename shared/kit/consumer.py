@@ -41,13 +41,14 @@ abandoned (``shared.kit.service.Consumer``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from shared.kit.apply import Effect, Read, apply_once
 from shared.kit.decision import (
+    AboutMessage,
     Decision,
     DocumentStore,
     IncomingMessage,
@@ -116,39 +117,55 @@ async def decide[M: Handled](
     except InvalidMessage as invalid:
         return refused(incoming, invalid, incoming.subject)
     inbox = definition.inbox(marker_ttl_s)
-    decisions: list[Decision] = []
-    measures: Counter[str] = Counter()
+    return await classified(message, _apply_everywhere(definition, message, store, inbox, now))
+
+
+async def classified(message: AboutMessage, work: Awaitable[Decision]) -> Decision:
+    """The decision ``work`` reaches about a valid message, or its failure classified by what
+    a redelivery can fix: the one table of every consumer of the kit."""
     try:
-        partitions = set(definition.partitions(message))
-        if definition.gate is not None:
-            gate = definition.gate(message)
-            decision = await apply_once(store, inbox, message, gate.partition_key, gate, now=now)
-            if decision.outcome in _STOPPING or decision.outcome is Outcome.STALE:
-                return decision  # the gate decides for the whole message: nothing else written
-            if decision.outcome is Outcome.DUPLICATE:
-                # A redelivery: go on only if the gate applied it; one found stale stays so
-                # (a newer version passed the gate and did not count on this one's partitions).
-                first = await inbox.handled_as(store, message, gate.partition_key)
-                if first != PROCESSED:
-                    return decision
-            decisions.append(decision)
-            partitions.update(await gate.partitions(message, _reader(store, gate.partition_key)))
-        # In a fixed order, so that two deliveries of one message meet its partitions alike;
-        # a mismatch or an invalid outcome stops there: no later partition is written.
-        for partition in sorted(partitions):
-            effect = definition.effect(message, partition)
-            decision = await apply_once(store, inbox, message, partition, effect, now=now)
-            decisions.append(decision)
-            if decision.outcome in _STOPPING:
-                return decision
-            if decision.outcome is Outcome.PROCESSED and isinstance(effect, Measured):
-                measures.update(effect.measures)
+        return await work
     except TransientStoreError as error:
         return failed(Outcome.TRANSIENT, message, error)
     except SystemicStoreError as error:
         return failed(Outcome.SYSTEMIC, message, error)
     except Exception as error:  # noqa: BLE001 - anything else: held, then abandoned
         return failed(Outcome.UNEXPECTED, message, error)
+
+
+async def _apply_everywhere[M: Handled](
+    definition: ConsumerDefinition[M],
+    message: M,
+    store: DocumentStore,
+    inbox: Inbox,
+    now: datetime,
+) -> Decision:
+    decisions: list[Decision] = []
+    measures: Counter[str] = Counter()
+    partitions = set(definition.partitions(message))
+    if definition.gate is not None:
+        gate = definition.gate(message)
+        decision = await apply_once(store, inbox, message, gate.partition_key, gate, now=now)
+        if decision.outcome in _STOPPING or decision.outcome is Outcome.STALE:
+            return decision  # the gate decides for the whole message: nothing else written
+        if decision.outcome is Outcome.DUPLICATE:
+            # A redelivery: go on only if the gate applied it; one found stale stays so (a
+            # newer version passed the gate and did not count on this one's partitions).
+            first = await inbox.handled_as(store, message, gate.partition_key)
+            if first != PROCESSED:
+                return decision
+        decisions.append(decision)
+        partitions.update(await gate.partitions(message, _reader(store, gate.partition_key)))
+    # In a fixed order, so that two deliveries of one message meet its partitions alike; a
+    # mismatch or an invalid outcome stops there: no later partition is written.
+    for partition in sorted(partitions):
+        effect = definition.effect(message, partition)
+        decision = await apply_once(store, inbox, message, partition, effect, now=now)
+        decisions.append(decision)
+        if decision.outcome in _STOPPING:
+            return decision
+        if decision.outcome is Outcome.PROCESSED and isinstance(effect, Measured):
+            measures.update(effect.measures)
     counted = {name: count for name, count in measures.items() if count}
     for outcome in _DECIDING:
         for decision in decisions:

@@ -1,0 +1,174 @@
+"""The payment capture's effect: the order's payment moved to what its highest version asks,
+by captures and refunds at the provider, each made once (``shared.kit.external``). No Azure
+imports; the provider is the port ``shared.payments.provider.PaymentProvider``.
+
+The payment's state (document ``payment`` in the order's partition of the ``payments``
+container) holds ``capturedMinor``, the net the provider holds for the order, with the kit's
+version, revision and pending call. An event's version asks for its total (zero once
+cancelled): the difference is captured (more) or refunded (less), nothing when equal. A
+cancellation before any capture moves only the version, so the late acceptance is stale.
+
+What the provider says about the request itself is a business outcome, recorded on the state
+(``lastOutcome``) and on the call's record, counted, completed, never retried: a declined card
+(``payments.declined``: nothing captured, the next version tries again for its whole total),
+a refused request (``payments.refused``: a refund the provider says exceeds what it holds, say).
+Its errors are classified by what a retry can fix: a timeout, a 5xx, a 429 or a 409 for the
+same key in progress are the moment (retried, then redelivered, the same key every time); a
+refused credential, a key reused with another payload, an answer outside its API are the system
+(held, alerted, never dead-lettered).
+
+Not modelled: authorisations and voids (a capture is immediate), a change of currency between
+versions (the amendment's currency is used for its difference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from shared.kit.errors import SystemicStoreError, TransientStoreError
+from shared.kit.external import Call, Found, InProgress, Looked, NotFound, call_key
+from shared.kit.message import ValidEvent
+from shared.kit.writes import PatchOperation, set_field
+from shared.payments.contract import charged, target_minor
+from shared.payments.provider import (
+    LookupStatus,
+    Operation,
+    PaymentProvider,
+    PaymentRequest,
+    ProviderBusy,
+    ProviderResult,
+    ProviderUnavailable,
+    ResultStatus,
+    SystemicProviderError,
+)
+
+STATE_ID = "payment"
+PAYMENT_TYPE = "payment"
+DECLINED = "payments.declined"
+REFUSED = "payments.refused"
+
+
+class PaymentField:
+    CAPTURED = "capturedMinor"
+    CUSTOMER = "customerId"
+    CURRENCY = "currency"
+    ORDER_ID = "orderId"
+    LAST_OUTCOME = "lastOutcome"
+
+
+@dataclass(frozen=True)
+class CapturePayment:
+    """``shared.kit.external.ExternalEffect`` for one order's payment."""
+
+    consumer: str
+    provider: PaymentProvider
+    call_deadline_s: float
+    park_after_deliveries: int
+    state_id: str = STATE_ID
+
+    @property
+    def honours_keys(self) -> bool:
+        return self.provider.honours_idempotency_keys
+
+    def new_state(self, event: ValidEvent) -> dict[str, Any]:
+        return {
+            "type": PAYMENT_TYPE,
+            PaymentField.ORDER_ID: event.order_id,
+            PaymentField.CAPTURED: 0,
+            **charged(event),
+        }
+
+    def plan(self, event: ValidEvent, state: Mapping[str, Any] | None) -> Call | None:
+        captured = int((state or {}).get(PaymentField.CAPTURED, 0))
+        difference = target_minor(event) - captured
+        if difference == 0:
+            return None
+        operation = Operation.CAPTURE if difference > 0 else Operation.REFUND
+        payer = {**{k: v for k, v in (state or {}).items() if k in _PAYER}, **charged(event)}
+        key = call_key(self.consumer, event.message_id, operation)
+        request = {
+            "orderId": event.order_id,
+            "reference": key,
+            "customerId": payer.get(PaymentField.CUSTOMER, ""),
+            "currency": payer.get(PaymentField.CURRENCY, ""),
+            "amountMinor": abs(difference),
+        }
+        return Call(operation, key, request)
+
+    async def perform(self, call: Call) -> Mapping[str, Any]:
+        with _classified(call):
+            result = await self.provider.perform(_request(call))
+        return _result(result)
+
+    async def look_up(self, call: Call) -> Looked:
+        with _classified(call):
+            looked = await self.provider.lookup(str(call.request["reference"]))
+        if looked.status is LookupStatus.FOUND and looked.result is not None:
+            return Found(_result(looked.result))
+        if looked.status is LookupStatus.IN_PROGRESS:
+            return InProgress()
+        return NotFound()
+
+    def settled(
+        self, state: Mapping[str, Any], call: Call, result: Mapping[str, Any]
+    ) -> Sequence[PatchOperation]:
+        operations = [set_field(PaymentField.LAST_OUTCOME, result["status"])]
+        if result["status"] == ResultStatus.SUCCEEDED:
+            captured = int(state.get(PaymentField.CAPTURED, 0))
+            moved = int(result["amountMinor"])
+            sign = 1 if call.operation == Operation.CAPTURE else -1
+            operations.append(set_field(PaymentField.CAPTURED, captured + sign * moved))
+        for name in _PAYER:
+            if name not in state and call.request.get(name):
+                operations.append(set_field(name, call.request[name]))
+        return operations
+
+    def measures(self, result: Mapping[str, Any]) -> Mapping[str, int]:
+        status = result["status"]
+        if status == ResultStatus.DECLINED:
+            return {DECLINED: 1}
+        if status == ResultStatus.REFUSED:
+            return {REFUSED: 1}
+        return {}
+
+
+_PAYER = (PaymentField.CUSTOMER, PaymentField.CURRENCY)
+
+
+def _request(call: Call) -> PaymentRequest:
+    request = call.request
+    return PaymentRequest(
+        operation=Operation(call.operation),
+        order_id=str(request["orderId"]),
+        reference=str(request["reference"]),
+        idempotency_key=call.key,
+        customer_id=str(request["customerId"]),
+        amount_minor=int(request["amountMinor"]),
+        currency=str(request["currency"]),
+    )
+
+
+def _result(result: ProviderResult) -> dict[str, Any]:
+    return {
+        "status": str(result.status),
+        "providerId": result.provider_id,
+        "amountMinor": result.amount_minor,
+        "detail": result.detail,
+    }
+
+
+@contextmanager
+def _classified(call: Call) -> Iterator[None]:
+    """The provider's errors as the kit's: the moment, or the system."""
+    what = f"{call.operation} {call.key}"
+    try:
+        yield
+    except (ProviderUnavailable, ProviderBusy) as error:
+        raise TransientStoreError(
+            f"provider, {what}: {error.description}", retry_after_s=error.retry_after_s
+        ) from error
+    except SystemicProviderError as error:
+        raise SystemicStoreError(f"provider, {what}: {error.description}") from error

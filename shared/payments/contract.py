@@ -1,0 +1,94 @@
+"""What the payment capture consumer reads: the order events of docs/events.md (``OrderAccepted``,
+``OrderAmended``, ``OrderCancelled``, schemaVersion 1), by their Subject, strict on the fields it
+uses, tolerant of every other.
+
+A valid event is the kit's ``ValidEvent``: keyed by its MessageId (the eventId), versioned by
+``payload.orderVersion`` (1 when an old ``OrderAccepted`` has none), fingerprinted over what this
+consumer uses: the order, its version, the total its version asks to have captured (zero when
+cancelled), the customer and the currency (none on a cancellation: the payment's state has
+them). No Azure imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import Field, StringConstraints, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
+from shared.kit.decision import IncomingMessage
+from shared.kit.errors import InvalidMessage, bound
+from shared.kit.message import KitReason, ValidEvent, read_json_object, unsupported_type
+
+ORDER_ACCEPTED = "OrderAccepted"
+ORDER_AMENDED = "OrderAmended"
+ORDER_CANCELLED = "OrderCancelled"
+EVENT_TYPES = (ORDER_ACCEPTED, ORDER_AMENDED, ORDER_CANCELLED)
+
+OrderId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
+Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+
+
+class Payload(TypedDict):
+    orderId: OrderId
+    orderVersion: NotRequired[Annotated[int, Field(ge=1, le=2**31 - 1)]]
+    customerId: NotRequired[Annotated[str, StringConstraints(min_length=1, max_length=64)]]
+    currency: NotRequired[Currency]
+    totalMinor: NotRequired[Annotated[int, Field(ge=0)]]
+
+
+class Event(TypedDict):
+    schemaVersion: Literal[1]
+    eventType: str
+    payload: Payload
+
+
+_EVENT = TypeAdapter(Event)
+_CHARGED_FIELDS = ("customerId", "currency", "totalMinor")
+
+
+def target_minor(event: ValidEvent) -> int:
+    """What the event's version of the order has captured in the end: its total, or zero."""
+    total: int = event.fields["totalMinor"]
+    return total
+
+
+def charged(event: ValidEvent) -> Mapping[str, Any]:
+    """The customer and currency of an accepted or amended order (empty for a cancellation)."""
+    return {name: event.fields[name] for name in ("customerId", "currency") if name in event.fields}
+
+
+def parse_event(message: IncomingMessage) -> ValidEvent:
+    """The contract (module docstring): the valid event, or the reason it is not one."""
+    if message.subject not in EVENT_TYPES:
+        raise unsupported_type(message.subject, reads=", ".join(EVENT_TYPES))
+    message_id, body = read_json_object(message.body, message.message_id)
+    try:
+        event = _EVENT.validate_python(body, strict=True)
+    except ValidationError as error:
+        raise InvalidMessage(KitReason.INVALID_PAYLOAD, bound(str(error))) from None
+    event_type = message.subject
+    if event["eventType"] != event_type:
+        raise InvalidMessage(
+            KitReason.INVALID_PAYLOAD,
+            bound(f"eventType {event['eventType']!r} is not the Subject {event_type!r}"),
+        )
+    payload = event["payload"]
+    version = payload.get("orderVersion", 1)
+    if (event_type == ORDER_ACCEPTED) != (version == 1):
+        raise InvalidMessage(
+            KitReason.INVALID_PAYLOAD,
+            f"{event_type} cannot be version {version} (OrderAccepted is 1, a change 2 or more)",
+        )
+    fields: dict[str, Any] = {"orderId": payload["orderId"], "orderVersion": version}
+    if event_type == ORDER_CANCELLED:
+        fields["totalMinor"] = 0
+    else:
+        missing = [name for name in _CHARGED_FIELDS if name not in payload]
+        if missing:
+            raise InvalidMessage(
+                KitReason.INVALID_PAYLOAD, f"{event_type} lacks {', '.join(missing)}"
+            )
+        fields |= {name: payload[name] for name in _CHARGED_FIELDS}  # type: ignore[literal-required]
+    return ValidEvent(message_id, event_type, payload["orderId"], version, fields)

@@ -1,0 +1,213 @@
+"""The payment capture consumer (``shared.payments`` on ``shared.kit.external``) through the
+real provider adapter (aiohttp) against the provider stand-in over HTTP, over the kit's
+in-memory store. The stand-in's ledger (the money that moved) is the referee of every test."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from local.standins.doubles import InMemoryDocumentStore
+from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
+from shared.adapters.payment_provider import HttpPaymentProvider
+from shared.kit.decision import Decision, IncomingMessage, Outcome
+from shared.kit.errors import TransientStoreError
+from shared.kit.external import NEEDS_RECONCILIATION, decide_call
+from shared.payments.consumer import payment_capture
+from tests.payments.events import payment_event
+
+CLIENT_TIMEOUT_S = 0.3
+HOLD_S = 0.6
+NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+DECLINED_CUSTOMER = "customer-declined"
+
+
+@pytest.fixture
+def provider() -> Iterator[PaymentProviderStandIn]:
+    with PaymentProviderStandIn(declined_customers={DECLINED_CUSTOMER}) as stand_in:
+        yield stand_in
+
+
+@pytest.fixture
+async def client(provider: PaymentProviderStandIn) -> AsyncIterator[HttpPaymentProvider]:
+    async with HttpPaymentProvider(
+        provider.url, provider.api_key, timeout_s=CLIENT_TIMEOUT_S
+    ) as adapter:
+        yield adapter
+
+
+class Payments:
+    """The consumer on a store, a provider client and a clock the test moves."""
+
+    def __init__(self, client: HttpPaymentProvider, *, honours_keys: bool = True) -> None:
+        self.client = client
+        client.honours_idempotency_keys = honours_keys
+        self.definition = payment_capture(client, call_deadline_s=CLIENT_TIMEOUT_S)
+        self.store = InMemoryDocumentStore()
+        self.now = NOW
+
+    async def handle(self, message: IncomingMessage) -> Decision:
+        self.now += timedelta(seconds=1)
+        return await decide_call(
+            self.definition, message, self.store, marker_ttl_s=600, now=self.now
+        )
+
+    def state(self, order_id: str) -> dict[str, object]:
+        return self.store.documents[(order_id, "payment")]
+
+
+@pytest.fixture
+def payments(client: HttpPaymentProvider) -> Payments:
+    return Payments(client)
+
+
+async def test_an_accepted_order_is_captured_once_whatever_the_redeliveries(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    accepted = payment_event("o-1", 1, 4200)
+    first = await payments.handle(accepted)
+    again = await payments.handle(accepted)
+    assert (first.outcome, again.outcome) == (Outcome.PROCESSED, Outcome.DUPLICATE)
+    assert provider.net_captured("o-1") == 4200
+    assert len(provider.ledger) == 1
+
+
+async def test_amendments_capture_or_refund_the_difference_and_a_cancellation_refunds_all(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    await payments.handle(payment_event("o-1", 1, 4200))
+    await payments.handle(payment_event("o-1", 2, 5000))
+    assert provider.net_captured("o-1") == 5000
+    await payments.handle(payment_event("o-1", 3, 1000))
+    assert provider.net_captured("o-1") == 1000
+    await payments.handle(payment_event("o-1", 4, None))
+    assert provider.net_captured("o-1") == 0
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 800, 4000, 1000]
+
+
+async def test_a_cancellation_before_the_acceptance_moves_no_money(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    cancelled = await payments.handle(payment_event("o-1", 2, None))
+    late = await payments.handle(payment_event("o-1", 1, 4200))
+    assert (cancelled.outcome, late.outcome) == (Outcome.PROCESSED, Outcome.STALE)
+    assert provider.ledger == ()
+
+
+async def test_a_timeout_after_the_provider_committed_is_resumed_with_the_same_key(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    first = await payments.handle(accepted)
+    assert first.outcome is Outcome.TRANSIENT  # the outcome is unknown: retried, then abandoned
+    pending = payments.state("o-1")["pending"]
+    assert isinstance(pending, dict) and pending["key"]
+    await asyncio.sleep(HOLD_S)
+    again = await payments.handle(replace(accepted, delivery_count=2))
+    assert again.outcome is Outcome.PROCESSED
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+    assert {entry.idempotency_key for entry in provider.ledger} == {pending["key"]}
+
+
+async def test_a_stop_between_the_call_and_the_completed_record_is_finished_by_the_redelivery(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # read, begin, (call), then the completing batch fails: a crash after the call.
+    payments.store.fail_next = [None, None, TransientStoreError("stopped")]
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED
+    assert (await payments.handle(accepted)).outcome is Outcome.DUPLICATE
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_the_next_version_finishes_a_call_left_in_progress_before_its_own(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    payments.store.fail_next = [None, None, TransientStoreError("stopped")]
+    await payments.handle(payment_event("o-1", 1, 4200))  # captured, not recorded
+    amended = await payments.handle(payment_event("o-1", 2, 5000))
+    assert amended.outcome is Outcome.PROCESSED
+    late = await payments.handle(payment_event("o-1", 1, 4200))
+    assert late.outcome is Outcome.DUPLICATE  # completed on its behalf
+    assert provider.net_captured("o-1") == 5000
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
+
+
+async def test_concurrent_deliveries_of_one_event_capture_once(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=0.1))
+    accepted = payment_event("o-1", 1, 4200)
+    decisions = await asyncio.gather(*(payments.handle(accepted) for _ in range(3)))
+    for _ in range(5):
+        if all(d.outcome in (Outcome.PROCESSED, Outcome.DUPLICATE) for d in decisions):
+            break
+        await asyncio.sleep(0.2)
+        decisions = [await payments.handle(accepted)]
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_a_declined_card_is_a_business_outcome_recorded_and_completed(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    declined = await payments.handle(payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER))
+    assert declined.outcome is Outcome.PROCESSED
+    assert declined.measures == {"payments.declined": 1}
+    assert payments.state("o-1")["lastOutcome"] == "declined"
+    assert provider.ledger == ()
+
+
+# -- a provider that honours no Idempotency-Key ----------------------------------------------
+
+
+async def test_without_keys_a_lost_answer_is_looked_up_not_repeated(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    await asyncio.sleep(HOLD_S)
+    assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_without_keys_a_call_that_never_committed_is_made_once_its_deadline_passed(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=503))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    assert provider.ledger == ()
+    assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED  # 1 s later
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_without_keys_an_inconclusive_call_is_parked_and_the_order_waits_behind_it(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=3 * HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    # Still processing at the provider: its lookup says so, on every delivery.
+    assert (await payments.handle(replace(accepted, delivery_count=2))).outcome is (
+        Outcome.TRANSIENT
+    )
+    parked = await payments.handle(replace(accepted, delivery_count=3))
+    assert (parked.outcome, parked.deadletter_reason) == (Outcome.INVALID, NEEDS_RECONCILIATION)
+    assert parked.measures == {"payments.reconciliation_needed": 1}
+    behind = await payments.handle(payment_event("o-1", 2, 5000))
+    assert behind.deadletter_reason == NEEDS_RECONCILIATION
+    await asyncio.sleep(3 * HOLD_S)
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
