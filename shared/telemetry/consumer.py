@@ -64,6 +64,7 @@ from shared.telemetry.names import (
     METRIC_MESSAGES,
     METRIC_PAYMENTS_DECLINED,
     METRIC_PAYMENTS_RECONCILIATION_NEEDED,
+    METRIC_PAYMENTS_REFUSED,
     METRIC_REQUEST_CHARGE,
     METRIC_RETRIES,
     METRIC_SETTLEMENT_HUNG,
@@ -88,6 +89,7 @@ _BUSINESS_COUNTERS = {
         "Events parked until an operator reconciles the payment, by consumer",
     ),
     METRIC_PAYMENTS_DECLINED: ("{payment}", "Payments the provider declined, by consumer"),
+    METRIC_PAYMENTS_REFUSED: ("{payment}", "Payment requests the provider refused, by consumer"),
 }
 
 # Semconv values of messaging.servicebus.disposition_status.

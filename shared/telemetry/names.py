@@ -87,10 +87,13 @@ METRIC_STOCK_SHORTFALL = "orders.stock.shortfall"  # units not reserved for lack
 # Events parked (dead-lettered NeedsReconciliation) until an operator reconciles the payment.
 METRIC_PAYMENTS_RECONCILIATION_NEEDED = "orders.payments.reconciliation_needed"
 METRIC_PAYMENTS_DECLINED = "orders.payments.declined"  # a business outcome: processed, completed
+# A request the provider refused as wrong (a refund above what it holds): recorded, completed.
+METRIC_PAYMENTS_REFUSED = "orders.payments.refused"
 BUSINESS_MEASURES = {
     "stock.shortfall": METRIC_STOCK_SHORTFALL,
     "payments.reconciliation_needed": METRIC_PAYMENTS_RECONCILIATION_NEEDED,
     "payments.declined": METRIC_PAYMENTS_DECLINED,
+    "payments.refused": METRIC_PAYMENTS_REFUSED,
 }
 
 # ---- the outbox relay and its watchdog --------------------------------------------------------

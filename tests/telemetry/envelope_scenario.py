@@ -225,6 +225,7 @@ SUBSCRIPTION_SCRIPTS: dict[str, list[list[Decision]]] = {
     PAYMENT_CAPTURE: [
         [Decision(_PROCESSED, order_id="ord-1")],
         [Decision(_PROCESSED, order_id="ord-3", measures={"payments.declined": 1})],
+        [Decision(_PROCESSED, order_id="ord-5", measures={"payments.refused": 1})],
         [
             Decision(
                 Outcome.INVALID,

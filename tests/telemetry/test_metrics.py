@@ -226,6 +226,7 @@ async def test_instruments_are_created_once_not_per_message(
             "orders.stock.shortfall",
             "orders.payments.reconciliation_needed",
             "orders.payments.declined",
+            "orders.payments.refused",
         ]
     )
     assert counter_values(fresh) == {("processed", "complete"): 3}
