@@ -269,3 +269,24 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
         code, text = ops(unreachable, *argv)
         assert code == 2, (argv, text)
         assert text.startswith("error:")
+
+
+async def test_a_sku_never_stocked_shows_its_backorders_and_passes_the_audit(
+    app_env: dict[str, str], inventory_name: str, inventory: ContainerProxy
+) -> None:
+    tool = CosmosInventory(inventory)
+    outcomes = await reserve(app_env, inventory_name, event_message("o-1", 1, {"SKU-Z": 4}))
+    assert outcomes == [Outcome.PROCESSED]
+
+    code, text = ops(tool, "show", "SKU-Z", "--json")
+
+    row = json.loads(text)["skus"][0]
+    assert code == 0
+    assert (row["stocked"], row["onHand"], row["backordered"], row["reservations"]) == (
+        False,
+        None,
+        4,
+        1,
+    )
+    assert ops(tool, "audit", "SKU-Z")[0] == 0
+    assert ops(tool, "show")[1].count("SKU-Z") == 0  # only stocked SKUs without names
