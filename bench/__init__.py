@@ -1,6 +1,6 @@
 """Benchmarks of the idempotent order consumer: ``python -m bench`` (``make bench``).
 
-Eight targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
+Nine targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
 ``docs/benchmarks.md``:
 
 1. Cosmos DB requests per outcome, OrderPlaced's and the order lifecycle's (an applied message
@@ -20,6 +20,10 @@ Eight targets, each a verdict of one run on one machine, written to ``bench/resu
 8. One outbox watchdog run over a backlog (10,000 stuck events): the documents its queries load,
    counted at the transport, ≤ 1.1 × those it publishes plus a page, no aggregate, the run
    within its schedule's period; its drain capacity against the tiers (``bench.watchdog``).
+9. The stock reservation consumer: Cosmos DB requests per event and per SKU for each path
+   (accepted, amendment, cancellation, shortfall, duplicate, stale) against the floor of one
+   batch per SKU touched plus the order's index, counted at the transport; the kit's CPU per
+   event ≤ 10% of the SDK's CPU for the event's floor requests (``bench.stock``).
 
 They run on the one local stand-in, ``local.assembly.world.local_world`` (through
 ``bench.standin``): every function invocation goes through Microsoft's worker,

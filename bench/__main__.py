@@ -25,6 +25,7 @@ from bench import (
     relay,
     report,
     request_counts,
+    stock,
     throughput,
     watchdog,
 )
@@ -41,6 +42,7 @@ TARGETS = (
     "relay",
     "ingestion",
     "watchdog",
+    "stock",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,6 +64,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--watchdog-page", type=int, default=None, help="target 8: page size (the app's default)"
     )
+    parser.add_argument("--stock-events", type=int, default=2_000, help="target 9: decides")
+    parser.add_argument(
+        "--stock-creates", type=int, default=500, help="target 9: create_item calls"
+    )
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "bench" / "results.json")
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -82,7 +88,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if "ingestion" in selected:
             status.update(f"target 7: {args.ingestion_orders:,} orders, sampled and not")
             results["ingestion"] = await asyncio.to_thread(ingestion.measure, args.ingestion_orders)
-        if not {"requests", "cpu", "throughput", "relay", "watchdog"} & set(selected):
+        if not {"requests", "cpu", "throughput", "relay", "watchdog", "stock"} & set(selected):
             return results
         status.update("starting the Cosmos DB API")
         # COSMOS_EMULATOR_ENDPOINT: the real emulator or an account; else a local server.
@@ -114,6 +120,19 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         orders=args.relay_orders,
                         rounds_count=args.relay_rounds,
                         progress=lambda text: status.update(f"target 6: {text}"),
+                    )
+                if "stock" in selected:
+                    status.update(
+                        f"target 9: stock paths; {args.stock_events:,} decides, "
+                        f"{args.stock_creates:,} creates"
+                    )
+                    results["stock"] = await stock.measure(
+                        world.client,
+                        world.settings.cosmos_database,
+                        world.container,
+                        world.transport,
+                        events=args.stock_events,
+                        creates=args.stock_creates,
                     )
                 if "watchdog" in selected:
                     results["watchdog"] = await watchdog.measure(

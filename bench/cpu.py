@@ -2,7 +2,9 @@
 one ``create_item``, both measured in this run, on this machine: a ratio, so it does not drift
 with the machine as an absolute figure does.
 
-Also the no-I/O harness ``bench.memory`` reuses: the bytes the host hands the worker. The store
+``create_item_cpu_us`` is the SDK's side of the stock reservation's comparison too
+(``bench.stock``). Also the no-I/O harness ``bench.memory`` reuses: the bytes the host hands
+the worker. The store
 is the port's one double in its benchmark mode (``InMemoryOrderStore(keep=...)``: no I/O, no
 copies, no request log). It never touches product code paths other than through their API.
 """
@@ -61,19 +63,7 @@ async def measure(
         samples_ns.append(time.thread_time_ns() - start)
     decide_us = distribution([sample / 1000 for sample in samples_ns])
 
-    # The SDK's CPU for one create_item of the same ~1 KB order document, 16 in flight: CPU time
-    # of this process (the event loop and any SDK thread), per call.
-    now = datetime.now(UTC)
-    documents = [
-        build_documents(parse_order(m.body, m.message_id), m, outbox_enabled=False, accepted_at=now)
-        for m in incoming[: creates + 50]
-    ]
-    await _create_all(container, documents[creates:])  # warm-up: the client's metadata reads
-    gc.collect()
-    cpu_before = time.process_time()
-    await _create_all(container, documents[:creates])
-    create_us = (time.process_time() - cpu_before) * 1e6 / creates
-
+    create_us = await create_item_cpu_us(container, creates)
     share = decide_us["mean"] / create_us
     return {
         "messages": messages,
@@ -85,6 +75,26 @@ async def measure(
         "target_share": TARGET_SHARE,
         "ok": share <= TARGET_SHARE,
     }
+
+
+async def create_item_cpu_us(container: ContainerProxy, creates: int) -> float:
+    """The SDK's CPU for one create_item of a ~1 KB order document, 16 in flight: CPU time of
+    this process (the event loop and any SDK thread), per call."""
+    prefix = uuid.uuid4().hex[:8]
+    incoming = [
+        IncomingMessage(order_id, order_bytes(order_id), f"corr-{order_id}", delivery_count=1)
+        for order_id in (f"create-{prefix}-{index}" for index in range(creates + 50))
+    ]
+    now = datetime.now(UTC)
+    documents = [
+        build_documents(parse_order(m.body, m.message_id), m, outbox_enabled=False, accepted_at=now)
+        for m in incoming
+    ]
+    await _create_all(container, documents[creates:])  # warm-up: the client's metadata reads
+    gc.collect()
+    cpu_before = time.process_time()
+    await _create_all(container, documents[:creates])
+    return (time.process_time() - cpu_before) * 1e6 / creates
 
 
 async def _create_all(container: ContainerProxy, documents: list[list[dict[str, Any]]]) -> None:

@@ -1,11 +1,11 @@
 """A counting azure-core transport: the Cosmos DB requests the SDK actually sends, by kind.
 
 It subclasses ``local.standins.faults.FaultInjectingTransport`` (so fault rules still work) and
-counts each request before forwarding it. Document requests (``/docs``) are told apart from the
-SDK's metadata reads (account, collection, partition key ranges), which happen once per client and
-are not part of a message's cost. Each query is also kept with the number of documents its
-response carried (``QuerySeen``): the local server has no request charge, so what a query loads
-is read here. It never changes a request.
+counts each request before forwarding it (and, when asked, the partition it went to). Document
+requests (``/docs``) are told apart from the SDK's metadata reads (account, collection,
+partition key ranges), which happen once per client and are not part of a message's cost.
+Each query is also kept with the number of documents its response carried (``QuerySeen``): the
+local server has no request charge, so what a query loads is read here. It never changes a request.
 """
 
 from __future__ import annotations
@@ -102,10 +102,15 @@ class CountingTransport(FaultInjectingTransport):
         super().__init__(**kwargs)
         self.counts: Counter[str] = Counter()
         self.queries: list[QuerySeen] = []
+        # While set (``bench.stock``): each document request by (kind, its partition key header,
+        # ``x-ms-documentdb-partitionkey``, azure/cosmos/_base.py), None when it has none.
+        self.partitions: Counter[tuple[str, str | None]] | None = None
 
     async def send(self, request: HttpRequest, **kwargs: Any) -> AsyncHttpResponse:
         kind = classify(request)
         self.counts[kind] += 1
+        if self.partitions is not None and kind != METADATA:
+            self.partitions[(kind, request.headers.get("x-ms-documentdb-partitionkey"))] += 1
         started = time.perf_counter()
         response = await super().send(request, **kwargs)
         if kind == "query":

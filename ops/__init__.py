@@ -8,9 +8,11 @@ steps. Installed from requirements-ops.txt alone; it never ships with the app (`
 - ``parked``: parked and long-pending outbox events, and republishing them;
 - ``history``: one order's document, inbox markers and outbox events, by version;
 - ``audit``: the flow's invariants as pure functions (the demo's too);
+- ``stock`` (``stock_cli``): the stock reservation's stock items: set and seed ``onHand``,
+  show and audit per SKU;
 - adapters: ``servicebus`` (the dead-letter port over Azure Service Bus; the local broker
-  reaches it through the same SDK, ``local.assembly.dead_letter_queue``) and ``cosmos``
-  (orders and outbox documents);
+  reaches it through the same SDK, ``local.assembly.dead_letter_queue``), ``cosmos``
+  (orders and outbox documents) and ``cosmos_inventory`` (the inventory's stock items);
 - ``send`` (sample orders to a real queue) and ``init_cosmos`` (database and containers), for
   a deployment's smoke test; ``sample_orders``: the one sample-order factory;
 - ``durations`` (the one duration parser), ``messaging`` (the one reader of
@@ -21,5 +23,6 @@ Imports ``shared`` only, never ``local`` or ``bench`` (``make lint``): the store
 
 It must never lose an order: a dead letter is removed only once its copy is verifiably on the
 queue or its order is verifiably stored, and only what the broker confirmed is reported removed.
-It never changes a MessageId or an eventId, and never publishes an event itself.
+It never changes a MessageId or an eventId, and never publishes an event itself. Of the
+inventory it writes a stock item's creation and its ``onHand`` only, never ``reserved``.
 """

@@ -1,11 +1,12 @@
 """``python -m ops``: the operator's command line. Translates arguments, builds the adapters (or
 takes injected ones: tests, the local stand-in), calls the commands' modules (``ops.resubmit``
 for the dead-letter queue, ``ops.parked`` for parked outbox events, ``ops.history`` for one
-order's history, ``ops.audit``), prints.
+order's history, ``ops.audit``, ``ops.stock`` for the inventory's stock items), prints.
 
 Every command reports per item what happened, and the exit status says whether everything asked
 for did happen: 0 done; 1 something was held, refused, dropped, failed, not received or not found
-(or an audit invariant FAILed): the operator must look; 2 usage or connection error.
+(or an audit invariant FAILed, of the flow or of the stock): the operator must look; 2 usage or
+connection error.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ops import audit_cli, history, init_cosmos, parked_cli, send
+from ops import audit_cli, history, init_cosmos, parked_cli, send, stock_cli
 from ops.durations import parse_duration
 from ops.parked import OutboxDocuments
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
 from ops.resubmit import Result, Run, document_keys, field_diff, purge, purge_candidates, select
 from ops.resubmit import resubmit as resubmit_letters
+from ops.stock import Inventory
 from ops.window import Window
 from shared.clock import SYSTEM_CLOCK, Clock
 
@@ -50,6 +52,7 @@ class Adapters:
     events: audit_cli.EventSource | None = None
     window: Window | None = None
     partition: history.OrderPartition | None = None
+    inventory: Inventory | None = None
 
     @property
     def injected(self) -> bool:
@@ -62,6 +65,7 @@ class Adapters:
                 self.audit,
                 self.events,
                 self.partition,
+                self.inventory,
             )
         )
 
@@ -70,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ops",
         description="The orders queue's dead-letter sub-queue, parked outbox events, audit; "
-        "sample orders to a deployment (send) and its containers (init-cosmos).",
+        "stock items (stock); sample orders to a deployment (send) and its containers "
+        "(init-cosmos).",
     )
     env = os.environ.get
     parser.add_argument("--namespace", default=env("SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"))
@@ -116,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_command(commands)
     audit_cli.add_commands(commands)
     send.add_command(commands)
+    stock_cli.add_commands(commands)
     commands.add_parser(
         "init-cosmos",
         help="create the database, the orders and the leases containers from app settings",
@@ -139,6 +145,7 @@ def main(
     audit: audit_cli.AuditReader | None = None,
     events: audit_cli.EventSource | None = None,
     partition: history.OrderPartition | None = None,
+    inventory: Inventory | None = None,
     clock: Clock | None = None,
     confirm: Callable[[str], bool] = _ask,
     out: TextIO | None = None,
@@ -154,7 +161,13 @@ def main(
         return init_cosmos.run(out or sys.stdout)
     console = Console(file=out or sys.stdout, width=160, soft_wrap=True)
     adapters = Adapters(
-        queue=queue, orders=orders, outbox=outbox, audit=audit, events=events, partition=partition
+        queue=queue,
+        orders=orders,
+        outbox=outbox,
+        audit=audit,
+        events=events,
+        partition=partition,
+        inventory=inventory,
     )
     try:
         with _connected(args, adapters):
@@ -164,6 +177,10 @@ def main(
                 if adapters.partition is None:
                     raise ValueError("history needs the orders container (--cosmos-endpoint)")
                 return history.run(args, adapters.partition, console)
+            if args.command == "stock":
+                if adapters.inventory is None:
+                    raise ValueError("stock needs the inventory container (--cosmos-endpoint)")
+                return stock_cli.run(args, adapters.inventory, console)
             now = (clock or adapters.queue or SYSTEM_CLOCK).now()
             if args.command == "audit":
                 return _audit(args, adapters, console, now)
@@ -207,6 +224,18 @@ def _connected(args: argparse.Namespace, adapters: Adapters) -> Iterator[Adapter
                     key=args.cosmos_key,
                     verify_tls=not args.no_verify_tls,
                 )
+                if args.command == "stock":
+                    from ops.cosmos_inventory import CosmosInventory
+
+                    adapters.inventory = CosmosInventory(
+                        container_client(
+                            args.cosmos_endpoint,
+                            args.cosmos_database,
+                            args.inventory_container,
+                            key=args.cosmos_key,
+                            verify_tls=not args.no_verify_tls,
+                        )
+                    )
                 adapters.orders = CosmosOrderLookup(container)
                 adapters.outbox = CosmosOutboxDocuments(container)
                 adapters.partition = CosmosOrderHistory(container)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import coldstart, report
+from bench import coldstart, report, stock
 from bench.__main__ import main
 from bench.request_counts import count_outcomes
 from bench.standin import standin
@@ -23,6 +23,7 @@ SMALLEST = [
     *("--cpu-messages", "100", "--creates", "20", "--messages", "16", "--rounds", "1"),
     *("--relay-orders", "20", "--relay-rounds", "1", "--ingestion-orders", "5"),
     *("--watchdog-stuck", "150", "--watchdog-page", "5"),
+    *("--stock-events", "50", "--stock-creates", "20"),
 ]
 
 
@@ -47,6 +48,7 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
         "relay",
         "ingestion",
         "watchdog",
+        "stock",
     }
     requests = results["requests"]
     assert requests["ok"], requests
@@ -97,6 +99,7 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
     assert "| 6. relay on one lease, marks in flight" in written
     assert "| 7. Log Analytics rows per healthy order" in written
     assert "| 8. one watchdog run over 150 stuck events" in written
+    assert "| 9. stock reservation: Cosmos requests per event" in written
     assert "| stale change | OrderAmended | stale | 3 | 3 | 3 | 3 |" in written
     applied = (
         "| cancelled | OrderCancelled | processed | 1 | 1 | 1 | 1 | batch 1 | complete | PASS |"
@@ -168,6 +171,43 @@ async def test_a_path_that_costs_more_than_its_count_fails_its_row_alone(
         {"batch": 1, "read": 2},
         "duplicate",
     )
+
+
+async def test_the_stock_target_counts_each_path_by_partition_against_the_floor(
+    cosmos_account: CosmosAccount,
+) -> None:
+    async with standin(cosmos_account) as world:
+        result = await stock.measure(
+            world.client,
+            world.settings.cosmos_database,
+            world.container,
+            world.transport,
+            events=20,
+            creates=10,
+        )
+
+    outcomes = result["requests"]["outcomes"]
+    assert result["requests"]["ok"], outcomes
+    # (outcome, SKUs, index requests, SKU requests, kinds): an accepted order reaching its
+    # SKUs first is the floor, a batch per partition; the rest pay the reads shared.stock.
+    # effects names, never a second batch in a SKU but for a shortfall.
+    assert {
+        name: (o["outcome"], o["skus"], o["index_requests"], o["sku_requests"], o["kinds"])
+        for name, o in outcomes.items()
+    } == {
+        "accepted": ("processed", 2, 1, 2, {"batch": 3}),
+        "amendment": ("processed", 3, 2, 6, {"batch": 4, "read": 4}),
+        "cancellation": ("processed", 3, 2, 6, {"batch": 4, "read": 4}),
+        "shortfall": ("processed", 1, 1, 3, {"batch": 3, "read": 1}),
+        "duplicate": ("duplicate", 1, 3, 2, {"batch": 2, "read": 3}),
+        "stale": ("stale", 0, 2, 0, {"create": 1, "read": 1}),
+    }
+    assert outcomes["accepted"]["total"] == outcomes["accepted"]["floor"] == 3
+    assert outcomes["shortfall"]["measures"] == {"stock.shortfall": 2}
+    assert result["create_item_cpu_us"] > 0 < result["decide_cpu_us"]["p50"]
+    assert result["floor_requests"] == 3
+    row = report.summary_rows({"stock": result})[0]
+    assert row[0].startswith("9. stock reservation") and row[1].startswith("accepted 3, ")
 
 
 def test_cold_start_baseline_is_the_apps_third_party_imports() -> None:

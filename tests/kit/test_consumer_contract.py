@@ -1,38 +1,121 @@
 """The kit's contract suite: what every consumer built on it does, whatever its effect. One
-abstract suite, run by each consumer (the order consumer, the README's units-sold consumer),
-over the in-memory document store (held to the Cosmos DB adapter by tests/contracts/)."""
+abstract suite, run by each consumer (the order consumer, the stock reservation, the README's
+units-sold consumer), over two stores:
+
+- the in-memory document store (held to the Cosmos DB adapter by tests/contracts/), failures
+  scripted as the port's errors;
+- the app's Cosmos DB adapter through azure-cosmos against the local server's atomic
+  transactional batch, failures injected below the SDK (``local.standins.faults``: a status
+  answer, a batch answered 207 with one failed operation), so that the SDK's error mapping and
+  the adapter's classification run as in production; documents compared with their ``_etag``,
+  so a document rewritten unchanged counts as changed.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from examples.units_sold import units_sold
+from local.standins.cosmos_server import ensure_container
 from local.standins.doubles import InMemoryDocumentStore, InMemoryOrderStore
+from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from ops.sample_orders import amended_body, lifecycle_message_id, order_body
+from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
+from shared.config import Settings
 from shared.consumer.core import decide as decide_order
 from shared.kit.consumer import decide as decide_with_kit
 from shared.kit.decision import SETTLEMENT_BY_OUTCOME, Decision, IncomingMessage, Outcome
 from shared.kit.errors import SystemicStoreError, TransientStoreError
 from shared.kit.inbox import is_marker
+from shared.stock.consumer import stock_reservation
+from shared.stock.inventory import STOCK_ITEM_ID, reservation, stock_item
+from tests.stock.events import event_message
 
 NOW = datetime(2026, 11, 30, 9, tzinfo=UTC)
-Decide = Callable[[InMemoryDocumentStore, IncomingMessage], Awaitable[Decision]]
+Documents = dict[str, dict[str, Any]]  # the JSON of [partition key, id] -> document
+Decide = Callable[[Any, IncomingMessage], Awaitable[Decision]]
+
+# The failure classes of every consumer's table, and how each is caused on either store: the
+# port's error in memory; through the SDK, a status the adapter classifies (a 503 is the moment,
+# a 403 the system, a 400 nothing it knows: a bug) on every write of the delivery.
+FAILURES: dict[Outcome, tuple[Exception, int]] = {
+    Outcome.TRANSIENT: (TransientStoreError("503"), 503),
+    Outcome.SYSTEMIC: (SystemicStoreError("403"), 403),
+    Outcome.UNEXPECTED: (RuntimeError("a bug"), 400),
+}
+# What the service adds to a stored document besides ``_etag`` (which says it was rewritten).
+_SYSTEM_FIELDS = frozenset({"_rid", "_self", "_attachments", "_ts", "_lsn"})
 
 
-def snapshot(store: InMemoryDocumentStore) -> str:
-    return json.dumps(sorted(store.documents.items()), sort_keys=True)
+@dataclass
+class Backend:
+    """One store under the suite: the consumer's ``store``, what it holds, and its faults."""
+
+    store: Any
+    seed: Callable[[Iterable[Mapping[str, Any]]], Awaitable[None]]
+    documents: Callable[[], Awaitable[Documents]]
+    # Every write of the next delivery fails as the outcome says (the order's in-memory store:
+    # its next request); the batch variant fails the next commit of several writes, throttled.
+    fail_writes: Callable[[Outcome], Exception | None]
+    fail_next_batch: Callable[[], None]
+    requests: Callable[[], int]
+    clear_faults: Callable[[], None]
+
+
+def memory_backend(store: InMemoryDocumentStore, partition_field: str) -> Backend:
+    async def seed(documents: Iterable[Mapping[str, Any]]) -> None:
+        for document in documents:
+            store.documents[(document[partition_field], document["id"])] = dict(document)
+
+    async def documents() -> Documents:
+        copied: Documents = json.loads(
+            json.dumps({json.dumps(key): value for key, value in store.documents.items()})
+        )
+        return copied
+
+    def fail_writes(outcome: Outcome) -> Exception:
+        failure = FAILURES[outcome][0]
+        store.fail_next = [failure]
+        return failure
+
+    def fail_next_batch() -> None:
+        store.fail_next = [TransientStoreError("throttled")]
+
+    def clear() -> None:
+        store.fail_next = []
+
+    return Backend(
+        store, seed, documents, fail_writes, fail_next_batch, lambda: len(store.requests), clear
+    )
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A consumer under the suite: how it decides, and over which stores."""
+
+    decide: Decide
+    partition_field: str
+    memory_store: Callable[[], InMemoryDocumentStore]
+    cosmos_store: Callable[[Any], Any]
 
 
 class ConsumerContract:
-    """Subclasses say how their consumer decides and give it its messages."""
+    """Subclasses give their consumer (``instance``) and its messages; the suite runs each test
+    over the in-memory store and through azure-cosmos (the ``backend`` fixture)."""
 
-    decide: Decide
-    new_store: Callable[[], InMemoryDocumentStore]
+    instance: Instance
+
+    def seed(self) -> list[dict[str, Any]]:
+        """Documents the consumer expects before its messages (stock items ...)."""
+        return []
 
     def message(self) -> IncomingMessage:
         raise NotImplementedError
@@ -48,87 +131,185 @@ class ConsumerContract:
         """Two versions of one thing, the newer first; None for a consumer without versions."""
         return None
 
-    async def test_a_redelivery_is_completed_and_changes_no_document(self) -> None:
-        store = self.new_store()
-        first = await self.decide(store, self.message())
-        before = snapshot(store)
+    @pytest.fixture(params=["memory", "cosmos"])
+    async def backend(self, request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+        instance = self.instance
+        if request.param == "memory":
+            backend = memory_backend(instance.memory_store(), instance.partition_field)
+            await backend.seed(self.seed())
+            yield backend
+            return
+        app_env: dict[str, str] = request.getfixturevalue("app_env")
+        async with cosmos_backend(app_env, instance) as backend:
+            await backend.seed(self.seed())
+            yield backend
 
-        again = await self.decide(store, self.message())
+    async def decide(self, backend: Backend, message: IncomingMessage) -> Decision:
+        return await self.instance.decide(backend.store, message)
+
+    async def test_a_redelivery_is_completed_and_changes_no_document(
+        self, backend: Backend
+    ) -> None:
+        first = await self.decide(backend, self.message())
+        before = await backend.documents()
+
+        again = await self.decide(backend, self.message())
 
         assert first.outcome is Outcome.PROCESSED
         assert again.outcome is Outcome.DUPLICATE
         assert SETTLEMENT_BY_OUTCOME[again.outcome].value == "complete"
-        assert snapshot(store) == before
+        assert await backend.documents() == before
 
     async def test_the_same_message_id_with_other_content_is_a_mismatch_and_writes_nothing(
-        self,
+        self, backend: Backend
     ) -> None:
-        store = self.new_store()
-        await self.decide(store, self.message())
-        before = snapshot(store)
+        await self.decide(backend, self.message())
+        before = await backend.documents()
 
-        decision = await self.decide(store, self.other_content())
+        decision = await self.decide(backend, self.other_content())
 
         assert (decision.outcome, decision.deadletter_reason) == (Outcome.MISMATCH, "HashMismatch")
         assert decision.settlement.value == "deadletter"
-        assert snapshot(store) == before
+        assert await backend.documents() == before
 
-    async def test_a_stale_version_changes_nothing_but_its_marker(self) -> None:
+    async def test_a_stale_version_changes_nothing_but_its_marker(self, backend: Backend) -> None:
         pair = self.newer_then_older()
         if pair is None:
             pytest.skip("this consumer keeps no versions: its effect is a pure increment")
         newer, older = pair
-        store = self.new_store()
-        await self.decide(store, newer)
-        before = {key: doc for key, doc in store.documents.items() if not is_marker(doc)}
+        await self.decide(backend, newer)
+        before = {
+            key: doc for key, doc in (await backend.documents()).items() if not is_marker(doc)
+        }
 
-        decision = await self.decide(store, older)
+        decision = await self.decide(backend, older)
 
         assert decision.outcome is Outcome.STALE
         assert decision.settlement.value == "complete"
-        after = {key: doc for key, doc in store.documents.items() if not is_marker(doc)}
+        after = {key: doc for key, doc in (await backend.documents()).items() if not is_marker(doc)}
         assert after == before
-        assert (await self.decide(store, older)).outcome is Outcome.DUPLICATE
+        assert (await self.decide(backend, older)).outcome is Outcome.DUPLICATE
 
-    async def test_a_failed_commit_writes_nothing_and_the_redelivery_processes(self) -> None:
-        store = self.new_store()
-        store.fail_next = [TransientStoreError("throttled")]
+    async def test_a_failed_batch_writes_nothing_and_the_redelivery_processes(
+        self, backend: Backend
+    ) -> None:
+        before = await backend.documents()
+        backend.fail_next_batch()
 
-        failed = await self.decide(store, self.message())
+        failed = await self.decide(backend, self.message())
 
         assert failed.outcome is Outcome.TRANSIENT
-        assert store.documents == {}
-        assert (await self.decide(store, self.message())).outcome is Outcome.PROCESSED
+        assert await backend.documents() == before
+        assert (await self.decide(backend, self.message())).outcome is Outcome.PROCESSED
 
-    async def test_an_invalid_message_writes_nothing_and_is_dead_lettered(self) -> None:
-        store = self.new_store()
+    async def test_an_invalid_message_writes_nothing_and_is_dead_lettered(
+        self, backend: Backend
+    ) -> None:
+        before, requests = await backend.documents(), backend.requests()
 
-        decision = await self.decide(store, self.invalid())
+        decision = await self.decide(backend, self.invalid())
 
         assert decision.outcome is Outcome.INVALID
         assert decision.settlement.value == "deadletter"
         assert decision.deadletter_reason
-        assert store.documents == {} and store.requests == []
+        assert await backend.documents() == before
+        assert backend.requests() == requests  # not even a read
 
     @pytest.mark.parametrize(
-        ("failure", "outcome", "settlement"),
+        ("outcome", "settlement"),
         [
-            (TransientStoreError("503"), Outcome.TRANSIENT, "abandon"),
-            (SystemicStoreError("403"), Outcome.SYSTEMIC, "abandon"),
-            (RuntimeError("a bug"), Outcome.UNEXPECTED, "abandon"),
+            (Outcome.TRANSIENT, "abandon"),
+            (Outcome.SYSTEMIC, "abandon"),
+            (Outcome.UNEXPECTED, "abandon"),
         ],
     )
     async def test_each_failure_class_settles_as_the_table_says(
-        self, failure: Exception, outcome: Outcome, settlement: str
+        self, backend: Backend, outcome: Outcome, settlement: str
     ) -> None:
-        store = self.new_store()
-        store.fail_next = [failure]
+        before = await backend.documents()
+        failure = backend.fail_writes(outcome)
 
-        decision = await self.decide(store, self.message())
+        decision = await self.decide(backend, self.message())
+        backend.clear_faults()
 
         assert (decision.outcome, decision.settlement.value) == (outcome, settlement)
-        assert decision.error is failure
-        assert store.documents == {}
+        if failure is not None:  # in memory: the very error; through the SDK, its translation
+            assert decision.error is failure
+        assert await backend.documents() == before
+        assert (await self.decide(backend, self.message())).outcome is Outcome.PROCESSED
+
+
+class cosmos_backend:  # noqa: N801 - an async context manager used like a function
+    """A fresh container of the instance's partition key on the session's Cosmos account; the
+    consumer's store is the app's adapter on the app's client settings with a fault transport;
+    the documents are read back through the test's own client."""
+
+    def __init__(self, app_env: dict[str, str], instance: Instance) -> None:
+        self._env, self._instance = app_env, instance
+        self._name = f"kit-{uuid.uuid4().hex[:12]}"
+
+    async def __aenter__(self) -> Backend:
+        env, instance = self._env, self._instance
+        self._admin = CosmosClient(
+            env["COSMOS_ENDPOINT"], credential=env["COSMOS_KEY"], connection_verify=False
+        )
+        self._container: ContainerProxy = await ensure_container(
+            self._admin, env["COSMOS_DATABASE"], self._name, f"/{instance.partition_field}"
+        )
+        transport = FaultInjectingTransport()
+        settings = Settings.from_env(env)
+        self._client = create_client(settings, transport=transport)
+        proxy = self._client.get_database_client(settings.cosmos_database).get_container_client(
+            self._name
+        )
+        store = instance.cosmos_store(proxy)
+        container = self._container
+
+        async def seed(documents: Iterable[Mapping[str, Any]]) -> None:
+            for document in documents:
+                await container.create_item(dict(document))
+
+        async def documents() -> Documents:
+            return {
+                json.dumps((item[instance.partition_field], item["id"])): {
+                    name: value for name, value in item.items() if name not in _SYSTEM_FIELDS
+                }
+                async for item in container.query_items("SELECT * FROM c")
+            }
+
+        def fail_writes(outcome: Outcome) -> None:
+            transport.add(
+                FaultRule(FaultKind.STATUS, **WRITES, status=FAILURES[outcome][1], times=None)
+            )
+
+        def fail_next_batch() -> None:
+            # The 207 of a throttled batch: the last operation 429, the others 424.
+            transport.add(
+                FaultRule(
+                    FaultKind.BATCH_OPERATION,
+                    **WRITES,
+                    status=429,
+                    failing_index=-1,
+                    retry_after_ms=10,
+                )
+            )
+
+        return Backend(
+            store,
+            seed,
+            documents,
+            fail_writes,
+            fail_next_batch,
+            lambda: transport.requests_sent,
+            transport.clear,
+        )
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.close()
+        await self._admin.get_database_client(self._env["COSMOS_DATABASE"]).delete_container(
+            self._name
+        )
+        await self._admin.close()
 
 
 # ---- the order consumer ----------------------------------------------------------------------
@@ -138,14 +319,15 @@ def order_message(body: dict[str, Any], message_id: str, subject: str | None) ->
     return IncomingMessage(message_id, json.dumps(body).encode(), "c", 1, subject=subject)
 
 
-async def decide_orders(store: InMemoryDocumentStore, incoming: IncomingMessage) -> Decision:
-    assert isinstance(store, InMemoryOrderStore)
+async def decide_orders(store: Any, incoming: IncomingMessage) -> Decision:
     return await decide_order(incoming, store)
 
 
+ORDERS = Instance(decide_orders, "orderId", InMemoryOrderStore, CosmosOrderStore)
+
+
 class TestOrderPlaced(ConsumerContract):
-    decide = staticmethod(decide_orders)
-    new_store = InMemoryOrderStore
+    instance = ORDERS
 
     def message(self) -> IncomingMessage:
         return order_message(order_body("ord-1"), "ord-1", None)
@@ -158,8 +340,7 @@ class TestOrderPlaced(ConsumerContract):
 
 
 class TestOrderAmended(ConsumerContract):
-    decide = staticmethod(decide_orders)
-    new_store = InMemoryOrderStore
+    instance = ORDERS
 
     def message(self) -> IncomingMessage:
         return order_message(
@@ -178,6 +359,86 @@ class TestOrderAmended(ConsumerContract):
         return newer, self.message()
 
 
+# ---- the stock reservation -------------------------------------------------------------------
+
+
+async def decide_stock(store: Any, incoming: IncomingMessage) -> Decision:
+    return await decide_with_kit(stock_reservation, incoming, store, marker_ttl_s=600, now=NOW)
+
+
+STOCK = Instance(decide_stock, "sku", InMemoryDocumentStore, CosmosDocumentStore)
+
+
+class TestStockReservation(ConsumerContract):
+    """An acceptance reaching two stocked SKUs, one short of stock (a shortfall is a business
+    outcome: processed); a cancellation before it makes it stale."""
+
+    instance = STOCK
+
+    def seed(self) -> list[dict[str, Any]]:
+        return [stock_item("A", 10), stock_item("B", 1)]
+
+    def message(self) -> IncomingMessage:
+        return event_message("o-1", 1, {"A": 2, "B": 3})
+
+    def other_content(self) -> IncomingMessage:
+        changed = event_message("o-1", 1, {"A": 5, "B": 3})
+        assert changed.message_id == self.message().message_id
+        return changed
+
+    def invalid(self) -> IncomingMessage:
+        # The consumer's own reason: an OrderAccepted published before the lines existed.
+        body = json.loads(self.message().body)
+        del body["payload"]["lines"]
+        return IncomingMessage(body["eventId"], json.dumps(body).encode(), subject="OrderAccepted")
+
+    def newer_then_older(self) -> tuple[IncomingMessage, IncomingMessage]:
+        return event_message("o-1", 2, cancelled=True), self.message()
+
+    async def test_its_own_reason_for_an_event_without_lines_is_missing_lines(
+        self, backend: Backend
+    ) -> None:
+        assert (await self.decide(backend, self.invalid())).deadletter_reason == "MissingLines"
+
+    async def test_a_shortfall_is_processed_and_counted_never_an_error(
+        self, backend: Backend
+    ) -> None:
+        decision = await self.decide(backend, self.message())
+
+        assert (decision.outcome, decision.settlement.value) == (Outcome.PROCESSED, "complete")
+        assert decision.measures == {"stock.shortfall": 2}
+        stored = await backend.documents()
+        assert stored[json.dumps(("B", STOCK_ITEM_ID))]["reserved"] == 1
+
+    async def test_a_stock_item_edited_below_what_is_reserved_holds_the_event(
+        self, backend: Backend
+    ) -> None:
+        """A release that would drive ``reserved`` below zero is the system's fault (a hand
+        edit): systemic, abandoned and redelivered, nothing written, and its description names
+        the SKU."""
+        # Order o-2 holds 4 of C by its reservation, but the stock item says 1 is reserved.
+        await backend.seed([stock_item("C", 10, reserved=1), reservation("C", "o-2", 1, 4, 4)])
+        index = {
+            "id": "orderIndex",
+            "sku": "order:o-2",
+            "type": "orderIndex",
+            "orderId": "o-2",
+            "orderVersion": 1,
+            "skus": ["C"],
+        }
+        await backend.seed([index])
+        before = await backend.documents()
+
+        decision = await self.decide(backend, event_message("o-2", 2, cancelled=True))
+
+        assert (decision.outcome, decision.settlement.value) == (Outcome.SYSTEMIC, "abandon")
+        assert "'C'" in (decision.description or "")
+        after = await backend.documents()
+        assert {k: v for k, v in after.items() if "order:" not in k} == {
+            k: v for k, v in before.items() if "order:" not in k
+        }
+
+
 # ---- the README's own consumer: units sold per SKU per day ---------------------------------
 
 
@@ -186,13 +447,12 @@ def accepted_event(order_id: str, message_id: str, **payload: Any) -> IncomingMe
     return IncomingMessage(message_id, json.dumps(body).encode(), subject="OrderAccepted")
 
 
-async def decide_units_sold(store: InMemoryDocumentStore, incoming: IncomingMessage) -> Decision:
+async def decide_units_sold(store: Any, incoming: IncomingMessage) -> Decision:
     return await decide_with_kit(units_sold, incoming, store, marker_ttl_s=600, now=NOW)
 
 
 class TestUnitsSold(ConsumerContract):
-    decide = staticmethod(decide_units_sold)
-    new_store = InMemoryDocumentStore
+    instance = Instance(decide_units_sold, "sku", InMemoryDocumentStore, CosmosDocumentStore)
 
     def message(self) -> IncomingMessage:
         return accepted_event("ord-1", "event-1")
