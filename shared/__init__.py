@@ -5,12 +5,16 @@
 - ``bootstrap``: the composition root, the one place that builds adapters from app settings
   and wires them into the cores (``function_app.py`` calls only this);
 - ``telemetry/``: OpenTelemetry, the observer ports of the cores implemented;
-- ``adapters/``: one module per outside system and direction (Cosmos DB orders, Cosmos DB
-  outbox, Service Bus in, Service Bus out, the Entra ID credential);
+- ``adapters/``: one module per outside system and direction (Cosmos DB orders and the kit's
+  document store, Cosmos DB outbox, Service Bus in, Service Bus out, the payment provider, the
+  Entra ID credential);
 - ``config``: app settings and host.json, read once and validated;
-- ``consumer/`` and ``relay/``: the decision cores (they share the order events' contract and
-  the outbox document, so they may import each other); pure: no adapter, telemetry, config,
-  Azure, OpenTelemetry or aiohttp;
+- ``consumer/`` and ``relay/``: the order consumer and its outbox relay (they share the order
+  events' contract and the outbox document, so they may import each other); ``stock/`` (the
+  stock reservation) and ``payments/`` (the payment capture and its provider's port): the other
+  consumers, each importing no other; pure: no adapter, telemetry, config, Azure,
+  OpenTelemetry or aiohttp;
+- ``kit/``: the consumer machinery every consumer is an instance of (imports no consumer);
 - ``clock`` and ``message_body``: time and the reading of a message body, below everything.
 
 It never imports ``ops``, ``local``, ``bench`` or ``tools``: they use it, never the reverse.

@@ -14,6 +14,8 @@ the real service offers, cites its source for each behaviour, and lists what it 
 - ``cosmos_server``: runs ``@vercel/cosmosdb-server``; ``faults``: fault injection below the
   real Cosmos SDK (an azure-core transport);
 - ``ingestion``: Application Insights' ingestion endpoint, for the real exporter;
+- ``payment_provider``: a payment provider over HTTP following the Idempotency-Key draft, its
+  ledger the referee of the payment tests (not Azure: an outside system the app calls);
 - ``doubles``: one test double per port of the cores, held to the port by the same contract
   suite as the real adapter (tests/contracts/).
 

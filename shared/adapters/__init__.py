@@ -2,12 +2,15 @@
 and a core's port, and the SDK's errors into the core's classes.
 
 - ``cosmos_orders``: Cosmos DB, the order store (``shared.consumer.core.OrderStore``: the create
-  or transactional batch, the point read), with the request's deadline and error table;
+  or transactional batch, the point read) and the kit's ``DocumentStore`` on any container
+  (``CosmosDocumentStore``: inventory, payments), with the request's deadline and error table;
 - ``cosmos_outbox``: Cosmos DB, the outbox (``shared.relay.core.OutboxStore``: the conditional
   patches; ``shared.relay.watchdog.OutboxScanner``: the query for stuck documents);
 - ``servicebus_in``: Service Bus in: a received message read into an ``IncomingMessage`` and
   its settlement over the host's gRPC, on a thread pool of its own;
 - ``servicebus_out``: Service Bus out: the relay's ``EventPublisher`` on the topic sender;
+- ``payment_provider``: the payment provider over HTTP (aiohttp): the
+  ``shared.payments.provider.PaymentProvider`` port, the Idempotency-Key header;
 - ``identity``: the Entra ID credential of each client, the Functions host's own rule.
 
 Imports the cores, ``shared.config``, ``shared.clock``, ``shared.message_body`` and the Azure

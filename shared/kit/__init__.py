@@ -9,8 +9,18 @@ rest:
 - ``writes``: what a consumer asks the store for, as data (create; patch on a condition);
 - ``inbox``: the marker of a handled message, keyed by (consumer name, MessageId);
 - ``errors``: every failure, classified by what a redelivery can fix;
-- ``retry``: how one delivery rides out a failure while it holds its lock.
+- ``retry``: how one delivery rides out a failure while it holds its lock;
+- ``message``: the checks every JSON message shares, the canonical fingerprint, ``ValidEvent``;
+- ``apply``: an effect in one partition committed once with its marker (``apply_once``);
+- ``consumer``: a consumer as a user writes one (``ConsumerDefinition``: its partitions, its
+  effect in each, an optional gate) and ``decide`` over its partitions;
+- ``external``: an effect outside the transaction (a payment): the in-progress record, the call
+  with its idempotency key, the completed record (``CallingConsumerDefinition``, ``decide_call``);
+- ``service``: the delivery decided, retried, settled once and reported (``Consumer``).
 
-Imports only ``shared.clock``; never a consumer built on it (``shared.consumer``), the relay, an
-adapter, telemetry, config, Azure or OpenTelemetry (``make lint``: import-linter).
+Three instances: the orders (``shared.consumer``), the stock reservation (``shared.stock``) and
+the payment capture (``shared.payments``); ``examples/units_sold.py`` is the README's fourth.
+
+Imports only ``shared.clock``; never a consumer built on it, the relay, an adapter, telemetry,
+config, Azure or OpenTelemetry (``make lint``: import-linter).
 """
