@@ -331,9 +331,9 @@ def filter_predicate(condition: Condition) -> str:
     for room in condition.room:
         # Arithmetic in a filter predicate: it is a query's WHERE clause (learn.microsoft.com/
         # azure/cosmos-db/nosql/query/where, operators); undefined when a field is missing.
-        counter, limit = _property(room.counter), _property(room.limit)
+        counter, ceiling = _property(room.counter), _property(room.limit)
         sign = "-" if room.amount < 0 else "+"
-        clauses.append(f"{counter} {sign} {abs(int(room.amount))} <= {limit}")
+        clauses.append(f"{counter} {sign} {abs(int(room.amount))} <= {ceiling}")
     return "FROM c WHERE " + (" AND ".join(clauses) or "true")
 
 
