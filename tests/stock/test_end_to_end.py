@@ -291,7 +291,9 @@ async def test_two_orders_racing_for_the_last_unit_one_gets_it_the_other_is_back
     world.inventory.send(order_event("ord-1", 1, {"A": 1}))
     world.inventory.send(order_event("ord-2", 1, {"A": 1}))
 
-    await world.stock_host.run_until_idle()  # both delivered at once
+    # Both in one receive, invoked together; whichever commits first, the stock item's patch
+    # condition (reserved + 1 <= onHand, in the batch) refuses the other's increment.
+    await world.stock_host.run_until_idle()
 
     assert settled(world.inventory) == [("complete", None)] * 2
     stored = await inventory(world)
@@ -335,13 +337,18 @@ async def test_an_invalid_event_is_dead_lettered_with_a_bounded_reason_and_write
     assert await documents(world.inventory_documents) == before
 
 
-async def test_a_transient_failure_is_abandoned_after_the_in_delivery_retries(
-    world: World, install_faulty: InstallFaulty
+@pytest.mark.parametrize(
+    "status", [503, 403], ids=["transient-503", "systemic-403-never-dead-lettered"]
+)
+async def test_a_store_failure_is_abandoned_after_the_in_delivery_retries(
+    world: World, install_faulty: InstallFaulty, status: int
 ) -> None:
+    """The moment (503) and the system (403: a revoked role assignment) are retried within the
+    delivery while its lock lasts, then given back: never dead-lettered, nothing written."""
     transport = install_faulty()
     await world.seed_stock({"A": 10})
     world.inventory.send(order_event(ORDER, 1, {"A": 2}))
-    refused = transport.add(inventory_batches(world, status=503))
+    refused = transport.add(inventory_batches(world, status=status))
     [first] = world.inventory.receive(1)
 
     await world.stock_host.invoke(first)
@@ -349,20 +356,33 @@ async def test_a_transient_failure_is_abandoned_after_the_in_delivery_retries(
     assert settled(world.inventory) == [("abandon", None)]
     assert refused.fired > 1  # retried within the delivery before giving it back
     assert world.clock.now() < first.locked_until  # within its lock
-    assert (await inventory(world)).reserved() == {"A": 0}
+    assert world.inventory.dead_letters == []
+    written = await documents(world.inventory_documents)
+    assert [(d["type"], d["reserved"]) for d in written] == [("stockItem", 0)]
     transport.clear()
     await world.stock_host.run_until_idle()
     assert settled(world.inventory) == [("abandon", None), ("complete", None)]
     assert (await inventory(world)).reserved() == {"A": 2}
 
 
-async def test_a_systemic_failure_is_never_dead_lettered_and_a_bad_setting_holds_the_lock(
-    world: World, compose_app: ComposeApp
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("INVENTORY_CONTAINER", "not/a/container"), ("INVENTORY_SUBSCRIPTION_NAME", None)],
+    ids=["invalid-container", "subscription-unset"],
+)
+async def test_a_bad_inventory_setting_holds_the_lock_and_consume_order_goes_on(
+    world: World,
+    compose_app: ComposeApp,
+    caplog: pytest.LogCaptureFixture,
+    setting: str,
+    value: str | None,
 ) -> None:
-    """A container name the app cannot use is the system's fault, not the event's: the delivery
-    holds its lock (no cycling through maxDeliveryCount) and is abandoned, nothing written,
-    while ``consume_order`` goes on: it never needs the inventory's settings."""
-    compose_app(env={**world.env, "INVENTORY_CONTAINER": "not/a/container"})
+    """An inventory setting the app cannot use is the system's fault, not the event's: the
+    delivery holds its lock (no cycling through maxDeliveryCount into the dead-letter queue),
+    a critical log names the setting, it is abandoned, nothing written; ``consume_order``
+    never needs the inventory's settings and goes on."""
+    env = {name: v for name, v in world.env.items() if name != setting}
+    compose_app(env=env if value is None else {**env, setting: value})
     await world.seed_stock({"A": 10})
     world.inventory.send(order_event(ORDER, 1, {"A": 2}))
     world.queue.send(raw_event(order_body("ord-q1"), None, message_id="ord-q1"))
@@ -372,9 +392,12 @@ async def test_a_systemic_failure_is_never_dead_lettered_and_a_bad_setting_holds
     await world.host.run_until_idle()
 
     assert settled(world.inventory) == [("abandon", None)]
-    held = world.clock.now() - (delivery.locked_until - world.inventory.settings.lock_duration)
-    assert held >= world.inventory.settings.lock_duration - timedelta(seconds=10)
+    lock = world.inventory.settings.lock_duration
+    held = world.clock.now() - (delivery.locked_until - lock)
+    assert held >= lock - timedelta(seconds=10)
     assert world.inventory.dead_letters == []
+    named = [r for r in caplog.records if r.levelname == "CRITICAL"]
+    assert [getattr(r, "setting", None) for r in named] == [setting]
     assert (await inventory(world)).reserved() == {"A": 0}
     assert [r.operation for r in world.queue.settlement_log] == ["complete"]
 
