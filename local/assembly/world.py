@@ -215,8 +215,8 @@ class World:
         topic_model: bool = True,
         **choices: Any,
     ) -> bootstrap.Runtime:
-        """Compose the app (the consumers and the relay) on the world's clock with the world's topic as
-        the relay's sender: the stand-in's one call of the composition root. Until this is
+        """Compose the app (the consumers and the relay) on the world's clock with the world's
+        topic as the relay's sender: the stand-in's one call of the composition root. Until this is
         called the app composes itself from the app settings on its first message, as in Azure.
 
         ``choices`` are ``bootstrap.Composition``'s fields (``env``, ``telemetry``, ``jitter``,

@@ -92,16 +92,21 @@ def listening_function(
         if listens_on != entity:
             raise LookupError(f"function listens on {listens_on!r}, the queue is {entity!r}")
         return function
+    unresolved: list[str] = []
     for function in worker.functions.values():
         if function.trigger["type"] != "serviceBusTrigger":
             continue
         try:
             listens_on = trigger_entity(function.trigger, app_settings)
-        except LookupError:
-            continue  # a setting it needs is unset: it reads no entity here
+        except LookupError as error:
+            unresolved.append(f"{function.name}: {error}")  # it reads no entity here
+            continue
         if listens_on == entity:
             return function
-    raise LookupError(f"no Service Bus-triggered function reads {entity!r}")
+    raise LookupError(
+        f"no Service Bus-triggered function reads {entity!r}"
+        + (f" ({'; '.join(unresolved)})" if unresolved else "")
+    )
 
 
 def delivery_binding_bytes(delivery: Delivery) -> bytes:
