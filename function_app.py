@@ -3,7 +3,12 @@
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from shared.bootstrap import handle_order_message, handle_outbox_changes, handle_watchdog_tick
+from shared.bootstrap import (
+    handle_order_message,
+    handle_outbox_changes,
+    handle_stock_message,
+    handle_watchdog_tick,
+)
 from shared.relay.core import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
 from shared.relay.watchdog import WATCHDOG_SCHEDULE
 
@@ -22,6 +27,21 @@ async def consume_order(
     message_actions: servicebus.ServiceBusMessageActions,
 ) -> None:
     await handle_order_message(msg, message_actions)
+
+
+@app.function_name("reserve_stock")
+@app.service_bus_topic_trigger(
+    arg_name="msg",
+    topic_name="%ORDER_EVENTS_TOPIC_NAME%",
+    subscription_name="%INVENTORY_SUBSCRIPTION_NAME%",
+    connection="ServiceBusConnection",
+    auto_complete_messages=False,  # settled by the function, exactly once, like consume_order
+)
+async def reserve_stock(
+    msg: servicebus.ServiceBusReceivedMessage,
+    message_actions: servicebus.ServiceBusMessageActions,
+) -> None:
+    await handle_stock_message(msg, message_actions)
 
 
 @app.function_name("relay_outbox")

@@ -1,25 +1,32 @@
-"""Composition root: the one place that builds the app's functions (the consumer, the outbox
-relay and the relay's watchdog, which shares the relay's publisher, store and telemetry) and
-their adapters from app settings.
+"""Composition root: the one place that builds the app's functions (the order consumer, the stock
+reservation consumer, the outbox relay and the relay's watchdog, which shares the relay's
+publisher, store and telemetry) and their adapters from app settings.
 
 One shape for all: ``Composition`` lists everything a caller may choose (the app settings
 mapping, the ``Clock``, extra Cosmos client options, the telemetry adapters, the jitter source,
 the relay's topic sender and policy); production uses the defaults, through
-``handle_order_message``, ``handle_outbox_changes`` and ``handle_watchdog_tick``, and tests and
-stand-ins call ``configure`` once with theirs. There is no other way in: no module globals to
-patch. One ``configure`` for all the functions because they share the worker process, its
-event loop, its clock and its one Cosmos client: two composition roots would build two clients
-and let a test compose one function on a manual clock and the other on the system clock.
+``handle_order_message``, ``handle_stock_message``, ``handle_outbox_changes`` and
+``handle_watchdog_tick``, and tests and stand-ins call ``configure`` once with theirs. There is
+no other way in: no module globals to patch. One ``configure`` for all the functions because
+they share the worker process, its event loop, its clock and its one Cosmos client: two
+composition roots would build two clients and let a test compose one function on a manual clock
+and the other on the system clock.
 
 It builds lazily, so importing ``function_app`` (worker indexing, cold start) opens no
 connection and reads no setting; and once per event loop, because the aio clients belong to the
 loop they were created on (the Functions worker runs one loop for its whole life, so in
 production this is one Cosmos client, and one ``ServiceBusClient`` and topic sender, per
 process). The relay is built on its first change batch, so a consumer-only deployment never
-needs the relay's settings. It owns what it builds and closes it: the Cosmos client, the
-credential the client does not close, the relay's Service Bus client, sender and credential
-(not a sender passed in: that stays the caller's), and the settlement pool. It must never decide
-anything about a message or an event: that is ``shared.consumer`` and ``shared.relay``.
+needs the relay's settings; the stock reservation consumer on its first event, so a deployment
+without the inventory's settings still runs ``consume_order``. Both consumers are the kit's
+``Consumer`` (``shared.kit.service``) with one retry policy, clock, jitter and settler; the
+stock one decides with the kit's ``decide`` over its definition (``shared.stock.consumer``) on
+the inventory container of the same Cosmos client.
+
+It owns what it builds and closes it: the Cosmos client, the credential the client does not
+close, the relay's Service Bus client, sender and credential (not a sender passed in: that stays
+the caller's), and the settlement pool. It must never decide anything about a message or an
+event: that is ``shared.consumer``, ``shared.stock`` (on ``shared.kit``) and ``shared.relay``.
 """
 
 from __future__ import annotations
@@ -34,27 +41,32 @@ from typing import TYPE_CHECKING, Any
 
 from azure.cosmos.aio import CosmosClient
 
-from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
+from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.adapters.identity import credential as identity_credential
 from shared.adapters.servicebus_in import HungSettlements, MessageActions, Settler, to_incoming
 from shared.adapters.servicebus_out import MessageBatchSender, ServiceBusEventPublisher
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.config import (
+    INVENTORY_SUBSCRIPTION_SETTING,
     SERVICE_BUS_CONNECTION_STRING_SETTING,
     TOPIC_SETTING,
+    InventorySettings,
     RelaySettings,
     Settings,
     WatchdogSettings,
 )
 from shared.consumer.service import OrderConsumer
-from shared.kit.decision import Decision
+from shared.kit.consumer import ConsumerDefinition, decide
+from shared.kit.decision import Decision, IncomingMessage
 from shared.kit.errors import ConfigurationError
+from shared.kit.inbox import Handled
 from shared.kit.retry import RetryPolicy
-from shared.kit.service import hold_then_abandon
+from shared.kit.service import Consumer, ConsumerObserver, hold_then_abandon
 from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
 from shared.relay.outbox import is_pending_outbox
 from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
+from shared.stock.consumer import stock_reservation
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
 from shared.telemetry.relay import RelayTelemetry
@@ -70,18 +82,21 @@ Closer = Callable[[], Awaitable[None]]
 # The span and metric destination when ORDERS_QUEUE_NAME itself is the missing setting.
 _UNKNOWN_QUEUE = "(unset)"
 _UNKNOWN_TOPIC = "(unset)"
+_UNKNOWN_SUBSCRIPTION = "(unset)"
 
 
 @dataclass
 class _Wiring:
-    """What lives on one event loop: the Cosmos client (and its credential), the consumer, and
-    once built, the relay with what closes its Service Bus side (in order)."""
+    """What lives on one event loop: the Cosmos client (and its credential), the order consumer,
+    and once built, the stock reservation consumer, and the relay with what closes its Service
+    Bus side (in order)."""
 
     loop: asyncio.AbstractEventLoop
     client: CosmosClient
     credential: AsyncTokenCredential | None
     settings: Settings
     consumer: OrderConsumer
+    stock: Consumer | None = None
     relay: OutboxRelay | None = None
     relay_closers: tuple[Closer, ...] = ()
     outbox_store: CosmosOutboxStore | None = None
@@ -114,7 +129,8 @@ class Composition:
       ``retry_backoff_factor``); ``credential`` replaces the one ``shared.adapters.identity``
       builds from the settings when no ``COSMOS_KEY`` is set (the runtime then closes it). One
       client serves every function.
-    - ``telemetry``, ``relay_telemetry``: the telemetry adapters; default, on the global
+    - ``telemetry``, ``stock_telemetry``, ``relay_telemetry``: the telemetry adapters of the
+      order consumer, the stock reservation consumer and the relay; default, on the global
       providers.
     - ``jitter``: the backoff jitter source, values in [0, 1].
     - ``topic_sender``: the relay's topic sender (``azure.servicebus.aio.ServiceBusSender``'s
@@ -127,6 +143,7 @@ class Composition:
     clock: Clock = SYSTEM_CLOCK
     cosmos_options: Mapping[str, Any] = field(default_factory=dict)
     telemetry: ConsumerTelemetry | None = None
+    stock_telemetry: ConsumerTelemetry | None = None
     jitter: Callable[[], float] = random.random
     topic_sender: MessageBatchSender | None = None
     relay_telemetry: RelayTelemetry | None = None
@@ -134,7 +151,7 @@ class Composition:
 
 
 class Runtime:
-    """The consumer and the relay, composed as ``Composition`` says, built on the first message
+    """The consumers and the relay, composed as ``Composition`` says, built on the first message
     (or change batch) of each event loop."""
 
     def __init__(self, composition: Composition | None = None) -> None:
@@ -143,6 +160,7 @@ class Runtime:
         self._clock = chosen.clock
         self._cosmos_options = dict(chosen.cosmos_options)
         self._telemetry = chosen.telemetry
+        self._stock_telemetry = chosen.stock_telemetry
         self._jitter = chosen.jitter
         self._topic_sender = chosen.topic_sender
         self._relay_telemetry = chosen.relay_telemetry
@@ -153,25 +171,60 @@ class Runtime:
         self._wiring: _Wiring | None = None
 
     async def handle(self, message: Any, actions: MessageActions) -> Decision:
-        """The function body: one delivery, decided and settled; never raises for it."""
+        """``consume_order``'s body: one delivery, decided and settled; never raises for it."""
+        return await self._delivered(message, actions, self.consumer, self.telemetry)
+
+    async def handle_stock(self, message: Any, actions: MessageActions) -> Decision:
+        """``reserve_stock``'s body: one delivery, decided and settled; never raises for it."""
+        return await self._delivered(message, actions, self.stock_consumer, self.stock_telemetry)
+
+    async def _delivered(
+        self,
+        message: Any,
+        actions: MessageActions,
+        consumer_of_loop: Callable[[], Awaitable[Consumer]],
+        observer: Callable[[], ConsumerObserver],
+    ) -> Decision:
         incoming = to_incoming(message)
         settle = self._settler.bound(actions, message)
         try:
-            consumer = await self.consumer()
+            consumer = await consumer_of_loop()
         except ConfigurationError as error:
             return await hold_then_abandon(
                 incoming,
                 settle,
                 error,
-                observer=self.telemetry(),
+                observer=observer(),
                 clock=self._clock,
                 retry_policy=self._retry_policy,
             )
         return await consumer.handle(incoming, settle)
 
     async def consumer(self) -> OrderConsumer:
-        """This event loop's consumer, built on first use; raises ``ConfigurationError``."""
+        """This event loop's order consumer, built on first use; raises ``ConfigurationError``."""
         return (await self._wired()).consumer
+
+    async def stock_consumer(self) -> Consumer:
+        """This event loop's stock reservation consumer, on the inventory container of the one
+        Cosmos client, built on first use; raises ``ConfigurationError``."""
+        wiring = await self._wired()
+        if wiring.stock is not None:
+            return wiring.stock
+        inventory = InventorySettings.from_env(self._env)
+        container = wiring.client.get_database_client(
+            wiring.settings.cosmos_database
+        ).get_container_client(inventory.container)
+        telemetry = self.stock_telemetry()
+        wiring.stock = _kit_consumer(
+            stock_reservation,
+            CosmosDocumentStore(container, on_request_charge=telemetry.record_request_charge),
+            telemetry,
+            marker_ttl_s=wiring.settings.inbox_marker_ttl_s,
+            retry_policy=self._retry_policy,
+            clock=self._clock,
+            jitter=self._jitter,
+        )
+        return wiring.stock
 
     async def relay_changes(self, documents: Sequence[Mapping[str, Any]]) -> RelayReport:
         """The relay function's body: publish the batch's pending outbox events. Raises when an
@@ -305,6 +358,20 @@ class Runtime:
             await _closed_quietly(previous.close, "the previous event loop's clients")
         return wiring
 
+    def stock_telemetry(self) -> ConsumerTelemetry:
+        """The injected telemetry of the stock reservation consumer, or one on the global
+        providers named after its subscription, ``<topic>/<subscription>`` (from the raw
+        settings, as ``telemetry``)."""
+        if self._stock_telemetry is None:
+            topic = self._env.get(TOPIC_SETTING, "").strip() or _UNKNOWN_TOPIC
+            subscription = (
+                self._env.get(INVENTORY_SUBSCRIPTION_SETTING, "").strip() or _UNKNOWN_SUBSCRIPTION
+            )
+            self._stock_telemetry = ConsumerTelemetry(
+                f"{topic}/{subscription}"
+            )  # consumer= after the telemetry merge
+        return self._stock_telemetry
+
     def _settlements_hung(self, report: HungSettlements) -> None:
         self.telemetry().settlements_hung(report)
 
@@ -362,6 +429,13 @@ async def handle_order_message(message: Any, actions: MessageActions) -> Decisio
     return await current().handle(message, actions)
 
 
+async def handle_stock_message(message: Any, actions: MessageActions) -> Decision:
+    """The inventory subscription's trigger body (``function_app.py``, ``reserve_stock``)."""
+    if _retired:
+        await _close_retired()
+    return await current().handle_stock(message, actions)
+
+
 async def handle_outbox_changes(documents: Sequence[Mapping[str, Any]], context: Any) -> None:
     """The Cosmos DB trigger's body (``function_app.py``). ``context.retry_context`` (the host's
     count of retries of this batch) is not read: it counts the batch's failures, not an
@@ -400,6 +474,28 @@ async def _closed_quietly(close: Callable[[], Awaitable[None]], what: str) -> No
         await close()
     except Exception:  # logged; the connections die with the process anyway
         logger.warning("closing %s failed", what, exc_info=True)
+
+
+def _kit_consumer[M: Handled](
+    definition: ConsumerDefinition[M],
+    store: CosmosDocumentStore,
+    observer: ConsumerObserver,
+    *,
+    marker_ttl_s: int,
+    retry_policy: RetryPolicy,
+    clock: Clock,
+    jitter: Callable[[], float],
+) -> Consumer:
+    """The kit's ``Consumer`` deciding with the kit's ``decide`` over ``definition``: a consumer
+    that is a definition alone (the order consumer has a core of its own: ``OrderConsumer``)."""
+
+    async def decide_with_kit(incoming: IncomingMessage, traceparent: str | None) -> Decision:
+        # The traceparent is stored only on outbox events; a kit consumer writes none.
+        return await decide(definition, incoming, store, marker_ttl_s=marker_ttl_s, now=clock.now())
+
+    return Consumer(
+        decide_with_kit, observer, retry_policy=retry_policy, clock=clock, jitter=jitter
+    )
 
 
 def _topic_sender(settings: RelaySettings) -> tuple[MessageBatchSender, tuple[Closer, ...]]:

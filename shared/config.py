@@ -42,6 +42,17 @@ the Cosmos DB settings above for its marks:
 The relay trigger's own connection is ``CosmosDBConnection``
 (``CosmosDBConnection__accountEndpoint`` in Azure); the host reads it, not this module.
 
+The stock reservation consumer's (``InventorySettings``), read only when ``reserve_stock`` first
+runs, so a deployment without them still runs ``consume_order``; it reuses the Cosmos DB
+settings above (the same account, database and client) and ``INBOX_MARKER_TTL_SECONDS``:
+
+| setting | default | meaning |
+|---|---|---|
+| ``ORDER_EVENTS_TOPIC_NAME`` | (required) | the topic its subscription belongs to |
+| ``INVENTORY_SUBSCRIPTION_NAME`` | (required) | the subscription the trigger reads (deployed: |
+| | | ``inventory``); with the topic, the span's destination name |
+| ``INVENTORY_CONTAINER`` | ``inventory`` | container name, partition key ``/sku`` |
+
 The outbox watchdog's (``WatchdogSettings``), read only when it runs; it publishes through the
 relay, with the relay's settings:
 
@@ -263,6 +274,44 @@ class RelaySettings:
             if namespace
             else IdentitySettings(),
         )
+
+
+INVENTORY_SUBSCRIPTION_SETTING = "INVENTORY_SUBSCRIPTION_NAME"
+INVENTORY_CONTAINER_SETTING = "INVENTORY_CONTAINER"
+
+
+@dataclass(frozen=True, slots=True)
+class InventorySettings:
+    """The stock reservation consumer's own settings (``reserve_stock``): where its events come
+    from and where it writes. The Cosmos DB account, database and credential, and the markers'
+    window (``INBOX_MARKER_TTL_SECONDS``) are ``Settings``'s: one client serves every function."""
+
+    topic_name: str
+    subscription_name: str
+    container: str = "inventory"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> InventorySettings:
+        subscription = _required(env, INVENTORY_SUBSCRIPTION_SETTING)
+        if any(char in subscription for char in "/\\?#") or len(subscription) > 50:
+            # Service Bus subscription names: at most 50 characters, no path separators
+            # (learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules,
+            # Microsoft.ServiceBus namespaces/topics/subscriptions).
+            raise ConfigurationError(
+                INVENTORY_SUBSCRIPTION_SETTING,
+                f"is not a Service Bus subscription name: {subscription[:80]!r}",
+            )
+        return cls(
+            topic_name=_required(env, TOPIC_SETTING),
+            subscription_name=subscription,
+            container=_name(env, INVENTORY_CONTAINER_SETTING, "inventory"),
+        )
+
+    @property
+    def destination(self) -> str:
+        """The entity the trigger reads, as spans and metrics name it:
+        ``<topic>/<subscription>``."""
+        return f"{self.topic_name}/{self.subscription_name}"
 
 
 WATCHDOG_MIN_AGE_SETTING = "OUTBOX_WATCHDOG_MIN_AGE_SECONDS"

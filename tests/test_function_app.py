@@ -1,6 +1,6 @@
-"""The app as the Functions worker indexes it: a Service Bus queue trigger with explicit
-settlement, the relay's Cosmos DB trigger and the watchdog's timer; no network or settings
-touched at import."""
+"""The app as the Functions worker indexes it: a Service Bus queue trigger and a topic
+subscription trigger, each with explicit settlement, the relay's Cosmos DB trigger and the
+watchdog's timer; no network or settings touched at import."""
 
 from __future__ import annotations
 
@@ -35,9 +35,30 @@ async def test_binding_json_is_a_peek_lock_queue_trigger_with_explicit_settlemen
     }
 
 
-async def test_the_app_has_its_three_functions_and_the_watchdog_is_a_monitored_timer() -> None:
-    """The consumer, the relay and the outbox watchdog (223dafd had no watchdog: an outbox
-    document the change feed never delivered stayed pending for ever, unseen)."""
+async def test_the_stock_reservation_reads_the_inventory_subscription_and_settles_itself() -> None:
+    # The host resolves the %...% settings; the deployed subscription is names.md's `inventory`.
+    worker = await FunctionsWorker.start()
+    try:
+        [binding] = worker.functions["reserve_stock"].bindings
+    finally:
+        worker.close()
+
+    assert binding == {
+        "direction": "IN",
+        "type": "serviceBusTrigger",
+        "name": "msg",
+        "connection": "ServiceBusConnection",
+        "topicName": "%ORDER_EVENTS_TOPIC_NAME%",
+        "subscriptionName": "%INVENTORY_SUBSCRIPTION_NAME%",
+        "autoCompleteMessages": False,
+        "properties": {"SupportsDeferredBinding": True},  # the SDK-type binding
+    }
+
+
+async def test_the_app_has_its_four_functions_and_the_watchdog_is_a_monitored_timer() -> None:
+    """The order consumer, the stock reservation, the relay and the outbox watchdog (223dafd had
+    no watchdog: an outbox document the change feed never delivered stayed pending for ever,
+    unseen)."""
     worker = await FunctionsWorker.start()
     try:
         functions = {name: f.trigger for name, f in worker.functions.items()}
@@ -46,6 +67,7 @@ async def test_the_app_has_its_three_functions_and_the_watchdog_is_a_monitored_t
 
     assert {name: trigger["type"] for name, trigger in functions.items()} == {
         "consume_order": "serviceBusTrigger",
+        "reserve_stock": "serviceBusTrigger",
         "relay_outbox": "cosmosDBTrigger",
         "outbox_watchdog": "timerTrigger",
     }

@@ -6,8 +6,12 @@ service, Microsoft's worker (``azure_functions_runtime``) started on the app dir
 ``ServiceBusMessageActions`` pointed at that service, and the host's two triggers: Service Bus
 (``local.standins.host``) on the queue, and Cosmos DB (``local.standins.change_feed``) on the app's
 container with its own Cosmos client, as the host's trigger has. The relay's side: the
-``order-events`` topic model with its subscription and duplicate detection from
-``infra/messaging.json``. The watchdog's side: the host's timer trigger (``local.standins.timer``)
+``order-events`` topic model with its subscriptions and duplicate detection from
+``infra/messaging.json``. The stock reservation's side: the ``inventory`` subscription of that
+topic, the host's Service Bus trigger on it for ``reserve_stock`` (settled through the same
+settlement service, which finds a lock token's entity as the extension does), and the
+``inventory`` container (partition key ``/sku``), created here; ``seed_stock`` writes its stock
+items. The watchdog's side: the host's timer trigger (``local.standins.timer``)
 for the app's timer-triggered function, ticked by the caller on the world's clock. ``World.compose``
 is the only place in ``local/`` that calls the app's composition root.
 
@@ -28,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from azure.core.pipeline.transport import AsyncHttpTransport
+from azure.cosmos.aio import ContainerProxy
 
 from local.standins.broker import ManualClock, PeekLockQueue, QueueSettings
 from local.standins.change_feed import ChangeFeedEmulator, Lease
-from local.standins.cosmos_server import EMULATOR_KEY, LocalCosmosServer
-from local.standins.host import LocalFunctionsHost
+from local.standins.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
+from local.standins.host import LocalFunctionsHost, resolve_setting
 from local.standins.settlement_server import (
     SettlementServer,
     bind_message_actions,
@@ -44,9 +49,11 @@ from local.standins.worker import REPO_ROOT, FunctionsWorker
 from shared import bootstrap
 from shared.adapters.cosmos_orders import create_client
 from shared.adapters.identity import credential as identity_credential
-from shared.config import Settings
+from shared.config import InventorySettings, Settings
+from shared.stock.inventory import PARTITION_FIELD, stock_item
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default start
+STOCK_FUNCTION = "reserve_stock"
 
 # Seconds the local change feed's reads may take, and its connections (see local_world).
 TRIGGER_READ_TIMEOUT_S = 120
@@ -84,6 +91,7 @@ def app_settings(
     queue_name: str = "orders",
     outbox: bool = True,
     verify_tls: bool = False,
+    inventory_container: str = "inventory",
 ) -> dict[str, str]:
     """The app settings of the stand-in: what ``local.settings.json`` holds for ``func start``."""
     return {
@@ -99,6 +107,9 @@ def app_settings(
         # (the composed relay sends to the topic model, never to it).
         "ORDER_EVENTS_TOPIC_NAME": topic_name(),
         "ServiceBusConnection__fullyQualifiedNamespace": "local.servicebus.windows.net",
+        # The stock reservation's (names: the subscription and container the Bicep deploys).
+        "INVENTORY_SUBSCRIPTION_NAME": "inventory",
+        "INVENTORY_CONTAINER": inventory_container,
     }
 
 
@@ -115,6 +126,36 @@ class World:
     cosmos_trigger: ChangeFeedEmulator | None
     # None for an app without a timer-triggered function.
     timer_trigger: TimerTriggerEmulator | None = None
+    # The host's Service Bus trigger of each function on a subscription of the topic, by name.
+    subscription_hosts: dict[str, LocalFunctionsHost] = dataclasses.field(default_factory=dict)
+    # The inventory container (through the trigger's client), when the app reserves stock.
+    inventory_container: ContainerProxy | None = None
+
+    @property
+    def stock_host(self) -> LocalFunctionsHost:
+        """The host's trigger of ``reserve_stock`` on the inventory subscription:
+        ``await world.stock_host.run_until_idle()``."""
+        if STOCK_FUNCTION not in self.subscription_hosts:
+            raise LookupError(f"the app has no {STOCK_FUNCTION} function")
+        return self.subscription_hosts[STOCK_FUNCTION]
+
+    @property
+    def inventory(self) -> PeekLockQueue:
+        """The inventory subscription (``reserve_stock``'s entity)."""
+        return self.stock_host.queue
+
+    @property
+    def inventory_documents(self) -> ContainerProxy:
+        """The inventory container, read through the trigger's client (the app has its own)."""
+        if self.inventory_container is None:
+            raise LookupError(f"the app has no {STOCK_FUNCTION} function")
+        return self.inventory_container
+
+    async def seed_stock(self, on_hand: Mapping[str, int]) -> None:
+        """Create (or replace) the stock item of each SKU with ``onHand`` and nothing reserved,
+        as ``python -m ops stock`` does for a deployment."""
+        for sku, count in on_hand.items():
+            await self.inventory_documents.upsert_item(stock_item(sku, count))
 
     @property
     def settings(self) -> Settings:
@@ -174,8 +215,8 @@ class World:
         topic_model: bool = True,
         **choices: Any,
     ) -> bootstrap.Runtime:
-        """Compose the app (consumer and relay) on the world's clock with the world's topic as
-        the relay's sender: the stand-in's one call of the composition root. Until this is
+        """Compose the app (the consumers and the relay) on the world's clock with the world's
+        topic as the relay's sender: the stand-in's one call of the composition root. Until this is
         called the app composes itself from the app settings on its first message, as in Azure.
 
         ``choices`` are ``bootstrap.Composition``'s fields (``env``, ``telemetry``, ``jitter``,
@@ -274,9 +315,28 @@ async def local_world(
         )
         has_timer = any(f.trigger["type"] == "timerTrigger" for f in worker.functions.values())
         timer = TimerTriggerEmulator(worker, clock=clock) if has_timer else None
+        subscription_hosts = _subscription_hosts(worker, topic, settlement, settings_env)
+        inventory = None
+        if STOCK_FUNCTION in subscription_hosts:
+            inventory = await ensure_container(
+                trigger_client,
+                settings.cosmos_database,
+                InventorySettings.from_env(settings_env).container,
+                f"/{PARTITION_FIELD}",
+            )
         try:
             yield World(
-                settings_env, clock, queue, settlement, worker, host, topic, change_feed, timer
+                settings_env,
+                clock,
+                queue,
+                settlement,
+                worker,
+                host,
+                topic,
+                change_feed,
+                timer,
+                subscription_hosts,
+                inventory,
             )
         finally:
             try:
@@ -285,3 +345,28 @@ async def local_world(
                 await trigger_client.close()
                 if credential is not None:
                     await credential.close()
+
+
+def _subscription_hosts(
+    worker: FunctionsWorker,
+    topic: OrderEventsTopic,
+    settlement: SettlementServer,
+    app_settings: Mapping[str, str],
+) -> dict[str, LocalFunctionsHost]:
+    """For each function triggered by a subscription of the topic: the subscription (created,
+    as the Bicep deploys it), served by the one settlement service, and the host's trigger on
+    it. A function on another topic has no model here and is left alone."""
+    hosts: dict[str, LocalFunctionsHost] = {}
+    for function in worker.functions.values():
+        trigger = function.trigger
+        if trigger["type"] != "serviceBusTrigger" or "topicName" not in trigger:
+            continue
+        if resolve_setting(str(trigger["topicName"]), app_settings) != topic.name:
+            continue
+        name = resolve_setting(str(trigger["subscriptionName"]), app_settings)
+        subscription = topic.add_subscription(name)
+        settlement.serve(subscription)
+        hosts[function.name] = LocalFunctionsHost(
+            subscription, worker, app_settings=app_settings, function_name=function.name
+        )
+    return hosts

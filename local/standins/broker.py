@@ -574,6 +574,12 @@ class PeekLockQueue:
             self._lapse(lock_token, self.clock.now())
         self._notify()
 
+    def knows(self, lock_token: uuid.UUID) -> bool:
+        """Whether this entity issued ``lock_token`` (held now, or settled, lapsed or retired):
+        the host's one settlement service finds a token's entity by it."""
+        with self._lock:
+            return lock_token in self._locked or lock_token in self._retired
+
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (from any thread, without the queue's lock held) whenever a
         message becomes available by send, abandon or a forced lock expiry, so a receiver can

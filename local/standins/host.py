@@ -1,10 +1,13 @@
 """The Functions host's Service Bus trigger, on top of the peek-lock queue model, invoking the
 function through Microsoft's worker (``local.standins.worker.FunctionsWorker`` over
-``azure_functions_runtime``).
+``azure_functions_runtime``). One host per triggered entity: the orders queue, or a subscription
+of the order-events topic (a subscription is a queue: ``local.standins.topic``).
 
 It keeps only the host's side:
-- finds the Service Bus-triggered function in the worker's metadata (its raw bindings), resolves
-  ``%ORDERS_QUEUE_NAME%`` from the app settings, and checks ``autoCompleteMessages: false``;
+- finds the Service Bus-triggered function of its entity in the worker's metadata (its raw
+  bindings): ``queueName``, or ``topicName`` and ``subscriptionName`` (the topic trigger's:
+  azure/functions/decorators/servicebus.py, ``ServiceBusTopicTrigger``), each ``%SETTING%``
+  resolved from the app settings; and checks ``autoCompleteMessages: false``;
 - turns each delivery into one invocation request: the trigger as ``model_binding_data`` (source
   ``AzureServiceBusReceivedMessage``: lock token + ``x-opt-lock-token`` + AMQP bytes) when the
   worker declared the SDK-type binding (``SupportsDeferredBinding``), else the body; trigger
@@ -31,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from local.standins.broker import Delivery, ManualClock, PeekLockQueue
 from local.standins.host_binding import (
@@ -38,7 +42,14 @@ from local.standins.host_binding import (
     encode_amqp,
     host_binding_bytes,
 )
-from local.standins.worker import FunctionsWorker, InvocationResult, Json, TypedValue
+from local.standins.topic import subscription_path
+from local.standins.worker import (
+    FunctionsWorker,
+    IndexedFunction,
+    InvocationResult,
+    Json,
+    TypedValue,
+)
 from shared.config import max_concurrent_calls as host_max_concurrent_calls
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +66,47 @@ def resolve_setting(value: str, app_settings: Mapping[str, str]) -> str:
     if name not in app_settings:
         raise LookupError(f"app setting {name} (referenced as {value}) is not set")
     return app_settings[name]
+
+
+def trigger_entity(trigger: Mapping[str, Any], app_settings: Mapping[str, str]) -> str:
+    """The entity a Service Bus trigger reads: its queue, or ``<topic>/subscriptions/<sub>``."""
+    if "queueName" in trigger:
+        return resolve_setting(str(trigger["queueName"]), app_settings)
+    return subscription_path(
+        resolve_setting(str(trigger["topicName"]), app_settings),
+        resolve_setting(str(trigger["subscriptionName"]), app_settings),
+    )
+
+
+def listening_function(
+    worker: FunctionsWorker,
+    entity: str,
+    app_settings: Mapping[str, str],
+    function_name: str | None = None,
+) -> IndexedFunction:
+    """The Service Bus-triggered function named ``function_name``, which must read ``entity``;
+    or, unnamed, the one that reads it."""
+    if function_name is not None:
+        function = worker.triggered_function("serviceBusTrigger", function_name)
+        listens_on = trigger_entity(function.trigger, app_settings)
+        if listens_on != entity:
+            raise LookupError(f"function listens on {listens_on!r}, the queue is {entity!r}")
+        return function
+    unresolved: list[str] = []
+    for function in worker.functions.values():
+        if function.trigger["type"] != "serviceBusTrigger":
+            continue
+        try:
+            listens_on = trigger_entity(function.trigger, app_settings)
+        except LookupError as error:
+            unresolved.append(f"{function.name}: {error}")  # it reads no entity here
+            continue
+        if listens_on == entity:
+            return function
+    raise LookupError(
+        f"no Service Bus-triggered function reads {entity!r}"
+        + (f" ({'; '.join(unresolved)})" if unresolved else "")
+    )
 
 
 def delivery_binding_bytes(delivery: Delivery) -> bytes:
@@ -116,7 +168,8 @@ InvokeHook = Callable[[Delivery, Callable[[], Awaitable[None]]], Awaitable[None]
 
 
 class LocalFunctionsHost:
-    """The host's Service Bus trigger for one function of a started worker, on one queue."""
+    """The host's Service Bus trigger for one function of a started worker, on one entity (a
+    queue or a subscription): the function named ``function_name``, or the one that reads it."""
 
     def __init__(
         self,
@@ -130,14 +183,11 @@ class LocalFunctionsHost:
         self.queue = queue
         self.worker = worker
         settings = dict(os.environ if app_settings is None else app_settings)
-        self.function = worker.triggered_function("serviceBusTrigger", function_name)
+        self.function = listening_function(
+            worker, queue.settings.queue_name, settings, function_name
+        )
         trigger = self.function.trigger
         self.trigger_name = str(trigger["name"])
-        queue_name = resolve_setting(str(trigger["queueName"]), settings)
-        if queue_name != queue.settings.queue_name:
-            raise LookupError(
-                f"function listens on {queue_name!r}, the queue is {queue.settings.queue_name!r}"
-            )
         self.deferred_binding = bool(
             trigger.get("properties", {}).get("SupportsDeferredBinding", False)
         )

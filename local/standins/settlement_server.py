@@ -4,6 +4,13 @@ In Azure the Service Bus extension in the Functions host owns the AMQP link and 
 settlement to the Python worker over gRPC; ``ServiceBusMessageActions`` is only a gRPC
 client. Serving the same generated service locally lets the app's settlement code run
 unchanged, through the real client, against a broker model whose failures we control.
+
+One service serves every Service Bus trigger of the host (the queue's and each subscription's):
+the extension finds the message of a request by its lock token alone, in one cache its
+listeners share (azure-sdk-for-net, sdk/servicebus/Microsoft.Azure.WebJobs.Extensions.ServiceBus/
+src/Grpc/SettlementService.cs: ``_provider.ActionsCache.TryGetValue(request.Locktoken, ...)``);
+here, the first entity that issued the token (``serve`` adds one), else the queue, which
+refuses it as lost.
 """
 
 from __future__ import annotations
@@ -50,9 +57,14 @@ class QueueSettlementServicer(settlement_pb2_grpc.SettlementServicer):  # type: 
 
     def __init__(self, queue: PeekLockQueue) -> None:
         self.queue = queue
+        self.entities: list[PeekLockQueue] = [queue]
         # Fault injection: settlements for these lock tokens never reach the broker, as when
         # the host process dies after the function committed its work but before settling.
         self.lost_settlements: set[uuid.UUID] = set()
+
+    def entity(self, token: uuid.UUID) -> PeekLockQueue:
+        """The entity that issued ``token`` (module docstring)."""
+        return next((e for e in self.entities if e.knows(token)), self.queue)
 
     def _lost(self, token: uuid.UUID, context: _Context) -> None:
         if token in self.lost_settlements:
@@ -61,14 +73,14 @@ class QueueSettlementServicer(settlement_pb2_grpc.SettlementServicer):  # type: 
     def Complete(self, request: Any, context: _Context) -> Empty:  # noqa: N802
         token = _parse_token(request.locktoken, context)
         self._lost(token, context)
-        _settle(context, lambda: self.queue.complete(token))
+        _settle(context, lambda: self.entity(token).complete(token))
         return Empty()
 
     def Abandon(self, request: Any, context: _Context) -> Empty:  # noqa: N802
         token = _parse_token(request.locktoken, context)
         self._lost(token, context)
         _reject_property_changes(request, context)
-        _settle(context, lambda: self.queue.abandon(token))
+        _settle(context, lambda: self.entity(token).abandon(token))
         return Empty()
 
     def Deadletter(self, request: Any, context: _Context) -> Empty:  # noqa: N802
@@ -82,18 +94,18 @@ class QueueSettlementServicer(settlement_pb2_grpc.SettlementServicer):  # type: 
             if request.HasField("deadletterErrorDescription")
             else None
         )
-        _settle(context, lambda: self.queue.dead_letter(token, reason, description))
+        _settle(context, lambda: self.entity(token).dead_letter(token, reason, description))
         return Empty()
 
     def Defer(self, request: Any, context: _Context) -> Empty:  # noqa: N802
         token = _parse_token(request.locktoken, context)
         _reject_property_changes(request, context)
-        _settle(context, lambda: self.queue.defer(token))
+        _settle(context, lambda: self.entity(token).defer(token))
         return Empty()
 
     def RenewMessageLock(self, request: Any, context: _Context) -> Empty:  # noqa: N802
         token = _parse_token(request.locktoken, context)
-        _settle(context, lambda: self.queue.renew_lock(token))
+        _settle(context, lambda: self.entity(token).renew_lock(token))
         return Empty()
 
     # The app's queue is not session-enabled; answering these would only hide a bug.
@@ -153,6 +165,11 @@ class SettlementServer:
         settlement_pb2_grpc.add_SettlementServicer_to_server(self.servicer, self._server)
         self.port: int = self._server.add_insecure_port(f"{host}:0")
         self._started = False
+
+    def serve(self, entity: PeekLockQueue) -> None:
+        """Settle the deliveries of ``entity`` too (a subscription with a trigger)."""
+        if entity not in self.servicer.entities:
+            self.servicer.entities.append(entity)
 
     @property
     def address(self) -> str:

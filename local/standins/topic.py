@@ -72,6 +72,13 @@ MAX_BATCH_BYTES = 256 * 1024
 RETAINED_SUBSCRIPTION = "retained"
 
 
+def subscription_path(topic: str, subscription: str) -> str:
+    """A subscription's entity path, ``<topic>/subscriptions/<subscription>``: the SDK's form
+    with "/Subscriptions/" (azure/servicebus/_base_handler.py:271, ``_entity_path``), which
+    ``local.standins.servicebus_link`` matches without case."""
+    return f"{topic}/subscriptions/{subscription}"
+
+
 def topic_name(path: Path | None = None) -> str:
     """``topicName`` of infra/messaging.json."""
     name = read_messaging(path).topic_name
@@ -175,11 +182,12 @@ class OrderEventsTopic:
         return self.subscriptions[RETAINED_SUBSCRIPTION]
 
     def add_subscription(self, name: str) -> PeekLockQueue:
-        """A new, empty subscription: it receives what is sent from now on."""
+        """A new, empty subscription: it receives what is sent from now on. Idempotent: the
+        subscription of that name if it exists."""
         # A subscription delivers what the topic accepted: no duplicate detection of its own.
         settings = QueueSettings.from_messaging_file(
             self.messaging_file or MESSAGING_FILE,
-            queue_name=f"{self.name}/subscriptions/{name}",
+            queue_name=subscription_path(self.name, name),
             duplicate_detection_window=timedelta(0),
         )
         with self._lock:
