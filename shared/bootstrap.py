@@ -66,6 +66,7 @@ from shared.kit.service import Consumer, ConsumerObserver, hold_then_abandon
 from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
 from shared.relay.outbox import is_pending_outbox
 from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
+from shared.stock.consumer import CONSUMER_NAME as STOCK_CONSUMER_NAME
 from shared.stock.consumer import stock_reservation
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
@@ -360,16 +361,16 @@ class Runtime:
 
     def stock_telemetry(self) -> ConsumerTelemetry:
         """The injected telemetry of the stock reservation consumer, or one on the global
-        providers named after its subscription, ``<topic>/<subscription>`` (from the raw
-        settings, as ``telemetry``)."""
+        providers named after its topic and subscription (from the raw settings, as
+        ``telemetry``)."""
         if self._stock_telemetry is None:
             topic = self._env.get(TOPIC_SETTING, "").strip() or _UNKNOWN_TOPIC
             subscription = (
                 self._env.get(INVENTORY_SUBSCRIPTION_SETTING, "").strip() or _UNKNOWN_SUBSCRIPTION
             )
             self._stock_telemetry = ConsumerTelemetry(
-                f"{topic}/{subscription}"
-            )  # consumer= after the telemetry merge
+                topic, subscription=subscription, consumer=STOCK_CONSUMER_NAME
+            )
         return self._stock_telemetry
 
     def _settlements_hung(self, report: HungSettlements) -> None:
