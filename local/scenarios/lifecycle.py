@@ -39,7 +39,9 @@ from rich.console import Console
 from rich.table import Table
 
 from local.assembly.world import CosmosAccount, World, local_world
+from local.scenarios.deliveries import OutcomeLog
 from local.scenarios.invariants import AUDIT, DEMO, Row, demo_data, operator_audit_agrees
+from local.scenarios.tables import figures_table, invariants_table
 from local.scenarios.tool_runs import ToolRun, audit_arguments, run_tool
 from local.standins.broker import ManualClock, OutgoingMessage
 from local.standins.cosmos_server import ensure_container
@@ -304,19 +306,6 @@ class LifecycleReport:
         return all(check.passed for check in self.checks)
 
 
-class _Outcomes(logging.Handler):
-    """The consumer's outcome log records, counted (as the main scenario's ``_OutcomeLog``)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.outcomes: Counter[str] = Counter()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        outcome = getattr(record, "outcome", None)
-        if isinstance(outcome, str) and not hasattr(record, "attempt_outcome"):
-            self.outcomes[outcome] += 1
-
-
 async def run_lifecycle(
     account: CosmosAccount,
     *,
@@ -327,7 +316,7 @@ async def run_lifecycle(
     """The scenario on a world (queue, topic, container) of its own, then its table."""
     container_name = f"lifecycle-{seed}-{uuid.uuid4().hex[:8]}"
     started = datetime.now(UTC)
-    counted = _Outcomes()
+    counted = OutcomeLog()
     consumer_logger = logging.getLogger("orders.consumer")
     consumer_logger.addHandler(counted)
     try:
@@ -470,12 +459,7 @@ def _report(
 
 
 def print_lifecycle(report: LifecycleReport, console: Console) -> None:
-    figures = Table(title="The order lifecycle", show_header=False)
-    figures.add_column("figure")
-    figures.add_column("value", justify="right")
-    for name, value in report.figures.items():
-        figures.add_row(name, str(value))
-    console.print(figures)
+    console.print(figures_table("The order lifecycle", report.figures))
     documents = Table(title="Lifecycle: the final documents")
     for column in ("order", "status", "version", "created by", "stale", "messages sent"):
         documents.add_column(column, justify="right" if column in ("version", "stale") else "left")
@@ -488,13 +472,4 @@ def print_lifecycle(report: LifecycleReport, console: Console) -> None:
     for order_id, received in sorted(report.events.items()):
         events.add_row(order_id, " -> ".join(received))
     console.print(events)
-    checks = Table(title="Lifecycle invariants")
-    checks.add_column("invariant")
-    checks.add_column("result")
-    checks.add_column("checked by")
-    checks.add_column("detail")
-    for row in report.rows:
-        check = row.invariant
-        verdict = "[green]PASS[/green]" if check.passed else "[red]FAIL[/red]"
-        checks.add_row(check.name, verdict, row.checked_by, check.detail)
-    console.print(checks)
+    console.print(invariants_table("Lifecycle invariants", report.rows))

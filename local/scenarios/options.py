@@ -73,6 +73,11 @@ class DemoOptions:
     outbox: bool = _option(True, "write the order alone", commands=(DEMO,))
     # chaos: orders that get 1-3 amendments and maybe a cancellation, mixed into the stream
     lifecycle_rate: float = _option(0.0, commands=(CHAOS_COMMAND,))
+    inventory: bool = _option(
+        True,
+        "skip the inventory (stock seeded for the orders' SKUs, reserve_stock on the topic's "
+        "inventory subscription, its table)",
+    )
     lifecycle: bool = _option(
         True,
         "skip the lifecycle scenario (amendments and cancellations out of order, on a world of "

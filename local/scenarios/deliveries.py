@@ -1,0 +1,78 @@
+"""Deliveries, as every scenario troubles and counts them: ``Trouble`` (the host's
+``on_delivery`` hook: a crash after the commit, a lock expiry) and ``OutcomeLog`` (one consumer's
+structured outcome log records, counted: the telemetry an operator sees). Used by the orders,
+the inventory and the lifecycle alike; imports no scenario."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from local.standins.broker import Delivery, PeekLockQueue
+from local.standins.settlement_server import SettlementServer
+from shared.telemetry.names import ATTR_CONSUMER, DEFAULT_CONSUMER
+
+ORDERS_CONSUMER = DEFAULT_CONSUMER  # consume_order's kit name (the telemetry's orders.consumer)
+
+
+class OutcomeLog(logging.Handler):
+    """One consumer's structured log records, counted: the telemetry an operator sees. Every
+    consumer of the app logs to the same logger; a record says whose it is (``orders.consumer``,
+    ``shared.telemetry.consumer``)."""
+
+    def __init__(self, consumer: str = ORDERS_CONSUMER) -> None:
+        super().__init__(logging.INFO)
+        self.consumer = consumer
+        self.outcomes: Counter[str] = Counter()
+        self.settlement_failures = 0
+        self.retries = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, ATTR_CONSUMER, DEFAULT_CONSUMER) != self.consumer:
+            return
+        if hasattr(record, "settlement_error"):
+            self.settlement_failures += 1
+        elif hasattr(record, "attempt_outcome"):
+            self.retries += 1
+        elif isinstance(getattr(record, "outcome", None), str):
+            self.outcomes[record.outcome] += 1  # type: ignore[attr-defined]
+
+
+@dataclass
+class Trouble:
+    """The host's ``on_delivery`` hook: on the first delivery of a message it picks, a crash
+    after the commit (the settlement never reaches the broker: the lock lapses and the message
+    comes back) or a lock expiry (a second delivery starts at once, concurrently). Counts the
+    deliveries of each message."""
+
+    queue: PeekLockQueue
+    settlement: SettlementServer
+    crash: Callable[[str], bool]
+    lock_expiry: Callable[[str], bool]
+    on_settled: Callable[[], None] = lambda: None
+    deliveries: Counter[str] = field(default_factory=Counter)
+    _troubled: set[str] = field(default_factory=set)
+
+    async def __call__(self, delivery: Delivery, invoke: Callable[[], Awaitable[None]]) -> None:
+        message_id = delivery.message.message_id or ""
+        self.deliveries[message_id] += 1
+        if delivery.delivery_count == 1 and message_id not in self._troubled:
+            if self.crash(message_id):
+                self._troubled.add(message_id)
+                self.settlement.servicer.lost_settlements.add(delivery.lock_token)
+            elif self.lock_expiry(message_id):
+                self._troubled.add(message_id)
+                self.queue.expire_lock(delivery.lock_token)  # a second delivery starts now
+        await invoke()
+        self.on_settled()
+
+    def spread(self) -> Counter[int]:
+        """Deliveries -> how many messages had that many."""
+        return Counter(count for message_id, count in self.deliveries.items() if message_id)
+
+
+def settled_for_good(queue: PeekLockQueue) -> int:
+    stats = queue.stats
+    return stats.completed + stats.dead_lettered
