@@ -1,18 +1,25 @@
 """Deliveries, as every scenario troubles and counts them: ``Trouble`` (the host's
 ``on_delivery`` hook: a crash after the commit, a lock expiry) and ``OutcomeLog`` (one consumer's
-structured outcome log records, counted: the telemetry an operator sees). Used by the orders,
-the inventory and the lifecycle alike; imports no scenario."""
+structured outcome log records, counted: the telemetry an operator sees), and ``quiet_logs``
+(those records to the counters, not the console). Used by the orders, the inventory and the
+lifecycle alike; imports no scenario."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 from local.standins.broker import Delivery, PeekLockQueue
 from local.standins.settlement_server import SettlementServer
-from shared.telemetry.names import ATTR_CONSUMER, DEFAULT_CONSUMER
+from shared.telemetry.names import (
+    ATTR_CONSUMER,
+    DEFAULT_CONSUMER,
+    LOGGER_NAME,
+    RELAY_LOGGER_NAME,
+)
 
 ORDERS_CONSUMER = DEFAULT_CONSUMER  # consume_order's kit name (the telemetry's orders.consumer)
 
@@ -76,3 +83,28 @@ class Trouble:
 def settled_for_good(queue: PeekLockQueue) -> int:
     stats = queue.stats
     return stats.completed + stats.dead_lettered
+
+
+@contextlib.contextmanager
+def quiet_logs(*handlers: logging.Handler) -> Iterator[None]:
+    """The consumers' outcome records go to ``handlers`` (counted), the relay's injected
+    failures nowhere: the tables tell the story, no log spam on the console."""
+    consumer_logger, relay_logger = (
+        logging.getLogger(LOGGER_NAME),
+        logging.getLogger(RELAY_LOGGER_NAME),
+    )
+    quiet_relay = logging.NullHandler()
+    for handler in handlers:
+        consumer_logger.addHandler(handler)
+    consumer_logger.setLevel(logging.INFO)
+    consumer_logger.propagate = False
+    relay_logger.propagate = False
+    relay_logger.addHandler(quiet_relay)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            consumer_logger.removeHandler(handler)
+        consumer_logger.propagate = True
+        relay_logger.propagate = True
+        relay_logger.removeHandler(quiet_relay)

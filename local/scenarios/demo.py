@@ -31,14 +31,12 @@ Composes and renders; what each scenario does and checks is its module's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import random
 import shlex
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -52,13 +50,14 @@ from rich.table import Table
 
 from local.assembly.world import World, cosmos_account, local_world
 from local.scenarios.chaos import chaos_transport
-from local.scenarios.deliveries import OutcomeLog, Trouble, settled_for_good
+from local.scenarios.deliveries import OutcomeLog, Trouble, quiet_logs, settled_for_good
 from local.scenarios.invariants import Row, demo_data, stand_in_checks
 from local.scenarios.inventory import (
     InventoryReport,
     InventoryRun,
     StockPlan,
     inventory_report,
+    print_inventory,
     stock_plan,
     wanted_per_sku,
 )
@@ -72,6 +71,8 @@ from local.scenarios.orders import (
     orders_figures,
     orders_rows,
     plan,
+    send_a_day_later,
+    send_stream,
 )
 from local.scenarios.relay import REFUSED_SENDS, ParkedRun, RelayRun, Tool, WatchdogRun
 from local.scenarios.tables import figures_table, invariants_table
@@ -82,17 +83,11 @@ from local.standins.faults import FaultKind
 from ops.audit import Invariant
 from shared.adapters.cosmos_orders import create_client
 from shared.stock.consumer import CONSUMER_NAME as STOCK_CONSUMER
-from shared.telemetry.names import LOGGER_NAME, RELAY_LOGGER_NAME
 
 ORDERS_CAPTION = (
     "checked by: audit = ops.audit, what python -m ops audit checks on a live deployment; demo = "
     "what only the demo knows (it sent every message), with ops.audit's functions; stand-in = "
     "the stand-in's own figures"
-)
-INVENTORY_CAPTION = (
-    "checked by: stock audit = ops.stock, what python -m ops stock audit checks on a live "
-    "deployment; demo = against the orders' highest versions and what the demo seeded; "
-    "stand-in = the stand-in's own figures"
 )
 
 
@@ -121,35 +116,10 @@ class DemoReport:
         return all(check.passed for check in self.checks)
 
 
-@contextlib.contextmanager
-def _quiet_logs(*handlers: logging.Handler) -> Iterator[None]:
-    """The consumers' outcome records go to ``handlers`` (counted), the relay's injected
-    failures nowhere: the tables tell the story, no log spam on the console."""
-    consumer_logger, relay_logger = (
-        logging.getLogger(LOGGER_NAME),
-        logging.getLogger(RELAY_LOGGER_NAME),
-    )
-    quiet_relay = logging.NullHandler()
-    for handler in handlers:
-        consumer_logger.addHandler(handler)
-    consumer_logger.setLevel(logging.INFO)
-    consumer_logger.propagate = False
-    relay_logger.propagate = False
-    relay_logger.addHandler(quiet_relay)
-    try:
-        yield
-    finally:
-        for handler in handlers:
-            consumer_logger.removeHandler(handler)
-        consumer_logger.propagate = True
-        relay_logger.propagate = True
-        relay_logger.removeHandler(quiet_relay)
-
-
 async def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport:
     console = console or Console(quiet=options.quiet)
     log, stock_log = OutcomeLog(), OutcomeLog(STOCK_CONSUMER)
-    with _quiet_logs(log, stock_log):
+    with quiet_logs(log, stock_log):
         return await _run(options, console, log, stock_log)
 
 
@@ -243,7 +213,7 @@ async def _drive(
         await inventory.seed(stock)
     # Before any send: a subscription receives only what is sent after its creation.
     world.topic.add_subscription(DOWNSTREAM_SUBSCRIPTION)
-    _send_phase_1(the_plan, world)
+    send_stream(the_plan, world.queue)
     world.topic.add_random_faults(
         random.Random(options.seed * 104_729),
         send_failure_rate=options.send_failure_rate,
@@ -297,7 +267,7 @@ async def _drive(
 
         # Phase 2: a day later, outside the duplicate-detection window.
         clock.advance(queue.settings.duplicate_detection_window + timedelta(seconds=1))
-        _send_phase_2(the_plan, world)
+        send_a_day_later(the_plan, world.queue)
         await accept("phase 2: a day later")
         progress.update(task, description="phase 2: relay")
         await relay.until_idle(world)
@@ -333,39 +303,16 @@ async def _drive(
             inventory,
             stock,
             await _documents(world.change_feed.container),
+            tool,
             # Each order one version and nothing failing below the SDK: the shortfall counted
             # once is the shortfall backordered (local.scenarios.inventory).
             exact_shortfall=not the_plan.lifecycles.histories and not options.transport_fault_rate,
         )
+        report.tool_runs.update(report.inventory.tool_runs)
     if options.dead_letters.strip():
         report.tool_runs["requested"] = tool(shlex.split(options.dead_letters))
     report.tool_runs["audit"] = tool(audit_arguments(started))  # as an operator runs it, last
     return report
-
-
-def _send_phase_1(the_plan: Plan, world: World) -> None:
-    """The stream (a lifecycle in its permutation), immediate producer retries, poison."""
-    queue, lifecycles = world.queue, the_plan.lifecycles
-    for order_id, body in the_plan.bodies.items():
-        for message in lifecycles.sends.get(order_id, []):
-            queue.send(message)
-        if order_id not in lifecycles.sends:
-            queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
-    for order_id in the_plan.early_retries:
-        queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="retry"))
-    for _, message in the_plan.poison:
-        queue.send(message)
-
-
-def _send_phase_2(the_plan: Plan, world: World) -> None:
-    """Late retries (duplicates), mismatches (another body), the lifecycles' late copies."""
-    queue = world.queue
-    for order_id in the_plan.late_retries:
-        queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="late"))
-    for order_id, body in the_plan.mismatches.items():
-        queue.send(OutgoingMessage(order_id, body, correlation_id="changed"))
-    for message in the_plan.lifecycles.late:
-        queue.send(message)
 
 
 async def _documents(container: ContainerProxy) -> list[dict[str, Any]]:
@@ -432,7 +379,7 @@ def print_report(report: DemoReport, console: Console) -> None:
         )
         print_lifecycle(report.lifecycle, console)
     if report.tool_runs:
-        console.rule("python -m ops, over this demo's own queue, topic and container")
+        console.rule("python -m ops, over this demo's own queue, topic and containers")
     for run in report.tool_runs.values():
         console.print(
             f"[bold]$ {escape(run.command)}[/bold]  [dim](exit {run.exit_status})[/dim]",
@@ -445,27 +392,6 @@ def print_report(report: DemoReport, console: Console) -> None:
             'HashMismatch shows its diff), "resubmit --reason InvalidPayload --dry-run", '
             '"parked show <orderId>", "list --json"; --dead-letters "" skips it.[/dim]'
         )
-
-
-def print_inventory(report: InventoryReport, console: Console) -> None:
-    console.print(figures_table("The inventory", report.figures))
-    stock = Table(
-        title="Inventory: the SKUs seeded short, the one never stocked, every other summed"
-    )
-    for column in ("SKU", "onHand", "reserved", "free", "backordered", "orders"):
-        stock.add_column(column, justify="left" if column == "SKU" else "right")
-    for sku in report.stock:
-        stocked = sku.on_hand is not None
-        stock.add_row(
-            sku.sku,
-            str(sku.on_hand) if stocked else "not stocked",
-            str(sku.reserved) if stocked else "-",
-            str(sku.free) if stocked else "-",
-            str(sku.backordered),
-            str(sku.reservations),
-        )
-    console.print(stock)
-    console.print(invariants_table("Inventory invariants", report.rows, INVENTORY_CAPTION))
 
 
 def main(options: DemoOptions) -> int:

@@ -28,6 +28,7 @@ Never imports the runner (``local.scenarios.demo``); sends nothing (the relay pu
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections import Counter, defaultdict
@@ -37,11 +38,15 @@ from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
+from rich.console import Console
+from rich.table import Table
 
 from local.assembly.world import World
 from local.scenarios.deliveries import OutcomeLog, Trouble
 from local.scenarios.invariants import DEMO, STAND_IN, Row
 from local.scenarios.options import DemoOptions
+from local.scenarios.tables import figures_table, invariants_table
+from local.scenarios.tool_runs import ToolRun
 from local.standins.broker import DeadLetteredMessage
 from ops.audit import Invariant
 from ops.stock import Inventory, Patched, SkuStock, StockPartition, read_sku
@@ -67,8 +72,14 @@ SHORTFALL_COUNTED = "every shortfall backordered and counted, nothing free where
 NOTHING_DEAD_LETTERED = "no order event dead-lettered by reserve_stock"
 SUBSCRIPTION_DRAINED = "inventory subscription drained"
 NO_INVOCATION_FAILED = "no reserve_stock invocation failed"
+STOCK_AUDIT_AGREES = "python -m ops stock audit agrees on the SKUs shown"
 SHORT_COUNTED = "units short, counted (orders.stock.shortfall)"
 SHORT_SKUS = 4  # seeded with half their demand
+INVENTORY_CAPTION = (
+    "checked by: stock audit = ops.stock, what python -m ops stock audit checks on a live "
+    "deployment; demo = against the orders' highest versions and what the demo seeded; "
+    "stand-in = the stand-in's own figures"
+)
 
 
 @dataclass(frozen=True)
@@ -187,11 +198,12 @@ class InventoryRun:
         """The stock consumer's telemetry, for ``World.compose(stock_telemetry=...)``."""
         return self.shortfall.telemetry(self.world.env)
 
-    async def seed(self, plan: StockPlan, *, chunk: int = 50) -> None:
-        """Every SKU's stock item, ``chunk`` SKUs at a time."""
+    async def seed(self, plan: StockPlan, *, concurrently: int = 16) -> None:
+        """Every SKU's stock item, ``concurrently`` writes at a time (one SKU each)."""
         items = list(plan.on_hand.items())
-        for start in range(0, len(items), chunk):
-            await self.world.seed_stock(dict(items[start : start + chunk]))
+        for start in range(0, len(items), concurrently):
+            batch = items[start : start + concurrently]
+            await asyncio.gather(*(self.world.seed_stock({sku: n}) for sku, n in batch))
 
     async def until_idle(self) -> None:
         await self.world.stock_host.run_until_idle(on_delivery=self.trouble)
@@ -427,6 +439,40 @@ def nothing_dead_lettered(letters: Sequence[DeadLetteredMessage]) -> Invariant:
     )
 
 
+def stock_audit_agrees(shown: Sequence[SkuStock], audited: ToolRun) -> Invariant:
+    """``python -m ops stock audit --json <the SKUs shown>`` over the run's inventory container,
+    through the tool's own adapter: it passes each, and reads what the table read (onHand,
+    reserved, backordered, reservations), so the table and the operator's tool are one
+    definition."""
+    try:
+        report = json.loads(audited.output)
+    except ValueError:
+        return Invariant(
+            STOCK_AUDIT_AGREES, False, [], f"exit {audited.exit_status}: {audited.output[:200]}"
+        )
+    rows = {str(row.get("sku")): row for row in report.get("skus", [])}
+    differ = [
+        s.sku
+        for s in shown
+        if s.sku not in rows
+        or rows[s.sku].get("problems")
+        or (
+            rows[s.sku].get("onHand"),
+            rows[s.sku].get("reserved"),
+            rows[s.sku].get("backordered"),
+            rows[s.sku].get("reservations"),
+        )
+        != (s.on_hand, s.reserved, s.backordered, s.reservations)
+    ]
+    return Invariant(
+        STOCK_AUDIT_AGREES,
+        not differ and audited.exit_status == 0 and bool(shown),
+        differ,
+        _offending(differ, "SKUs differ or FAIL")
+        or f"exit {audited.exit_status}: {len(shown)} SKUs, the same figures, each PASS",
+    )
+
+
 def _offending(ids: Sequence[str], what: str) -> str:
     return f"{len(ids)} {what} {list(ids[:5])}" if ids else ""
 
@@ -436,6 +482,8 @@ class InventoryReport:
     figures: dict[str, int] = field(default_factory=dict)
     stock: list[SkuStock] = field(default_factory=list)  # the SKUs shown one by one, then a sum
     rows: list[Row] = field(default_factory=list)
+    # ``python -m ops stock audit <the SKUs shown>``, as an operator runs it
+    tool_runs: dict[str, ToolRun] = field(default_factory=dict)
 
     @property
     def checks(self) -> list[Invariant]:
@@ -446,12 +494,15 @@ async def inventory_report(
     run: InventoryRun,
     plan: StockPlan,
     orders: Iterable[Mapping[str, Any]],
+    tool: Callable[[Sequence[str]], ToolRun],
     *,
     exact_shortfall: bool,
 ) -> InventoryReport:
     documents = await run.documents()
     stocks = read_stock(documents)
     figures = run.figures()
+    shown = [s for s in stocks if s.sku in plan.shown]
+    audited = tool(["stock", "audit", *plan.shown, "--json"])
     checks = [
         Row(reserved_is_the_sum(stocks), STOCK_AUDIT),
         Row(within_on_hand(stocks), STOCK_AUDIT),
@@ -462,11 +513,13 @@ async def inventory_report(
             else []
         ),
         Row(nothing_dead_lettered(run.world.inventory.dead_letters), DEMO),
+        Row(stock_audit_agrees(shown, audited), DEMO),
         *(Row(check, STAND_IN) for check in run.stand_in_checks()),
     ]
     figures["SKUs stocked"] = len(plan.on_hand)
     figures["units backordered (on the reservations)"] = sum(s.backordered for s in stocks)
-    return InventoryReport(figures, stock_rows(stocks, plan), checks)
+    runs = {"stock audit": tool(["stock", "audit", *plan.shown])}
+    return InventoryReport(figures, stock_rows(stocks, plan), checks, runs)
 
 
 def stock_rows(stocks: Sequence[SkuStock], plan: StockPlan) -> list[SkuStock]:
@@ -484,3 +537,24 @@ def stock_rows(stocks: Sequence[SkuStock], plan: StockPlan) -> list[SkuStock]:
         0.0,
     )
     return [*shown, summed]
+
+
+def print_inventory(report: InventoryReport, console: Console) -> None:
+    console.print(figures_table("The inventory", report.figures))
+    stock = Table(
+        title="Inventory: the SKUs seeded short, the one never stocked, every other summed"
+    )
+    for column in ("SKU", "onHand", "reserved", "free", "backordered", "orders"):
+        stock.add_column(column, justify="left" if column == "SKU" else "right")
+    for sku in report.stock:
+        stocked = sku.on_hand is not None
+        stock.add_row(
+            sku.sku,
+            str(sku.on_hand) if stocked else "not stocked",
+            str(sku.reserved) if stocked else "-",
+            str(sku.free) if stocked else "-",
+            str(sku.backordered),
+            str(sku.reservations),
+        )
+    console.print(stock)
+    console.print(invariants_table("Inventory invariants", report.rows, INVENTORY_CAPTION))

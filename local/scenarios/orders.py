@@ -160,6 +160,32 @@ def extra_orders(options: DemoOptions, tag: str, count: int) -> dict[str, bytes]
     }
 
 
+def send_stream(the_plan: Plan, queue: PeekLockQueue) -> None:
+    """Phase 1: the stream (a lifecycle in its permutation), immediate producer retries,
+    poison."""
+    lifecycles = the_plan.lifecycles
+    for order_id, body in the_plan.bodies.items():
+        for message in lifecycles.sends.get(order_id, []):
+            queue.send(message)
+        if order_id not in lifecycles.sends:
+            queue.send(OutgoingMessage(order_id, body, correlation_id=f"checkout-{order_id}"))
+    for order_id in the_plan.early_retries:
+        queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="retry"))
+    for _, message in the_plan.poison:
+        queue.send(message)
+
+
+def send_a_day_later(the_plan: Plan, queue: PeekLockQueue) -> None:
+    """Phase 2, after the duplicate-detection window: late retries (duplicates), mismatches
+    (another body), the lifecycles' late copies."""
+    for order_id in the_plan.late_retries:
+        queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="late"))
+    for order_id, body in the_plan.mismatches.items():
+        queue.send(OutgoingMessage(order_id, body, correlation_id="changed"))
+    for message in the_plan.lifecycles.late:
+        queue.send(message)
+
+
 def orders_figures(data: AuditData, queue: PeekLockQueue, log: OutcomeLog) -> dict[str, int]:
     """The orders' figures: the queue's, the consumer's outcomes, the documents and events."""
     stats = queue.stats

@@ -36,6 +36,7 @@ from local.scenarios.inventory import (
     RESERVED_IS_THE_SUM,
     SHORTFALL_COUNTED,
     STOCK_AUDIT,
+    STOCK_AUDIT_AGREES,
     SUBSCRIPTION_DRAINED,
     WITHIN_ON_HAND,
     InventoryReport,
@@ -172,6 +173,7 @@ def assert_the_inventory_passed(inventory: InventoryReport | None, orders: int) 
         AT_HIGHEST_VERSION: DEMO,
         SHORTFALL_COUNTED: DEMO,
         NOTHING_DEAD_LETTERED: DEMO,
+        STOCK_AUDIT_AGREES: DEMO,
         SUBSCRIPTION_DRAINED: STAND_IN,
         NO_INVOCATION_FAILED: STAND_IN,
     }
@@ -282,6 +284,7 @@ def test_demo_command_exits_zero_and_prints_the_verdicts() -> None:
     assert "FAIL" not in result.stdout
     assert "$ python -m ops audit --since" in result.stdout  # it ends with the audit
     assert "Inventory invariants" in result.stdout
+    assert "$ python -m ops stock audit SKU-" in result.stdout
     assert "Lifecycle: the final documents" in result.stdout
     assert "Lifecycle: the events downstream" in result.stdout
     # It reads clean: no library warning or log line among the tables.

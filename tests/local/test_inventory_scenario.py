@@ -21,13 +21,16 @@ from local.scenarios.inventory import (
     read_stock,
     reserved_is_the_sum,
     shortfall_counted,
+    stock_audit_agrees,
     stock_plan,
     stock_rows,
     subscription_checks,
     wanted_per_sku,
     within_on_hand,
 )
+from local.scenarios.tool_runs import ToolRun
 from local.standins.broker import DeadLetteredMessage, OutgoingMessage
+from ops.audit import Invariant
 from ops.sample_orders import amended_body, order_body
 from shared.stock.inventory import order_index, reservation, stock_item
 
@@ -177,6 +180,36 @@ def test_a_dead_lettered_event_and_the_stand_in_s_figures_fail() -> None:
     assert failed(0, 0) == []
     assert failed(2, 0) == [SUBSCRIPTION_DRAINED]
     assert failed(0, 1) == [NO_INVOCATION_FAILED]
+
+
+def test_the_operator_s_stock_audit_must_pass_and_read_what_the_table_read() -> None:
+    _, documents = healthy()
+    shown = [s for s in read_stock(documents) if s.sku in ("A", "B")]
+
+    def row(sku: str, on_hand: int, reserved: int, backordered: int, orders: int) -> Document:
+        return {
+            "sku": sku,
+            "onHand": on_hand,
+            "reserved": reserved,
+            "backordered": backordered,
+            "reservations": orders,
+            "problems": [],
+        }
+
+    good = [row("A", 3, 3, 1, 2), row("B", 5, 1, 0, 1)]
+
+    def agrees(rows: list[Document], exit_status: int = 0) -> Invariant:
+        output = json.dumps({"skus": rows, "broken": [], "requestCharge": 2.0})
+        return stock_audit_agrees(shown, ToolRun(("stock", "audit"), exit_status, output))
+
+    assert agrees(good).passed
+    assert agrees(good[:1]).offending == ["B"]  # a SKU the tool did not read
+    assert agrees([good[0], row("B", 5, 2, 0, 1)]).offending == ["B"]  # another reserved
+    failing = {**good[0], "problems": ["reserved 3 != 2, the sum of its reservations"]}
+    assert agrees([failing, good[1]], exit_status=1).offending == ["A"]
+    unreadable = stock_audit_agrees(shown, ToolRun(("stock", "audit"), 2, "error: no container"))
+    assert not unreadable.passed and "error: no container" in unreadable.detail
+    assert not stock_audit_agrees([], ToolRun(("stock", "audit"), 0, '{"skus": []}')).passed
 
 
 def test_the_demo_seeds_the_most_wanted_skus_short_one_sku_not_at_all_and_the_rest_enough() -> None:
