@@ -570,6 +570,26 @@ class TestPaymentCapture(ConsumerContract):
         assert provider.net_captured("o-1") == 5000
         assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
 
+    async def test_a_failed_in_progress_record_writes_nothing_and_makes_no_call(
+        self, backend: Backend, provider: PaymentProviderStandIn
+    ) -> None:
+        """The suite's failed write, made to hit the in-progress record itself: in memory the
+        state's read passes and the record's commit fails; through the SDK the record is the
+        delivery's first batch."""
+        if isinstance(backend.store, InMemoryDocumentStore):
+            backend.store.fail_next = [None, TransientStoreError("throttled")]
+        else:
+            backend.fail_next_batch()
+        before, calls = await backend.documents(), provider.requests_received
+
+        failed = await self.decide(backend, self.message())
+
+        assert failed.outcome is Outcome.TRANSIENT
+        assert await backend.documents() == before
+        assert provider.requests_received == calls
+        assert (await self.decide(backend, self.message())).outcome is Outcome.PROCESSED
+        assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
+
     async def test_a_declined_card_is_processed_and_counted_never_retried(
         self, backend: Backend, provider: PaymentProviderStandIn
     ) -> None:
