@@ -1,7 +1,8 @@
 """``python -m ops``: the operator's command line. Translates arguments, builds the adapters (or
 takes injected ones: tests, the local stand-in), calls the commands' modules (``ops.resubmit``
 for the dead-letter queue, ``ops.parked`` for parked outbox events, ``ops.history`` for one
-order's history, ``ops.audit``, ``ops.stock`` for the inventory's stock items), prints.
+order's history, ``ops.audit``, ``ops.stock`` for the inventory's stock items,
+``ops.payments`` for the payment calls parked for reconciliation), prints.
 
 Every command reports per item what happened, and the exit status says whether everything asked
 for did happen: 0 done; 1 something was held, refused, dropped, failed, not received or not found
@@ -26,7 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ops import audit_cli, history, init_cosmos, parked_cli, send, stock_cli
+from ops import audit_cli, history, init_cosmos, parked_cli, payments_cli, send, stock_cli
 from ops.durations import parse_duration
 from ops.parked import OutboxDocuments
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
@@ -74,8 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ops",
         description="The orders queue's dead-letter sub-queue, parked outbox events, audit; "
-        "stock items (stock); sample orders to a deployment (send) and its containers "
-        "(init-cosmos).",
+        "stock items (stock); payment calls parked for reconciliation (payments); sample orders "
+        "to a deployment (send) and its containers (init-cosmos).",
     )
     env = os.environ.get
     parser.add_argument("--namespace", default=env("SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"))
@@ -122,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit_cli.add_commands(commands)
     send.add_command(commands)
     stock_cli.add_commands(commands)
+    payments_cli.add_commands(commands)
     commands.add_parser(
         "init-cosmos",
         help="create the database, the orders and the leases containers from app settings",
@@ -170,6 +172,8 @@ def main(
         inventory=inventory,
     )
     try:
+        if args.command == "payments":  # its own clients (aio, the app's adapters)
+            return payments_cli.run(args, console, (clock or SYSTEM_CLOCK).now())
         with _connected(args, adapters):
             if args.command in DEAD_LETTER_COMMANDS:
                 return _dead_letter_command(args, adapters, console, confirm)
