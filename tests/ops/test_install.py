@@ -40,6 +40,7 @@ TOOL_MODULES = [
     "ops.payments",
     "ops.payments_cli",
     "ops.cosmos_payments",
+    "ops.subscriptions",
     "ops.messaging",
     "ops.sample_orders",
     "azure.identity",

@@ -23,9 +23,14 @@ import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
+from local.standins.broker import ManualClock, OutgoingMessage
 from local.standins.cosmos_server import ensure_container
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
+from local.standins.servicebus_link import LocalNamespace, servicebus_client
+from local.standins.topic import RETAINED_SUBSCRIPTION, OrderEventsTopic
 from ops.cli import main
+from ops.cosmos import CosmosOrderLookup
+from ops.servicebus import ServiceBusDeadLetterQueue
 from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.kit.decision import Decision, IncomingMessage, Outcome
@@ -82,8 +87,11 @@ def consumer_client(provider: PaymentProviderStandIn) -> HttpPaymentProvider:
     )
 
 
-async def park(consumer: Consumer, provider: PaymentProviderStandIn, slow_s: float) -> None:
-    """The acceptance's capture parked, and the amendment dead-lettered behind it."""
+async def park(
+    consumer: Consumer, provider: PaymentProviderStandIn, slow_s: float
+) -> tuple[Decision, Decision]:
+    """The acceptance's capture parked, and the amendment dead-lettered behind it: the two
+    decisions (the function dead-letters each with its reason and description)."""
     provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=slow_s))
     assert (await consumer.deliver(ACCEPTED)).outcome is Outcome.TRANSIENT  # the client gave up
     second = await consumer.deliver(replace(ACCEPTED, delivery_count=2))
@@ -92,6 +100,7 @@ async def park(consumer: Consumer, provider: PaymentProviderStandIn, slow_s: flo
     assert (parked.outcome, parked.deadletter_reason) == (Outcome.INVALID, NEEDS_RECONCILIATION)
     behind = await consumer.deliver(AMENDED)
     assert (behind.outcome, behind.deadletter_reason) == (Outcome.INVALID, NEEDS_RECONCILIATION)
+    return parked, behind
 
 
 async def tool(
@@ -240,3 +249,107 @@ async def test_an_order_without_a_parked_call_is_not_resolved(
     assert code == 1 and "no call in progress" in out
     assert await read(payments, "payment") == before
     assert await listed(payments, provider) == []
+
+
+# -- then the dead letters, resubmitted from the payments subscription ------------------------
+
+
+def published(event: IncomingMessage) -> OutgoingMessage:
+    """The event as the relay publishes it to the topic."""
+    return OutgoingMessage(event.message_id, event.body, subject=event.subject)
+
+
+def subscription_dead_letters(
+    topic: OrderEventsTopic, clock: ManualClock
+) -> ServiceBusDeadLetterQueue:
+    """The tool's Service Bus adapter on the payments subscription of the local topic, through
+    the real SDK (its subscription receiver, its topic sender)."""
+    namespace = LocalNamespace(
+        {
+            f"{topic.name}/subscriptions/{name}": queue
+            for name, queue in topic.subscriptions.items()
+        },
+        topics={topic.name: topic},
+    )
+    return ServiceBusDeadLetterQueue(
+        servicebus_client(namespace),
+        topic.name,
+        timedelta(days=1),
+        subscription="payments",
+        clock=clock,
+        receive_wait_s=0.2,
+    )
+
+
+def resubmit(
+    dead_letters: ServiceBusDeadLetterQueue, orders: CosmosOrderLookup, *argv: str
+) -> tuple[int, dict[str, dict[str, Any]]]:
+    """``python -m ops resubmit --subscription payments ... --json``: its results by MessageId."""
+    out = io.StringIO()
+    code = main(
+        ["resubmit", "--subscription", "payments", *argv, "--json"],
+        queue=dead_letters,
+        orders=orders,
+        out=out,
+    )
+    report = json.loads(out.getvalue())
+    return code, {row["messageId"]: row for row in report["results"]}
+
+
+async def test_the_payments_dead_letters_are_resubmitted_by_subscription_once_the_call_is_resolved(
+    payments: ContainerProxy, provider: PaymentProviderStandIn, app_env: dict[str, str]
+) -> None:
+    clock = ManualClock()
+    topic = OrderEventsTopic.from_messaging_file(
+        clock, subscriptions=(RETAINED_SUBSCRIPTION, "inventory", "payments")
+    )
+    subscription = topic.subscriptions["payments"]
+    topic.send_batch([published(ACCEPTED), published(AMENDED)])
+    orders = CosmosOrderLookup.connect(
+        app_env["COSMOS_ENDPOINT"],
+        app_env["COSMOS_DATABASE"],
+        payments.id,
+        key=app_env["COSMOS_KEY"],
+        verify_tls=False,
+    )
+    dead_letters = subscription_dead_letters(topic, clock)
+    async with consumer_client(provider) as client:
+        consumer = Consumer(payments, client)
+        for decision in await park(consumer, provider, slow_s=2.0):  # as the function settles
+            [delivery] = subscription.receive(1)
+            subscription.dead_letter(
+                delivery.lock_token, decision.deadletter_reason, decision.description
+            )
+        clock.advance(timedelta(days=2))  # past the topic's duplicate-detection window
+
+        # Unresolved, a copy would be parked again: both refused, nothing sent.
+        code, results = resubmit(dead_letters, orders, "--reason", NEEDS_RECONCILIATION)
+        assert code == 1
+        assert {row["verdict"] for row in results.values()} == {"refused"}
+        assert "parked for reconciliation" in results[str(AMENDED.message_id)]["detail"]
+        assert len(subscription.dead_letters) == 2 and subscription.active_count() == 0
+
+        await committed(provider)
+        code, out = await tool(payments, provider, "resolve", "o-1", "--happened")
+        assert code == 0, out
+
+        code, results = resubmit(dead_letters, orders, "--reason", NEEDS_RECONCILIATION)
+        assert code == 0, results
+        # The parked event is handled (the resolution wrote its marker): removed, nothing sent;
+        # the one behind it is sent to the topic and seen on the subscription.
+        assert results[str(ACCEPTED.message_id)]["verdict"] == "already-stored"
+        assert results[str(AMENDED.message_id)]["verdict"] == "resubmitted"
+        assert subscription.dead_letters == []
+        # A copy in every subscription that takes it (the stock reservation: a duplicate there).
+        assert topic.subscriptions["inventory"].active_count() == 3
+        [copy] = subscription.receive(1)
+        assert copy.message.message_id == AMENDED.message_id
+        redelivered = IncomingMessage(
+            copy.message.message_id,
+            copy.message.body,
+            subject=copy.message.subject,
+            delivery_count=copy.delivery_count,
+        )
+        assert (await consumer.deliver(redelivered)).outcome is Outcome.PROCESSED
+    assert provider.net_captured("o-1") == 5000
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
