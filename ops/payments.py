@@ -42,17 +42,11 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from shared.kit.decision import DocumentStore
-from shared.kit.errors import WriteRefused
 
-# Stopgap: the kit's completion and the payment's result record are private to their modules;
-# the tool must write exactly what the consumer writes, so it calls them rather than copy them
-# (the exports asked for: shared.kit.external.complete_call, shared.payments.capture.result_record).
-from shared.kit.external import Call, CallField, StateField
-from shared.kit.external import _complete as complete_call
+# The tool writes exactly what the consumer writes: the kit's completion and release, never a copy.
+from shared.kit.external import Call, CallField, StateField, complete_call, release_call
 from shared.kit.inbox import Inbox
-from shared.kit.writes import Condition, Patch, set_field
-from shared.payments.capture import STATE_ID, CapturePayment, PaymentField
-from shared.payments.capture import _result as result_record
+from shared.payments.capture import STATE_ID, CapturePayment, PaymentField, result_record
 from shared.payments.consumer import CONSUMER_NAME, PARK_AFTER_DELIVERIES, PARTITION_FIELD
 from shared.payments.provider import (
     LookupStatus,
@@ -247,16 +241,12 @@ async def resolve(
             parked,
         )
     forced = f" (forced: {why})" if why is not None else ""
-    revision = int(state[StateField.REVISION])
+    # The payment consumer's effect, for the kit's completion and release (no call is made).
+    effect = CapturePayment(
+        CONSUMER_NAME, provider, call_deadline_s=0.0, park_after_deliveries=PARK_AFTER_DELIVERIES
+    )
     if not happened:
-        cleared = [
-            set_field(StateField.PENDING, None),
-            set_field(StateField.REVISION, revision + 1),
-        ]
-        at = Condition(equals={StateField.REVISION: revision})
-        try:
-            await store.commit(order_id, [Patch(STATE_ID, cleared, at)])
-        except WriteRefused:
+        if not await release_call(store, order_id, effect, state):
             return _moved(order_id, parked)
         return Resolution(
             order_id,
@@ -277,9 +267,6 @@ async def resolve(
             OPERATOR_DETAIL,
         )
         result, what = result_record(operator), f"your word: {parked.amount_minor} moved{forced}"
-    effect = CapturePayment(
-        CONSUMER_NAME, provider, call_deadline_s=0.0, park_after_deliveries=PARK_AFTER_DELIVERIES
-    )
     inbox = Inbox(CONSUMER_NAME, PARTITION_FIELD, marker_ttl_s)
     if not await complete_call(store, inbox, order_id, effect, state, pending, result, now):
         return _moved(order_id, parked)
