@@ -161,11 +161,12 @@ async def test_duplicates_within_and_beyond_the_topic_window_move_nothing(
     world: World, app: bootstrap.Runtime
 ) -> None:
     published = payment_message(ORDER, 1, 4200)
+    subject = "OrderAccepted"
 
     def sent() -> ServiceBusMessage:
         return ServiceBusMessage(
-            published.body, message_id=published.message_id, subject=published.subject,
-            application_properties=dict(published.application_properties),
+            published.body, message_id=published.message_id, subject=subject,
+            application_properties={"eventType": subject},
         )  # fmt: skip
 
     await world.topic.send_messages(sent())
