@@ -298,6 +298,10 @@ async def test_without_keys_an_inconclusive_call_is_parked_and_the_order_waits_b
         ("abandon", None),
         ("dead_letter", NEEDS_RECONCILIATION),
     ]
+    [parked] = world.payments.dead_letters
+    assert parked.delivery_count == 3 and "Payments needing reconciliation" in (
+        parked.description or ""
+    )
     assert world.payment_provider.requests_received["POST /v1/captures"] == 1
     assert telemetry.counter("orders.payments.reconciliation_needed") == {CONSUMER_NAME: 1}
     assert (await payments(world)).states[ORDER]["pending"]["reconcile"] is True
