@@ -6,6 +6,7 @@ import azurefunctions.extensions.bindings.servicebus as servicebus
 from shared.bootstrap import (
     handle_order_message,
     handle_outbox_changes,
+    handle_payment_message,
     handle_stock_message,
     handle_watchdog_tick,
 )
@@ -42,6 +43,21 @@ async def reserve_stock(
     message_actions: servicebus.ServiceBusMessageActions,
 ) -> None:
     await handle_stock_message(msg, message_actions)
+
+
+@app.function_name("capture_payment")
+@app.service_bus_topic_trigger(
+    arg_name="msg",
+    topic_name="%ORDER_EVENTS_TOPIC_NAME%",
+    subscription_name="%PAYMENTS_SUBSCRIPTION_NAME%",
+    connection="ServiceBusConnection",
+    auto_complete_messages=False,  # settled by the function, exactly once, like consume_order
+)
+async def capture_payment(
+    msg: servicebus.ServiceBusReceivedMessage,
+    message_actions: servicebus.ServiceBusMessageActions,
+) -> None:
+    await handle_payment_message(msg, message_actions)
 
 
 @app.function_name("relay_outbox")

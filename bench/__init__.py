@@ -1,6 +1,6 @@
 """Benchmarks of the idempotent order consumer: ``python -m bench`` (``make bench``).
 
-Nine targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
+Ten targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
 ``docs/benchmarks.md``:
 
 1. Cosmos DB requests per outcome, OrderPlaced's and the order lifecycle's (an applied message
@@ -24,6 +24,12 @@ Nine targets, each a verdict of one run on one machine, written to ``bench/resul
    (accepted, amendment, cancellation, shortfall, duplicate, stale) against the floor of one
    batch per SKU touched plus the order's index, counted at the transport; the kit's CPU per
    event ≤ 10% of the SDK's CPU for the event's floor requests (``bench.stock``).
+10. The payment capture consumer: Cosmos DB requests and provider calls per event for each path
+    (accepted; an amendment's capture and refund; a cancellation's refund; a cancellation before
+    any capture; duplicate; stale; a call resumed after a stop before its completed record, with
+    the provider honouring keys and ignoring them) against the floor of two writes and one call,
+    the provider's ledger the referee; the kit's CPU per event (``decide_call``) beside the order
+    consumer's, ≤ 10% of the SDK's CPU for its two floor writes (``bench.payments``).
 
 They run on the one local stand-in, ``local.assembly.world.local_world`` (through
 ``bench.standin``): every function invocation goes through Microsoft's worker,

@@ -22,6 +22,7 @@ from bench import (
     ingestion,
     machine,
     memory,
+    payments,
     relay,
     report,
     request_counts,
@@ -43,6 +44,7 @@ TARGETS = (
     "ingestion",
     "watchdog",
     "stock",
+    "payments",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,6 +70,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--stock-creates", type=int, default=500, help="target 9: create_item calls"
     )
+    parser.add_argument("--payment-events", type=int, default=2_000, help="target 10: decides")
+    parser.add_argument(
+        "--payment-creates", type=int, default=500, help="target 10: create_item calls"
+    )
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "bench" / "results.json")
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -88,7 +94,9 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if "ingestion" in selected:
             status.update(f"target 7: {args.ingestion_orders:,} orders, sampled and not")
             results["ingestion"] = await asyncio.to_thread(ingestion.measure, args.ingestion_orders)
-        if not {"requests", "cpu", "throughput", "relay", "watchdog", "stock"} & set(selected):
+        if not {"requests", "cpu", "throughput", "relay", "watchdog", "stock", "payments"} & set(
+            selected
+        ):
             return results
         status.update("starting the Cosmos DB API")
         # COSMOS_EMULATOR_ENDPOINT: the real emulator or an account; else a local server.
@@ -133,6 +141,19 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         world.transport,
                         events=args.stock_events,
                         creates=args.stock_creates,
+                    )
+                if "payments" in selected:
+                    status.update(
+                        f"target 10: payment paths; {args.payment_events:,} decides, "
+                        f"{args.payment_creates:,} creates"
+                    )
+                    results["payments"] = await payments.measure(
+                        world.client,
+                        world.settings.cosmos_database,
+                        world.container,
+                        world.transport,
+                        events=args.payment_events,
+                        creates=args.payment_creates,
                     )
                 if "watchdog" in selected:
                     results["watchdog"] = await watchdog.measure(

@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
+from bench.payments import EXPECTED as PAYMENT_EXPECTED
 from bench.request_counts import EXPECTED
 from bench.stock import EXPECTED as STOCK_EXPECTED
 
@@ -132,7 +133,28 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 st["ok"],
             )
         )
+    if pay := results.get("payments"):
+        requests = pay["requests"]["outcomes"]
+        rows.append(
+            (
+                "10. payment capture: Cosmos requests + provider calls per event (the floor: "
+                f"{pay['floor']['writes']} writes + {pay['floor']['calls']} call); kit CPU per "
+                "event / SDK CPU of its floor writes",
+                _pairs({name: _cost(o["counted"]) for name, o in requests.items()})
+                + f"; {_f(pay['share'], 3)} ({_f(pay['decide_cpu_us']['mean'])} vs "
+                f"{pay['floor']['writes']} × {_f(pay['create_item_cpu_us'])} µs)",
+                _pairs({name: _cost(counts) for name, counts in PAYMENT_EXPECTED.items()})
+                + f"; ≤ {pay['target_share']:g}",
+                pay["ok"],
+            )
+        )
     return [(target, measured, limit, _verdict(ok)) for target, measured, limit, ok in rows]
+
+
+def _cost(counts: dict[str, int]) -> str:
+    """``{"reads": 1, "writes": 2, "capture": 1}`` -> ``"1r+2w+1c"``: reads, writes, calls."""
+    calls = sum(count for name, count in counts.items() if name not in ("reads", "writes"))
+    return f"{counts.get('reads', 0)}r+{counts.get('writes', 0)}w+{calls}c"
 
 
 def rich_table(results: dict[str, Any]) -> Table:
@@ -310,7 +332,54 @@ def markdown_block(results: dict[str, Any]) -> str:
             f"{_f(st['create_item_cpu_us'])} µs of process CPU per call.",
             "",
         ]
+    if pay := results.get("payments"):
+        out += [
+            "Target 10, in delivery order, through the app's adapter and the SDK against the "
+            "local atomic batch, and the app's provider adapter against the provider stand-in; "
+            "a resumed path counts the redelivery, its stopped delivery beside it; the floor "
+            f"{pay['floor']['writes']} writes + {pay['floor']['calls']} call:",
+            "",
+            "| path | event | keys | outcome | reads | writes | provider calls | expected | "
+            "Cosmos kinds | the stopped delivery | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, o in pay["requests"]["outcomes"].items():
+            counted = o["counted"]
+            calls = _calls(counted)
+            stopped = o["stopped"]
+            before = (
+                f"{stopped['outcome']}: {_cost(stopped['counted'])} "
+                f"({_pairs(_calls(stopped['counted']))})"
+                if stopped
+                else ""
+            )
+            out.append(
+                f"| {name} | {o['message_type']} | {o['keys']} | {o['outcome']} | "
+                f"{counted['reads']} | {counted['writes']} | {_pairs(calls) or 'none'} | "
+                f"{_cost(o['expected'])} | {_pairs(o['kinds']) or 'none'} | {before} | "
+                f"{_verdict(o['ok'])} |"
+            )
+        d, order = pay["decide_cpu_us"], pay["order_decide_cpu_us"]
+        ledger = "held" if pay["requests"]["ledger_ok"] else "BROKEN"
+        out += [
+            "",
+            f"Target 10, the provider's ledger: every order's captures minus refunds equal its "
+            f"highest version's total: {ledger} ({_pairs(pay['requests']['ledger'])}).",
+            "",
+            f"Target 10, CPU: `decide_call` on {pay['events']:,} new OrderAccepted events (the "
+            f"in-memory store, the provider answering at once), CPU µs per event: p50 "
+            f"{_f(d['p50'])}, p99 {_f(d['p99'])}, mean {_f(d['mean'])}; the order consumer's "
+            f"`decide` per new order in the same run (target 2's figure): p50 "
+            f"{_f(order['p50'])}, mean {_f(order['mean'])}; `create_item` "
+            f"({pay['creates']:,} calls, 16 in flight): {_f(pay['create_item_cpu_us'])} µs of "
+            "process CPU per call.",
+            "",
+        ]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _calls(counts: dict[str, int]) -> dict[str, int]:
+    return {name: count for name, count in counts.items() if name not in ("reads", "writes")}
 
 
 def write_markdown(path: Path, block: str) -> None:

@@ -1,7 +1,8 @@
 """``python -m ops``: the operator's command line. Translates arguments, builds the adapters (or
 takes injected ones: tests, the local stand-in), calls the commands' modules (``ops.resubmit``
 for the dead-letter queue, ``ops.parked`` for parked outbox events, ``ops.history`` for one
-order's history, ``ops.audit``, ``ops.stock`` for the inventory's stock items), prints.
+order's history, ``ops.audit``, ``ops.stock`` for the inventory's stock items,
+``ops.payments`` for the payment calls parked for reconciliation), prints.
 
 Every command reports per item what happened, and the exit status says whether everything asked
 for did happen: 0 done; 1 something was held, refused, dropped, failed, not received or not found
@@ -26,13 +27,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ops import audit_cli, history, init_cosmos, parked_cli, send, stock_cli
+from ops import audit_cli, history, init_cosmos, parked_cli, payments_cli, send, stock_cli
 from ops.durations import parse_duration
 from ops.parked import OutboxDocuments
 from ops.port import DeadLetter, DeadLetterQueue, OrderLookup
 from ops.resubmit import Result, Run, document_keys, field_diff, purge, purge_candidates, select
 from ops.resubmit import resubmit as resubmit_letters
 from ops.stock import Inventory
+from ops.subscriptions import SUBSCRIPTIONS, EventReading
 from ops.window import Window
 from shared.clock import SYSTEM_CLOCK, Clock
 
@@ -74,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ops",
         description="The orders queue's dead-letter sub-queue, parked outbox events, audit; "
-        "stock items (stock); sample orders to a deployment (send) and its containers "
-        "(init-cosmos).",
+        "stock items (stock); payment calls parked for reconciliation (payments); sample orders "
+        "to a deployment (send) and its containers (init-cosmos).",
     )
     env = os.environ.get
     parser.add_argument("--namespace", default=env("SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"))
@@ -117,11 +119,20 @@ def build_parser() -> argparse.ArgumentParser:
     purging.add_argument("--yes", action="store_true", help="do not ask")
     purging.add_argument("--dry-run", action="store_true")
     purging.add_argument("--json", action="store_true", help="every result, as JSON")
+    for dead_letters in (listing, show, again, purging):
+        dead_letters.add_argument(
+            "--subscription",
+            choices=sorted(SUBSCRIPTIONS),
+            help="a consumer subscription of the topic instead of the queue: its dead letters, "
+            "copies sent to the topic",
+        )
+        dead_letters.add_argument("--topic", default=env("ORDER_EVENTS_TOPIC_NAME", "order-events"))
     parked_cli.add_commands(commands)
     history.add_command(commands)
     audit_cli.add_commands(commands)
     send.add_command(commands)
     stock_cli.add_commands(commands)
+    payments_cli.add_commands(commands)
     commands.add_parser(
         "init-cosmos",
         help="create the database, the orders and the leases containers from app settings",
@@ -170,6 +181,8 @@ def main(
         inventory=inventory,
     )
     try:
+        if args.command == "payments":  # its own clients (aio, the app's adapters)
+            return payments_cli.run(args, console, (clock or SYSTEM_CLOCK).now())
         with _connected(args, adapters):
             if args.command in DEAD_LETTER_COMMANDS:
                 return _dead_letter_command(args, adapters, console, confirm)
@@ -237,6 +250,17 @@ def _connected(args: argparse.Namespace, adapters: Adapters) -> Iterator[Adapter
                         )
                     )
                 adapters.orders = CosmosOrderLookup(container)
+                reading = _reading(args)
+                if reading is not None:  # the subscription's consumer decides on its container
+                    adapters.orders = CosmosOrderLookup(
+                        container_client(
+                            args.cosmos_endpoint,
+                            args.cosmos_database,
+                            os.environ.get(reading.container_setting, reading.default_container),
+                            key=args.cosmos_key,
+                            verify_tls=not args.no_verify_tls,
+                        )
+                    )
                 adapters.outbox = CosmosOutboxDocuments(container)
                 adapters.partition = CosmosOrderHistory(container)
                 if args.command == "audit":
@@ -247,19 +271,28 @@ def _connected(args: argparse.Namespace, adapters: Adapters) -> Iterator[Adapter
             handle.close()
 
 
+def _reading(args: argparse.Namespace) -> EventReading | None:
+    """The topic subscription's consumer a dead-letter command reads, if one was named."""
+    name = getattr(args, "subscription", None) if args.command in DEAD_LETTER_COMMANDS else None
+    return None if name is None else SUBSCRIPTIONS[name]
+
+
 def _connect_queue(args: argparse.Namespace, adapters: Adapters, opened: list[Any]) -> Any:
     from ops.servicebus import ServiceBusDeadLetterQueue
     from ops.window import admin_client, deployed_window
 
+    subscription = args.subscription
+    entity = args.queue if subscription is None else args.topic
     if adapters.window is None:
         admin = admin_client(namespace=args.namespace, connection_string=args.connection_string)
         opened.append(admin)
-        adapters.window = deployed_window(admin, args.queue)
+        adapters.window = deployed_window(admin, entity, topic=subscription is not None)
     built = ServiceBusDeadLetterQueue.connect(
-        args.queue,
+        entity,
         adapters.window.value,
         namespace=args.namespace,
         connection_string=args.connection_string,
+        subscription=subscription,
     )
     opened.append(built)
     return built
@@ -322,7 +355,7 @@ def _dead_letter_command(
         chosen = [x for x in letters if args.reason is None or x.reason == args.reason]
         return _list(console, chosen, as_json=args.json)
     if args.command == "show":
-        return _show(console, letters, args.message_id, adapters.orders)
+        return _show(console, letters, args.message_id, adapters.orders, _reading(args))
     if args.command == "resubmit":
         return _resubmit(console, queue, letters, args, adapters)
     return _purge(console, queue, letters, args, confirm)
@@ -368,7 +401,11 @@ def _list(console: Console, letters: list[DeadLetter], *, as_json: bool) -> int:
 
 
 def _show(
-    console: Console, letters: list[DeadLetter], message_id: str, orders: OrderLookup | None
+    console: Console,
+    letters: list[DeadLetter],
+    message_id: str,
+    orders: OrderLookup | None,
+    reading: EventReading | None = None,
 ) -> int:
     chosen, missing = select(letters, [message_id])
     if missing:
@@ -389,8 +426,8 @@ def _show(
         )
         if letter.body_problem is not None:
             console.print(f"body: {letter.body_problem}; shown above as its repr")
-        if letter.reason != "HashMismatch":
-            continue
+        if letter.reason != "HashMismatch" or reading is not None:
+            continue  # the field diff is the orders consumer's (a subscription's: its marker)
         keys = document_keys(letter)
         stored = orders.documents(keys) if orders and keys else {}
         if not stored:
@@ -432,6 +469,19 @@ def _resubmit(
     chosen, missing = select(letters, args.message_ids, args.reason)
     window = adapters.window or Window(queue.duplicate_detection_window, "the queue adapter")
     notes = [f"duplicate-detection window: {window.value} (from {window.source})"]
+    reading = _reading(args)
+    if reading is not None:
+        notes.append(
+            f"subscription {args.topic}/{reading.subscription} ({reading.consumer}): copies go "
+            "to the topic, so every subscription that takes the event gets one (each consumer "
+            "completes what it handled already as a duplicate)"
+        )
+        if reading.handled_in is None:
+            notes.append(
+                f"{reading.consumer} has no one record of a whole event handled: a copy is "
+                "verified by a peek of the subscription, and one the consumer takes at once is "
+                "reported as not seen (its dead letter kept: a rerun sends a duplicate)"
+            )
     if adapters.orders is None:
         notes.append(
             "no Cosmos DB endpoint: a copy is verified only by a peek of the queue, and one the "
@@ -447,6 +497,7 @@ def _resubmit(
             inside_window=args.inside_window,
             progress=advance,
             first_new_sequence=max((x.sequence_number for x in letters), default=0) + 1,
+            reading=reading,
         )
     return _report(console, run, missing, notes, as_json=args.json)
 

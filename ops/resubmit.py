@@ -44,6 +44,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ops.port import DeadLetter, DeadLetterQueue, DocumentKey, OrderLookup, ScanResult
+from ops.subscriptions import EventReading
 from shared.consumer.contract import (
     CHANGE_FIELDS,
     CONTRACT_FIELDS,
@@ -146,9 +147,11 @@ def parsed(letter: DeadLetter) -> ValidOrder | ValidChange | None:
         return None
 
 
-def document_keys(letter: DeadLetter) -> list[DocumentKey]:
+def document_keys(letter: DeadLetter, reading: EventReading | None = None) -> list[DocumentKey]:
     """What tells whether the consumer handled this dead letter: its order and this consumer's
-    marker of its MessageId, both in the order's partition."""
+    marker of its MessageId, both in the order's partition (a subscription's: ``reading``'s)."""
+    if reading is not None:
+        return reading.document_keys(letter)
     order_id = body_order_id(letter.body)
     if order_id is None or not letter.message_id:
         return []
@@ -178,8 +181,15 @@ class Handled:
     what: str
 
 
-def handled(letter: DeadLetter, stored: Mapping[DocumentKey, dict[str, Any]]) -> Handled | None:
+def handled(
+    letter: DeadLetter,
+    stored: Mapping[DocumentKey, dict[str, Any]],
+    reading: EventReading | None = None,
+) -> Handled | None:
     """The consumer's record of this dead letter (None: none, or one it cannot compare)."""
+    if reading is not None:
+        found = reading.handled(letter, stored)
+        return None if found is None else Handled(*found)
     valid = parsed(letter)
     if valid is None:
         return None
@@ -201,13 +211,16 @@ def handled(letter: DeadLetter, stored: Mapping[DocumentKey, dict[str, Any]]) ->
 
 
 def _stored(
-    orders: OrderLookup | None, letters: Iterable[DeadLetter]
+    orders: OrderLookup | None,
+    letters: Iterable[DeadLetter],
+    reading: EventReading | None = None,
 ) -> dict[DocumentKey, dict[str, Any]]:
-    """The orders and markers of these dead letters, in one batched read (none without a
-    lookup)."""
+    """The orders and markers of these dead letters (a subscription's: its consumer's
+    documents), in one batched read (none without a lookup)."""
     if orders is None:
         return {}
-    return orders.documents({key for letter in letters for key in document_keys(letter)})
+    keys = {key for letter in letters for key in document_keys(letter, reading)}
+    return orders.documents(keys)
 
 
 def _refused(letter: DeadLetter, why: str) -> Result:
@@ -224,9 +237,12 @@ def _precheck(
     window: timedelta,
     now: datetime,
     inside_window: bool,
+    reading: EventReading | None = None,
 ) -> Result | tuple[Verdict, str]:
     """A final result (refused, held), or what the scan must do and why: WOULD_REMOVE (the
     consumer handled it: remove only) or WOULD_RESUBMIT (send a copy, verify, remove)."""
+    if reading is not None:
+        return _precheck_event(letter, stored, window, now, inside_window, reading)
     if letter.body_problem is not None:
         return _refused(
             letter,
@@ -287,6 +303,13 @@ def _precheck(
                 f"order {order_id} is at version {version}: the consumer will complete this "
                 f"version {valid.version} as stale, changing nothing"
             )
+    held = _inside_window(letter, window, now, inside_window)
+    return held or (Verdict.WOULD_RESUBMIT, note)
+
+
+def _inside_window(
+    letter: DeadLetter, window: timedelta, now: datetime, inside_window: bool
+) -> Result | None:
     window_ends = letter.enqueued_time + window
     if now < window_ends and not inside_window:
         return Result(
@@ -296,7 +319,49 @@ def _precheck(
             "would silently drop a copy. Resubmit after that time, or pass --inside-window to "
             "send anyway (the dead letter is removed only if the copy is seen)",
         )
-    return Verdict.WOULD_RESUBMIT, note
+    return None
+
+
+def _precheck_event(
+    letter: DeadLetter,
+    stored: Mapping[DocumentKey, dict[str, Any]],
+    window: timedelta,
+    now: datetime,
+    inside_window: bool,
+    reading: EventReading,
+) -> Result | tuple[Verdict, str]:
+    """``_precheck`` of a topic subscription's dead letter, read by its consumer's contract
+    (``ops.subscriptions``)."""
+    if letter.body_problem is not None:
+        return _refused(
+            letter,
+            f"the body cannot be read as an event ({letter.body_problem}): "
+            + _producer_must(DeadletterReason.INVALID_PAYLOAD),
+        )
+    if not letter.message_id:
+        return _refused(letter, "no MessageId: the producer must send it anew")
+    try:
+        reading.valid(letter)
+    except InvalidMessage as error:
+        return _refused(
+            letter,
+            f"{reading.consumer} refuses it ({error.reason}: {error.description}): a copy "
+            f"would be dead-lettered as {error.reason} again (docs/operations.md)",
+        )
+    record = handled(letter, stored, reading)
+    if record is not None and not record.same:
+        return _refused(
+            letter,
+            f"{record.what} with a different fingerprint: a copy would be dead-lettered as "
+            "HashMismatch again (see `show`)",
+        )
+    if record is not None:
+        return Verdict.WOULD_REMOVE, f"{record.what}, with this fingerprint"
+    blocked = reading.block(letter, stored)
+    if blocked is not None:
+        return _refused(letter, blocked)
+    held = _inside_window(letter, window, now, inside_window)
+    return held or (Verdict.WOULD_RESUBMIT, "")
 
 
 class _CopyVerifier:
@@ -326,19 +391,22 @@ def resubmit(
     inside_window: bool = False,
     progress: Progress = lambda _received: None,
     first_new_sequence: int = 1,
+    reading: EventReading | None = None,
 ) -> Run:
     """Resubmit ``letters`` in one scan of the dead-letter queue. ``window``: the duplicate-
     detection window (default: the queue adapter's); ``first_new_sequence``: a sequence number
-    no copy can be below (one past the highest the caller has seen)."""
+    no copy can be below (one past the highest the caller has seen); ``reading``: a topic
+    subscription's consumer (``ops.subscriptions``), whose contract and documents decide, and
+    ``orders`` then reads its container."""
     now = queue.now()
     window = queue.duplicate_detection_window if window is None else window
     results: dict[int, Result] = {}
     to_send: dict[int, DeadLetter] = {}
     to_remove: dict[int, DeadLetter] = {}
     notes: dict[int, str] = {}
-    stored_before = _stored(orders, letters)
+    stored_before = _stored(orders, letters, reading)
     for letter in letters:
-        checked = _precheck(letter, stored_before, window, now, inside_window)
+        checked = _precheck(letter, stored_before, window, now, inside_window, reading)
         if isinstance(checked, Result):
             results[letter.sequence_number] = checked
             continue
@@ -385,7 +453,7 @@ def resubmit(
             return chosen
         try:
             queued, again = verifier.queued_since_last()
-            stored_now = _stored(orders, [x for x in sends if x.message_id not in queued])
+            stored_now = _stored(orders, [x for x in sends if x.message_id not in queued], reading)
         except Exception as error:  # noqa: BLE001 - unverified: nothing is removed
             for letter in sends:
                 results[letter.sequence_number] = Result(
@@ -403,7 +471,7 @@ def resubmit(
                 verified[sequence] = Result(
                     letter, Verdict.RESUBMITTED, _with_note("copy seen on the queue", note)
                 )
-            elif (record := handled(letter, stored_now)) is not None and record.same:
+            elif (record := handled(letter, stored_now, reading)) is not None and record.same:
                 verified[sequence] = Result(letter, Verdict.RESUBMITTED, record.what)
             elif copy is not None:
                 verified[sequence] = Result(

@@ -36,6 +36,16 @@ Verifying a copy reads the queue from a sequence number on: the queue is not par
 (``enablePartitioning: false``, infra/app/servicebus.bicep), so sequence numbers grow with each
 accepted message (azure/servicebus/_common/message.py:1142) and a copy's is above every number
 seen before it was sent.
+
+**A topic's subscription** (``subscription``: the order-events topic's ``inventory`` or
+``payments``): its dead-letter sub-queue is read the same way (``get_subscription_receiver``),
+but a copy can only be sent to the topic (``get_topic_sender``; no one sends to a
+subscription): every subscription whose filter takes it gets one, each consumer a duplicate of
+what it handled already. The topic's duplicate detection applies ("a subscription has none of
+its own": infra/app/servicebus.bicep), and its sequence numbers are the topic's ("a gap-free,
+increasing sequence number relative to the queue or topic",
+https://learn.microsoft.com/azure/service-bus-messaging/message-sequencing), so a copy's, in
+the subscription, is above every number seen there before it was sent, as on the queue.
 """
 
 from __future__ import annotations
@@ -153,6 +163,7 @@ class ServiceBusDeadLetterQueue:
         queue_name: str,
         duplicate_detection_window: timedelta,
         *,
+        subscription: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
         wall_clock: Clock = SYSTEM_CLOCK,
         peek_limit: int = 10_000,
@@ -162,6 +173,7 @@ class ServiceBusDeadLetterQueue:
     ) -> None:
         self._client = client
         self._queue_name = queue_name
+        self._subscription = subscription
         self._window = duplicate_detection_window
         self._clock = clock
         self._wall_clock = wall_clock
@@ -180,11 +192,13 @@ class ServiceBusDeadLetterQueue:
         *,
         namespace: str | None = None,
         connection_string: str | None = None,
+        subscription: str | None = None,
     ) -> ServiceBusDeadLetterQueue:
         return cls(
             client_for(namespace=namespace, connection_string=connection_string),
             queue_name,
             window,
+            subscription=subscription,
         )
 
     @property
@@ -203,11 +217,17 @@ class ServiceBusDeadLetterQueue:
 
     # -- peeks ------------------------------------------------------------------------------
 
+    def _receiver(self, sub_queue: ServiceBusSubQueue | None, **options: Any) -> ServiceBusReceiver:
+        """A receiver of the queue, or of the topic's subscription."""
+        if self._subscription is None:
+            return self._client.get_queue_receiver(self._queue_name, sub_queue=sub_queue, **options)
+        return self._client.get_subscription_receiver(
+            self._queue_name, self._subscription, sub_queue=sub_queue, **options
+        )
+
     def _peeker(self, sub_queue: ServiceBusSubQueue | None) -> ServiceBusReceiver:
         if sub_queue not in self._peekers:
-            self._peekers[sub_queue] = self._client.get_queue_receiver(
-                self._queue_name, sub_queue=sub_queue
-            )
+            self._peekers[sub_queue] = self._receiver(sub_queue)
         return self._peekers[sub_queue]
 
     def _peek_from(
@@ -250,7 +270,11 @@ class ServiceBusDeadLetterQueue:
         if not letters:
             return
         if self._sender is None:
-            self._sender = self._client.get_queue_sender(self._queue_name)
+            self._sender = (
+                self._client.get_queue_sender(self._queue_name)
+                if self._subscription is None
+                else self._client.get_topic_sender(self._queue_name)
+            )
         sender = self._sender
         batch = sender.create_message_batch()
         for letter in letters:
@@ -285,9 +309,8 @@ class ServiceBusDeadLetterQueue:
         stopped: str | None = None
         if not pending:
             return ScanResult()
-        receiver = self._client.get_queue_receiver(
-            self._queue_name,
-            sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+        receiver = self._receiver(
+            ServiceBusSubQueue.DEAD_LETTER,
             receive_mode=ServiceBusReceiveMode.PEEK_LOCK,
             prefetch_count=0,  # nothing is locked that this scan has not asked for
         )

@@ -35,26 +35,33 @@ def configured_window(path: Path = MESSAGING_FILE) -> timedelta:
 
 
 def deployed_window(
-    admin: ServiceBusAdministrationClient, queue_name: str, path: Path = MESSAGING_FILE
+    admin: ServiceBusAdministrationClient,
+    queue_name: str,
+    path: Path = MESSAGING_FILE,
+    *,
+    topic: bool = False,
 ) -> Window:
-    """The queue's own window, or the file's with the reason it could not be read."""
+    """The queue's own window (``topic``: the topic's, which is its subscriptions': a
+    subscription has no duplicate detection of its own), or the file's with the reason it could
+    not be read."""
+    kind = "topic" if topic else "queue"
     try:
-        properties = admin.get_queue(queue_name)
+        properties = admin.get_topic(queue_name) if topic else admin.get_queue(queue_name)
     except AzureError as error:
         first_line = (str(error).strip().splitlines() or [""])[0]
         return Window(
             configured_window(path),
-            f"infra/messaging.json: the queue's properties could not be read "
+            f"infra/messaging.json: the {kind}'s properties could not be read "
             f"({type(error).__name__}: {first_line}; "
             "reading them needs Manage or Azure Service Bus Data Owner). A Bicep override "
             "of the window would not be seen: pass --window if it was set",
         )
     if not properties.requires_duplicate_detection:
-        return Window(timedelta(0), f"the queue {queue_name!r}: duplicate detection is off")
+        return Window(timedelta(0), f"the {kind} {queue_name!r}: duplicate detection is off")
     window = properties.duplicate_detection_history_time_window
     if not isinstance(window, timedelta):  # the SDK parses the ISO duration; never a string
         return Window(configured_window(path), f"infra/messaging.json: {window!r} unreadable")
-    return Window(window, f"the properties of queue {queue_name!r} (administration client)")
+    return Window(window, f"the properties of {kind} {queue_name!r} (administration client)")
 
 
 def admin_client(

@@ -1,32 +1,36 @@
 """Composition root: the one place that builds the app's functions (the order consumer, the stock
-reservation consumer, the outbox relay and the relay's watchdog, which shares the relay's
-publisher, store and telemetry) and their adapters from app settings.
+reservation and payment capture consumers, the outbox relay and the relay's watchdog, which
+shares the relay's publisher, store and telemetry) and their adapters from app settings.
 
 One shape for all: ``Composition`` lists everything a caller may choose (the app settings
 mapping, the ``Clock``, extra Cosmos client options, the telemetry adapters, the jitter source,
 the relay's topic sender and policy); production uses the defaults, through
-``handle_order_message``, ``handle_stock_message``, ``handle_outbox_changes`` and
-``handle_watchdog_tick``, and tests and stand-ins call ``configure`` once with theirs. There is
-no other way in: no module globals to patch. One ``configure`` for all the functions because
-they share the worker process, its event loop, its clock and its one Cosmos client: two
-composition roots would build two clients and let a test compose one function on a manual clock
-and the other on the system clock.
+``handle_order_message``, ``handle_stock_message``, ``handle_payment_message``,
+``handle_outbox_changes`` and ``handle_watchdog_tick``, and tests and stand-ins call
+``configure`` once with theirs. There is no other way in: no module globals to patch. One
+``configure`` for all the functions because they share the worker process, its event loop, its
+clock and its one Cosmos client: two composition roots would build two clients and let a test
+compose one function on a manual clock and the other on the system clock.
 
 It builds lazily, so importing ``function_app`` (worker indexing, cold start) opens no
 connection and reads no setting; and once per event loop, because the aio clients belong to the
 loop they were created on (the Functions worker runs one loop for its whole life, so in
 production this is one Cosmos client, and one ``ServiceBusClient`` and topic sender, per
 process). The relay is built on its first change batch, so a consumer-only deployment never
-needs the relay's settings; the stock reservation consumer on its first event, so a deployment
-without the inventory's settings still runs ``consume_order``. Both consumers are the kit's
-``Consumer`` (``shared.kit.service``) with one retry policy, clock, jitter and settler; the
-stock one decides with the kit's ``decide`` over its definition (``shared.stock.consumer``) on
-the inventory container of the same Cosmos client.
+needs the relay's settings; each consumer of a topic subscription on its first event, so a
+deployment without the inventory's or the payment provider's settings still runs
+``consume_order``. The consumers are the kit's ``Consumer`` (``shared.kit.service``) with one
+retry policy, clock, jitter and settler, built by one function (``_kit_consumer``) on their own
+container of the same Cosmos client: the stock reservation decides with the kit's ``decide`` over
+its definition (``shared.stock.consumer``), the payment capture with ``decide_call`` over
+``payment_capture`` (``shared.payments.consumer``) on the provider's HTTP adapter, whose client
+timeout is the kit's call deadline.
 
 It owns what it builds and closes it: the Cosmos client, the credential the client does not
-close, the relay's Service Bus client, sender and credential (not a sender passed in: that stays
-the caller's), and the settlement pool. It must never decide anything about a message or an
-event: that is ``shared.consumer``, ``shared.stock`` (on ``shared.kit``) and ``shared.relay``.
+close, the payment provider's HTTP session, the relay's Service Bus client, sender and
+credential (not a sender passed in: that stays the caller's), and the settlement pool. It must
+never decide anything about a message or an event: that is ``shared.consumer``, ``shared.stock``
+and ``shared.payments`` (on ``shared.kit``) and ``shared.relay``.
 """
 
 from __future__ import annotations
@@ -37,32 +41,39 @@ import os
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 from azure.cosmos.aio import CosmosClient
 
 from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.adapters.identity import credential as identity_credential
+from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.adapters.servicebus_in import HungSettlements, MessageActions, Settler, to_incoming
 from shared.adapters.servicebus_out import MessageBatchSender, ServiceBusEventPublisher
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.config import (
     INVENTORY_SUBSCRIPTION_SETTING,
+    PAYMENTS_SUBSCRIPTION_SETTING,
     SERVICE_BUS_CONNECTION_STRING_SETTING,
     TOPIC_SETTING,
     InventorySettings,
+    PaymentSettings,
     RelaySettings,
     Settings,
     WatchdogSettings,
 )
 from shared.consumer.service import OrderConsumer
-from shared.kit.consumer import ConsumerDefinition, decide
-from shared.kit.decision import Decision, IncomingMessage
+from shared.kit.consumer import decide
+from shared.kit.decision import Decision, DocumentStore, IncomingMessage
 from shared.kit.errors import ConfigurationError
-from shared.kit.inbox import Handled
+from shared.kit.external import decide_call
 from shared.kit.retry import RetryPolicy
 from shared.kit.service import Consumer, ConsumerObserver, hold_then_abandon
+from shared.payments.consumer import CONSUMER_NAME as PAYMENT_CONSUMER_NAME
+from shared.payments.consumer import payment_capture
 from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
 from shared.relay.outbox import is_pending_outbox
 from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
@@ -86,11 +97,24 @@ _UNKNOWN_TOPIC = "(unset)"
 _UNKNOWN_SUBSCRIPTION = "(unset)"
 
 
+class _DecideOne(Protocol):
+    """The kit's ``decide`` or ``decide_call`` bound to an instance's definition."""
+
+    def __call__(
+        self,
+        incoming: IncomingMessage,
+        store: DocumentStore,
+        *,
+        marker_ttl_s: int,
+        now: datetime,
+    ) -> Awaitable[Decision]: ...
+
+
 @dataclass
 class _Wiring:
     """What lives on one event loop: the Cosmos client (and its credential), the order consumer,
-    and once built, the stock reservation consumer, and the relay with what closes its Service
-    Bus side (in order)."""
+    and once built, the stock reservation and payment capture consumers (with the provider's
+    client), and the relay with what closes its Service Bus side (in order)."""
 
     loop: asyncio.AbstractEventLoop
     client: CosmosClient
@@ -98,6 +122,8 @@ class _Wiring:
     settings: Settings
     consumer: OrderConsumer
     stock: Consumer | None = None
+    payments: Consumer | None = None
+    payment_provider: HttpPaymentProvider | None = None
     relay: OutboxRelay | None = None
     relay_closers: tuple[Closer, ...] = ()
     outbox_store: CosmosOutboxStore | None = None
@@ -109,6 +135,8 @@ class _Wiring:
             logger.debug("clients of a closed event loop dropped")
             return
         try:
+            if self.payment_provider is not None:
+                await _closed_quietly(self.payment_provider.close, "the payment provider's client")
             for close_one in self.relay_closers:
                 await _closed_quietly(close_one, "the relay's Service Bus sender")
             await self.client.close()
@@ -130,9 +158,9 @@ class Composition:
       ``retry_backoff_factor``); ``credential`` replaces the one ``shared.adapters.identity``
       builds from the settings when no ``COSMOS_KEY`` is set (the runtime then closes it). One
       client serves every function.
-    - ``telemetry``, ``stock_telemetry``, ``relay_telemetry``: the telemetry adapters of the
-      order consumer, the stock reservation consumer and the relay; default, on the global
-      providers.
+    - ``telemetry``, ``stock_telemetry``, ``payment_telemetry``, ``relay_telemetry``: the
+      telemetry adapters of the order consumer, the stock reservation and payment capture
+      consumers and the relay; default, on the global providers.
     - ``jitter``: the backoff jitter source, values in [0, 1].
     - ``topic_sender``: the relay's topic sender (``azure.servicebus.aio.ServiceBusSender``'s
       surface); default, one built from the relay's settings, identity-based
@@ -145,6 +173,7 @@ class Composition:
     cosmos_options: Mapping[str, Any] = field(default_factory=dict)
     telemetry: ConsumerTelemetry | None = None
     stock_telemetry: ConsumerTelemetry | None = None
+    payment_telemetry: ConsumerTelemetry | None = None
     jitter: Callable[[], float] = random.random
     topic_sender: MessageBatchSender | None = None
     relay_telemetry: RelayTelemetry | None = None
@@ -162,6 +191,7 @@ class Runtime:
         self._cosmos_options = dict(chosen.cosmos_options)
         self._telemetry = chosen.telemetry
         self._stock_telemetry = chosen.stock_telemetry
+        self._payment_telemetry = chosen.payment_telemetry
         self._jitter = chosen.jitter
         self._topic_sender = chosen.topic_sender
         self._relay_telemetry = chosen.relay_telemetry
@@ -178,6 +208,12 @@ class Runtime:
     async def handle_stock(self, message: Any, actions: MessageActions) -> Decision:
         """``reserve_stock``'s body: one delivery, decided and settled; never raises for it."""
         return await self._delivered(message, actions, self.stock_consumer, self.stock_telemetry)
+
+    async def handle_payment(self, message: Any, actions: MessageActions) -> Decision:
+        """``capture_payment``'s body: one delivery, decided and settled; never raises for it."""
+        return await self._delivered(
+            message, actions, self.payment_consumer, self.payment_telemetry
+        )
 
     async def _delivered(
         self,
@@ -209,23 +245,68 @@ class Runtime:
         """This event loop's stock reservation consumer, on the inventory container of the one
         Cosmos client, built on first use; raises ``ConfigurationError``."""
         wiring = await self._wired()
-        if wiring.stock is not None:
-            return wiring.stock
-        inventory = InventorySettings.from_env(self._env)
+        if wiring.stock is None:
+            inventory = InventorySettings.from_env(self._env)
+            wiring.stock = self._kit_consumer(
+                wiring,
+                inventory.container,
+                partial(decide, stock_reservation),
+                self.stock_telemetry(),
+            )
+        return wiring.stock
+
+    async def payment_consumer(self) -> Consumer:
+        """This event loop's payment capture consumer, on the payments container of the one
+        Cosmos client and this loop's provider client (its timeout the kit's call deadline),
+        built on first use; raises ``ConfigurationError``."""
+        wiring = await self._wired()
+        if wiring.payments is None:
+            payments = PaymentSettings.from_env(self._env)
+            # Opens nothing yet: its session is made on its first request, on this loop.
+            provider = HttpPaymentProvider(
+                payments.provider_base_url,
+                payments.provider_api_key,
+                honours_idempotency_keys=payments.provider_honours_keys,
+                timeout_s=payments.provider_timeout_s,
+            )
+            definition = payment_capture(provider, call_deadline_s=payments.provider_timeout_s)
+            wiring.payment_provider = provider
+            wiring.payments = self._kit_consumer(
+                wiring,
+                payments.container,
+                partial(decide_call, definition),
+                self.payment_telemetry(),
+            )
+        return wiring.payments
+
+    def _kit_consumer(
+        self,
+        wiring: _Wiring,
+        container_name: str,
+        decide_one: _DecideOne,
+        telemetry: ConsumerTelemetry,
+    ) -> Consumer:
+        """The kit's ``Consumer`` deciding with ``decide_one`` on ``container_name`` of the one
+        Cosmos client, with the runtime's retry policy, clock and jitter: every consumer that is
+        a definition alone (the order consumer has a core of its own: ``OrderConsumer``)."""
         container = wiring.client.get_database_client(
             wiring.settings.cosmos_database
-        ).get_container_client(inventory.container)
-        telemetry = self.stock_telemetry()
-        wiring.stock = _kit_consumer(
-            stock_reservation,
-            CosmosDocumentStore(container, on_request_charge=telemetry.record_request_charge),
+        ).get_container_client(container_name)
+        store = CosmosDocumentStore(container, on_request_charge=telemetry.record_request_charge)
+        marker_ttl_s = wiring.settings.inbox_marker_ttl_s
+        clock = self._clock
+
+        async def decide_with_kit(incoming: IncomingMessage, traceparent: str | None) -> Decision:
+            # The traceparent is stored only on outbox events; a kit consumer writes none.
+            return await decide_one(incoming, store, marker_ttl_s=marker_ttl_s, now=clock.now())
+
+        return Consumer(
+            decide_with_kit,
             telemetry,
-            marker_ttl_s=wiring.settings.inbox_marker_ttl_s,
             retry_policy=self._retry_policy,
-            clock=self._clock,
+            clock=clock,
             jitter=self._jitter,
         )
-        return wiring.stock
 
     async def relay_changes(self, documents: Sequence[Mapping[str, Any]]) -> RelayReport:
         """The relay function's body: publish the batch's pending outbox events. Raises when an
@@ -361,17 +442,31 @@ class Runtime:
 
     def stock_telemetry(self) -> ConsumerTelemetry:
         """The injected telemetry of the stock reservation consumer, or one on the global
-        providers named after its topic and subscription (from the raw settings, as
-        ``telemetry``)."""
+        providers (``_subscription_telemetry``)."""
         if self._stock_telemetry is None:
-            topic = self._env.get(TOPIC_SETTING, "").strip() or _UNKNOWN_TOPIC
-            subscription = (
-                self._env.get(INVENTORY_SUBSCRIPTION_SETTING, "").strip() or _UNKNOWN_SUBSCRIPTION
-            )
-            self._stock_telemetry = ConsumerTelemetry(
-                topic, subscription=subscription, consumer=STOCK_CONSUMER_NAME
+            self._stock_telemetry = self._subscription_telemetry(
+                INVENTORY_SUBSCRIPTION_SETTING, STOCK_CONSUMER_NAME
             )
         return self._stock_telemetry
+
+    def payment_telemetry(self) -> ConsumerTelemetry:
+        """The injected telemetry of the payment capture consumer, or one on the global
+        providers (``_subscription_telemetry``)."""
+        if self._payment_telemetry is None:
+            self._payment_telemetry = self._subscription_telemetry(
+                PAYMENTS_SUBSCRIPTION_SETTING, PAYMENT_CONSUMER_NAME
+            )
+        return self._payment_telemetry
+
+    def _subscription_telemetry(
+        self, subscription_setting: str, consumer: str
+    ) -> ConsumerTelemetry:
+        """A subscription consumer's telemetry on the global providers, named after its topic
+        and subscription (from the raw settings, as ``telemetry``: the configuration-error path
+        has no validated settings) and its consumer name (names.md)."""
+        topic = self._env.get(TOPIC_SETTING, "").strip() or _UNKNOWN_TOPIC
+        subscription = self._env.get(subscription_setting, "").strip() or _UNKNOWN_SUBSCRIPTION
+        return ConsumerTelemetry(topic, subscription=subscription, consumer=consumer)
 
     def _settlements_hung(self, report: HungSettlements) -> None:
         self.telemetry().settlements_hung(report)
@@ -437,6 +532,13 @@ async def handle_stock_message(message: Any, actions: MessageActions) -> Decisio
     return await current().handle_stock(message, actions)
 
 
+async def handle_payment_message(message: Any, actions: MessageActions) -> Decision:
+    """The payments subscription's trigger body (``function_app.py``, ``capture_payment``)."""
+    if _retired:
+        await _close_retired()
+    return await current().handle_payment(message, actions)
+
+
 async def handle_outbox_changes(documents: Sequence[Mapping[str, Any]], context: Any) -> None:
     """The Cosmos DB trigger's body (``function_app.py``). ``context.retry_context`` (the host's
     count of retries of this batch) is not read: it counts the batch's failures, not an
@@ -475,28 +577,6 @@ async def _closed_quietly(close: Callable[[], Awaitable[None]], what: str) -> No
         await close()
     except Exception:  # logged; the connections die with the process anyway
         logger.warning("closing %s failed", what, exc_info=True)
-
-
-def _kit_consumer[M: Handled](
-    definition: ConsumerDefinition[M],
-    store: CosmosDocumentStore,
-    observer: ConsumerObserver,
-    *,
-    marker_ttl_s: int,
-    retry_policy: RetryPolicy,
-    clock: Clock,
-    jitter: Callable[[], float],
-) -> Consumer:
-    """The kit's ``Consumer`` deciding with the kit's ``decide`` over ``definition``: a consumer
-    that is a definition alone (the order consumer has a core of its own: ``OrderConsumer``)."""
-
-    async def decide_with_kit(incoming: IncomingMessage, traceparent: str | None) -> Decision:
-        # The traceparent is stored only on outbox events; a kit consumer writes none.
-        return await decide(definition, incoming, store, marker_ttl_s=marker_ttl_s, now=clock.now())
-
-    return Consumer(
-        decide_with_kit, observer, retry_policy=retry_policy, clock=clock, jitter=jitter
-    )
 
 
 def _topic_sender(settings: RelaySettings) -> tuple[MessageBatchSender, tuple[Closer, ...]]:

@@ -53,6 +53,25 @@ settings above (the same account, database and client) and ``INBOX_MARKER_TTL_SE
 | | | ``inventory``); with the topic, the span's destination name |
 | ``INVENTORY_CONTAINER`` | ``inventory`` | container name, partition key ``/sku`` |
 
+The payment capture consumer's (``PaymentSettings``), read only when ``capture_payment`` first
+runs, so a deployment without them still runs the other functions; it too reuses the Cosmos DB
+settings and ``INBOX_MARKER_TTL_SECONDS``:
+
+| setting | default | meaning |
+|---|---|---|
+| ``ORDER_EVENTS_TOPIC_NAME`` | (required) | the topic its subscription belongs to |
+| ``PAYMENTS_SUBSCRIPTION_NAME`` | (required) | the subscription the trigger reads (deployed: |
+| | | ``payments``) |
+| ``PAYMENTS_CONTAINER`` | ``payments`` | container name, partition key ``/orderId`` |
+| ``PAYMENT_PROVIDER_BASE_URL`` | (required) | the provider's HTTP API: ``https://``; plain |
+| | | ``http://`` only to a loopback host (the local stand-in) |
+| ``PAYMENT_PROVIDER_API_KEY`` | (required) | the provider's credential (in Azure a Key Vault |
+| | | reference); never logged, never in an error message |
+| ``PAYMENT_PROVIDER_IDEMPOTENCY_KEYS`` | ``honoured`` | ``honoured``, or ``ignored``: a |
+| | | provider that honours no Idempotency-Key (looked up before any repeat) |
+| ``PAYMENT_PROVIDER_TIMEOUT_SECONDS`` | ``10`` | each provider request's whole timeout; also the |
+| | | call deadline after which an attempt is certainly over (``shared.kit.external``) |
+
 The outbox watchdog's (``WatchdogSettings``), read only when it runs; it publishes through the
 relay, with the relay's settings:
 
@@ -67,7 +86,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import json
+import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -292,18 +313,9 @@ class InventorySettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> InventorySettings:
-        subscription = _required(env, INVENTORY_SUBSCRIPTION_SETTING)
-        if any(char in subscription for char in "/\\?#") or len(subscription) > 50:
-            # Service Bus subscription names: at most 50 characters, no path separators
-            # (learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules,
-            # Microsoft.ServiceBus namespaces/topics/subscriptions).
-            raise ConfigurationError(
-                INVENTORY_SUBSCRIPTION_SETTING,
-                f"is not a Service Bus subscription name: {subscription[:80]!r}",
-            )
         return cls(
             topic_name=_required(env, TOPIC_SETTING),
-            subscription_name=subscription,
+            subscription_name=_subscription(env, INVENTORY_SUBSCRIPTION_SETTING),
             container=_name(env, INVENTORY_CONTAINER_SETTING, "inventory"),
         )
 
@@ -312,6 +324,145 @@ class InventorySettings:
         """The entity the trigger reads, as spans and metrics name it:
         ``<topic>/<subscription>``."""
         return f"{self.topic_name}/{self.subscription_name}"
+
+
+def _subscription(env: Mapping[str, str], name: str) -> str:
+    subscription = _required(env, name)
+    if any(char in subscription for char in "/\\?#") or len(subscription) > 50:
+        # Service Bus subscription names: at most 50 characters, no path separators
+        # (learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules,
+        # Microsoft.ServiceBus namespaces/topics/subscriptions).
+        raise ConfigurationError(
+            name, f"is not a Service Bus subscription name: {subscription[:80]!r}"
+        )
+    return subscription
+
+
+PAYMENTS_SUBSCRIPTION_SETTING = "PAYMENTS_SUBSCRIPTION_NAME"
+PAYMENTS_CONTAINER_SETTING = "PAYMENTS_CONTAINER"
+PAYMENT_PROVIDER_BASE_URL_SETTING = "PAYMENT_PROVIDER_BASE_URL"
+PAYMENT_PROVIDER_API_KEY_SETTING = "PAYMENT_PROVIDER_API_KEY"
+PAYMENT_PROVIDER_KEYS_SETTING = "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS"
+PAYMENT_PROVIDER_TIMEOUT_SETTING = "PAYMENT_PROVIDER_TIMEOUT_SECONDS"
+KEYS_HONOURED = "honoured"
+KEYS_IGNORED = "ignored"
+DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S = 10.0
+# A provider request must end well within the delivery's lock (lockDuration PT1M,
+# infra/messaging.json), so that the in-delivery retry can still look it up and complete.
+MAX_PAYMENT_PROVIDER_TIMEOUT_S = 30.0
+# What App Service leaves in a setting whose Key Vault reference it could not resolve: "If a
+# reference isn't resolved properly, the reference string is used instead"
+# (learn.microsoft.com/azure/app-service/app-service-key-vault-references, Troubleshoot).
+_KEY_VAULT_REFERENCE = "@microsoft.keyvault("
+
+
+@dataclass(frozen=True, slots=True)
+class PaymentSettings:
+    """The payment capture consumer's own settings (``capture_payment``): its subscription, its
+    container, and the provider it calls. The Cosmos DB account, database and credential and the
+    markers' window are ``Settings``'s. ``provider_api_key`` is never shown (``repr``) and no
+    error of this class carries it."""
+
+    topic_name: str
+    subscription_name: str
+    provider_base_url: str
+    provider_api_key: str = field(repr=False)
+    container: str = "payments"
+    provider_honours_keys: bool = True
+    provider_timeout_s: float = DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> PaymentSettings:
+        return cls(
+            topic_name=_required(env, TOPIC_SETTING),
+            subscription_name=_subscription(env, PAYMENTS_SUBSCRIPTION_SETTING),
+            provider_base_url=_provider_base_url(env),
+            provider_api_key=_provider_api_key(env),
+            container=_name(env, PAYMENTS_CONTAINER_SETTING, "payments"),
+            provider_honours_keys=_provider_honours_keys(env),
+            provider_timeout_s=_provider_timeout(env),
+        )
+
+
+def _provider_base_url(env: Mapping[str, str]) -> str:
+    """https, or plain http to a loopback host: the local stand-in serves no TLS
+    (``local.standins.payment_provider``) and a loopback request never leaves the machine, so the
+    credential crosses no network; anything else would send it in clear. In Azure the Bicep
+    refuses any scheme but https (infra/app/function.bicep)."""
+    raw = _required(env, PAYMENT_PROVIDER_BASE_URL_SETTING)
+    try:
+        parsed = urlparse(raw)
+        host = parsed.hostname
+        parsed.port  # noqa: B018 (raises ValueError for a port out of range)
+    except ValueError:
+        host = None
+    # The URL is shown by its scheme and host only: whatever else it holds stays unshown.
+    if not host or parsed.username is not None or parsed.password is not None:
+        raise ConfigurationError(
+            PAYMENT_PROVIDER_BASE_URL_SETTING,
+            "must be an https:// URL with a host and no user information",
+        )
+    if parsed.scheme == "https" or (parsed.scheme == "http" and _is_loopback(host)):
+        return raw
+    raise ConfigurationError(
+        PAYMENT_PROVIDER_BASE_URL_SETTING,
+        f"must be an https:// URL (plain http only to a loopback host), got "
+        f"{parsed.scheme[:10]!r} to {host[:80]!r}",
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _provider_api_key(env: Mapping[str, str]) -> str:
+    # Never echo the value, not even a part of it: it is the provider's credential.
+    key = _required(env, PAYMENT_PROVIDER_API_KEY_SETTING)
+    if key.lower().startswith(_KEY_VAULT_REFERENCE):
+        raise ConfigurationError(
+            PAYMENT_PROVIDER_API_KEY_SETTING,
+            "is a Key Vault reference App Service did not resolve (the app's identity cannot "
+            "read the secret payment-provider-api-key, or the reference is wrong)",
+        )
+    if any(not 0x21 <= ord(char) <= 0x7E for char in key):
+        # An Authorization header carries visible ASCII only (RFC 9110 section 5.5).
+        raise ConfigurationError(
+            PAYMENT_PROVIDER_API_KEY_SETTING,
+            f"holds characters an HTTP header cannot carry ({len(key)} characters)",
+        )
+    return key
+
+
+def _provider_honours_keys(env: Mapping[str, str]) -> bool:
+    raw = env.get(PAYMENT_PROVIDER_KEYS_SETTING, "").strip().lower() or KEYS_HONOURED
+    if raw not in (KEYS_HONOURED, KEYS_IGNORED):
+        raise ConfigurationError(
+            PAYMENT_PROVIDER_KEYS_SETTING,
+            f"must be {KEYS_HONOURED} or {KEYS_IGNORED}, got {raw[:20]!r}",
+        )
+    return raw == KEYS_HONOURED
+
+
+def _provider_timeout(env: Mapping[str, str]) -> float:
+    raw = env.get(PAYMENT_PROVIDER_TIMEOUT_SETTING, "").strip()
+    if not raw:
+        return DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_PAYMENT_PROVIDER_TIMEOUT_S:  # NaN and inf fail too
+        raise ConfigurationError(
+            PAYMENT_PROVIDER_TIMEOUT_SETTING,
+            f"must be a number of seconds above 0 and at most "
+            f"{MAX_PAYMENT_PROVIDER_TIMEOUT_S:g}, got {raw[:20]!r}",
+        )
+    return value
 
 
 WATCHDOG_MIN_AGE_SETTING = "OUTBOX_WATCHDOG_MIN_AGE_SECONDS"

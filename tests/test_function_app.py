@@ -1,5 +1,5 @@
-"""The app as the Functions worker indexes it: a Service Bus queue trigger and a topic
-subscription trigger, each with explicit settlement, the relay's Cosmos DB trigger and the
+"""The app as the Functions worker indexes it: a Service Bus queue trigger and two topic
+subscription triggers, each with explicit settlement, the relay's Cosmos DB trigger and the
 watchdog's timer; no network or settings touched at import."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from local.standins.worker import FunctionsWorker
 
@@ -35,11 +37,21 @@ async def test_binding_json_is_a_peek_lock_queue_trigger_with_explicit_settlemen
     }
 
 
-async def test_the_stock_reservation_reads_the_inventory_subscription_and_settles_itself() -> None:
-    # The host resolves the %...% settings; the deployed subscription is names.md's `inventory`.
+@pytest.mark.parametrize(
+    ("function", "subscription_setting"),
+    [
+        ("reserve_stock", "%INVENTORY_SUBSCRIPTION_NAME%"),
+        ("capture_payment", "%PAYMENTS_SUBSCRIPTION_NAME%"),
+    ],
+)
+async def test_each_topic_consumer_reads_its_subscription_and_settles_itself(
+    function: str, subscription_setting: str
+) -> None:
+    # The host resolves the %...% settings; the deployed subscriptions are names.md's `inventory`
+    # and `payments`.
     worker = await FunctionsWorker.start()
     try:
-        [binding] = worker.functions["reserve_stock"].bindings
+        [binding] = worker.functions[function].bindings
     finally:
         worker.close()
 
@@ -49,16 +61,16 @@ async def test_the_stock_reservation_reads_the_inventory_subscription_and_settle
         "name": "msg",
         "connection": "ServiceBusConnection",
         "topicName": "%ORDER_EVENTS_TOPIC_NAME%",
-        "subscriptionName": "%INVENTORY_SUBSCRIPTION_NAME%",
+        "subscriptionName": subscription_setting,
         "autoCompleteMessages": False,
         "properties": {"SupportsDeferredBinding": True},  # the SDK-type binding
     }
 
 
-async def test_the_app_has_its_four_functions_and_the_watchdog_is_a_monitored_timer() -> None:
-    """The order consumer, the stock reservation, the relay and the outbox watchdog (223dafd had
-    no watchdog: an outbox document the change feed never delivered stayed pending for ever,
-    unseen)."""
+async def test_the_app_has_its_five_functions_and_the_watchdog_is_a_monitored_timer() -> None:
+    """The order consumer, the stock reservation, the payment capture, the relay and the outbox
+    watchdog (223dafd had no watchdog: an outbox document the change feed never delivered
+    stayed pending for ever, unseen)."""
     worker = await FunctionsWorker.start()
     try:
         functions = {name: f.trigger for name, f in worker.functions.items()}
@@ -68,6 +80,7 @@ async def test_the_app_has_its_four_functions_and_the_watchdog_is_a_monitored_ti
     assert {name: trigger["type"] for name, trigger in functions.items()} == {
         "consume_order": "serviceBusTrigger",
         "reserve_stock": "serviceBusTrigger",
+        "capture_payment": "serviceBusTrigger",
         "relay_outbox": "cosmosDBTrigger",
         "outbox_watchdog": "timerTrigger",
     }

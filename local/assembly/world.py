@@ -11,7 +11,11 @@ container with its own Cosmos client, as the host's trigger has. The relay's sid
 topic, the host's Service Bus trigger on it for ``reserve_stock`` (settled through the same
 settlement service, which finds a lock token's entity as the extension does), and the
 ``inventory`` container (partition key ``/sku``), created here; ``seed_stock`` writes its stock
-items. The watchdog's side: the host's timer trigger (``local.standins.timer``)
+items. The payment capture's side: the ``payments`` subscription and the host's trigger on it for
+``capture_payment`` (the same way), the ``payments`` container (partition key ``/orderId``), and
+the payment provider stand-in (``local.standins.payment_provider``), started with the world on
+its clock, its URL and key in the app settings the world composes (``World.env``). The
+watchdog's side: the host's timer trigger (``local.standins.timer``)
 for the app's timer-triggered function, ticked by the caller on the world's clock. ``World.compose``
 is the only place in ``local/`` that calls the app's composition root.
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +42,7 @@ from local.standins.broker import ManualClock, PeekLockQueue, QueueSettings
 from local.standins.change_feed import ChangeFeedEmulator, Lease
 from local.standins.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
 from local.standins.host import LocalFunctionsHost, resolve_setting
+from local.standins.payment_provider import PaymentProviderStandIn
 from local.standins.settlement_server import (
     SettlementServer,
     bind_message_actions,
@@ -49,11 +54,32 @@ from local.standins.worker import REPO_ROOT, FunctionsWorker
 from shared import bootstrap
 from shared.adapters.cosmos_orders import create_client
 from shared.adapters.identity import credential as identity_credential
-from shared.config import InventorySettings, Settings
-from shared.stock.inventory import PARTITION_FIELD, stock_item
+from shared.config import (
+    PAYMENT_PROVIDER_API_KEY_SETTING,
+    PAYMENT_PROVIDER_BASE_URL_SETTING,
+    InventorySettings,
+    PaymentSettings,
+    Settings,
+)
+from shared.payments.consumer import PARTITION_FIELD as PAYMENT_PARTITION_FIELD
+from shared.stock.inventory import PARTITION_FIELD as STOCK_PARTITION_FIELD
+from shared.stock.inventory import stock_item
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default start
 STOCK_FUNCTION = "reserve_stock"
+PAYMENT_FUNCTION = "capture_payment"
+# The container each consumer of a topic subscription writes, created by the world as the Bicep
+# deploys it: its name from the app settings, and its partition key.
+CONSUMER_CONTAINERS: dict[str, tuple[Callable[[Mapping[str, str]], str], str]] = {
+    STOCK_FUNCTION: (
+        lambda env: InventorySettings.from_env(env).container,
+        f"/{STOCK_PARTITION_FIELD}",
+    ),
+    PAYMENT_FUNCTION: (
+        lambda env: PaymentSettings.from_env(env).container,
+        f"/{PAYMENT_PARTITION_FIELD}",
+    ),
+}
 
 # Seconds the local change feed's reads may take, and its connections (see local_world).
 TRIGGER_READ_TIMEOUT_S = 120
@@ -92,8 +118,11 @@ def app_settings(
     outbox: bool = True,
     verify_tls: bool = False,
     inventory_container: str = "inventory",
+    payments_container: str = "payments",
+    payment_provider: PaymentProviderStandIn | None = None,
 ) -> dict[str, str]:
-    """The app settings of the stand-in: what ``local.settings.json`` holds for ``func start``."""
+    """The app settings of the stand-in: what ``local.settings.json`` holds for ``func start``;
+    the provider's URL and key once its stand-in has started (``payment_provider``)."""
     return {
         "ORDERS_QUEUE_NAME": queue_name,
         "COSMOS_ENDPOINT": account.endpoint,
@@ -110,6 +139,18 @@ def app_settings(
         # The stock reservation's (names: the subscription and container the Bicep deploys).
         "INVENTORY_SUBSCRIPTION_NAME": "inventory",
         "INVENTORY_CONTAINER": inventory_container,
+        # The payment capture's; PAYMENT_PROVIDER_TIMEOUT_SECONDS is left to its default.
+        "PAYMENTS_SUBSCRIPTION_NAME": "payments",
+        "PAYMENTS_CONTAINER": payments_container,
+        "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS": "honoured",
+        **(
+            {
+                PAYMENT_PROVIDER_BASE_URL_SETTING: payment_provider.url,
+                PAYMENT_PROVIDER_API_KEY_SETTING: payment_provider.api_key,
+            }
+            if payment_provider is not None
+            else {}
+        ),
     }
 
 
@@ -128,16 +169,29 @@ class World:
     timer_trigger: TimerTriggerEmulator | None = None
     # The host's Service Bus trigger of each function on a subscription of the topic, by name.
     subscription_hosts: dict[str, LocalFunctionsHost] = dataclasses.field(default_factory=dict)
-    # The inventory container (through the trigger's client), when the app reserves stock.
-    inventory_container: ContainerProxy | None = None
+    # The container of each of those functions (through the trigger's client), by name.
+    consumer_containers: dict[str, ContainerProxy] = dataclasses.field(default_factory=dict)
+    # The payment provider stand-in, when the app captures payments: the tests' referee.
+    provider: PaymentProviderStandIn | None = None
+
+    def subscription_host(self, function: str) -> LocalFunctionsHost:
+        """The host's trigger of ``function`` on its subscription of the topic."""
+        if function not in self.subscription_hosts:
+            raise LookupError(f"the app has no {function} function")
+        return self.subscription_hosts[function]
+
+    def consumer_container(self, function: str) -> ContainerProxy:
+        """The container ``function`` writes, read through the trigger's client (the app has
+        its own)."""
+        if function not in self.consumer_containers:
+            raise LookupError(f"the app has no {function} function")
+        return self.consumer_containers[function]
 
     @property
     def stock_host(self) -> LocalFunctionsHost:
         """The host's trigger of ``reserve_stock`` on the inventory subscription:
         ``await world.stock_host.run_until_idle()``."""
-        if STOCK_FUNCTION not in self.subscription_hosts:
-            raise LookupError(f"the app has no {STOCK_FUNCTION} function")
-        return self.subscription_hosts[STOCK_FUNCTION]
+        return self.subscription_host(STOCK_FUNCTION)
 
     @property
     def inventory(self) -> PeekLockQueue:
@@ -146,10 +200,30 @@ class World:
 
     @property
     def inventory_documents(self) -> ContainerProxy:
-        """The inventory container, read through the trigger's client (the app has its own)."""
-        if self.inventory_container is None:
-            raise LookupError(f"the app has no {STOCK_FUNCTION} function")
-        return self.inventory_container
+        """The inventory container."""
+        return self.consumer_container(STOCK_FUNCTION)
+
+    @property
+    def payment_host(self) -> LocalFunctionsHost:
+        """The host's trigger of ``capture_payment`` on the payments subscription."""
+        return self.subscription_host(PAYMENT_FUNCTION)
+
+    @property
+    def payments(self) -> PeekLockQueue:
+        """The payments subscription (``capture_payment``'s entity)."""
+        return self.payment_host.queue
+
+    @property
+    def payments_documents(self) -> ContainerProxy:
+        """The payments container."""
+        return self.consumer_container(PAYMENT_FUNCTION)
+
+    @property
+    def payment_provider(self) -> PaymentProviderStandIn:
+        """The payment provider stand-in the app calls: its ledger is the money that moved."""
+        if self.provider is None:
+            raise LookupError(f"the app has no {PAYMENT_FUNCTION} function")
+        return self.provider
 
     async def seed_stock(self, on_hand: Mapping[str, int]) -> None:
         """Create (or replace) the stock item of each SKU with ``onHand`` and nothing reserved,
@@ -263,14 +337,11 @@ async def local_world(
 
     ``account`` None starts a local Cosmos server for the world's lifetime. ``env`` overrides
     the stand-in's app settings (``app_settings``). The container (and ``leases``) is the
-    caller's to create; the change feed reads it once it exists."""
+    caller's to create; the change feed reads it once it exists. The subscription consumers'
+    containers are created here (and left: a test deletes its own)."""
     with contextlib.ExitStack() as stack:
         if account is None:
             account = stack.enter_context(cosmos_account())
-        settings_env = {
-            **app_settings(account, container=container, outbox=outbox, verify_tls=verify_tls),
-            **(env or {}),
-        }
         clock = clock or ManualClock(START)
         queue = PeekLockQueue(queue_settings or QueueSettings.from_messaging_file(), clock=clock)
         # The host launches the worker with --host/--port of its gRPC services: the worker's
@@ -280,6 +351,19 @@ async def local_world(
         bind_message_actions(settlement.port)
         worker = await FunctionsWorker.start(app_directory)
         stack.callback(worker.close)
+        provider = None
+        if PAYMENT_FUNCTION in worker.functions:
+            provider = stack.enter_context(PaymentProviderStandIn(clock=clock))
+        settings_env = {
+            **app_settings(
+                account,
+                container=container,
+                outbox=outbox,
+                verify_tls=verify_tls,
+                payment_provider=provider,
+            ),
+            **(env or {}),
+        }
         host = LocalFunctionsHost(
             queue, worker, app_settings=settings_env, max_concurrent_calls=max_concurrent_calls
         )
@@ -316,13 +400,14 @@ async def local_world(
         has_timer = any(f.trigger["type"] == "timerTrigger" for f in worker.functions.values())
         timer = TimerTriggerEmulator(worker, clock=clock) if has_timer else None
         subscription_hosts = _subscription_hosts(worker, topic, settlement, settings_env)
-        inventory = None
-        if STOCK_FUNCTION in subscription_hosts:
-            inventory = await ensure_container(
+        consumer_containers: dict[str, ContainerProxy] = {}
+        for function in subscription_hosts.keys() & CONSUMER_CONTAINERS.keys():
+            container_name, partition_key = CONSUMER_CONTAINERS[function]
+            consumer_containers[function] = await ensure_container(
                 trigger_client,
                 settings.cosmos_database,
-                InventorySettings.from_env(settings_env).container,
-                f"/{PARTITION_FIELD}",
+                container_name(settings_env),
+                partition_key,
             )
         try:
             yield World(
@@ -336,7 +421,8 @@ async def local_world(
                 change_feed,
                 timer,
                 subscription_hosts,
-                inventory,
+                consumer_containers,
+                provider,
             )
         finally:
             try:

@@ -43,7 +43,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from azure.servicebus import ServiceBusClient
 from azure.servicebus._pyamqp._decode import decode_payload
@@ -80,12 +80,20 @@ _NOT_ALLOWED = b"amqp:not-allowed"
 _IDLE_WAIT_S = 0.005  # what an empty do_work waits, so a receive's wait does not spin
 
 
+class SendTarget(Protocol):
+    """What a sender sends to: a queue, or a topic (``local.standins.topic.OrderEventsTopic``)."""
+
+    def send_batch(self, messages: list[OutgoingMessage]) -> list[bool]: ...
+
+
 @dataclass
 class LocalNamespace:
     """The entities of the stand-in's namespace, by path: a queue (``orders``) or a topic
-    subscription (``order-events/Subscriptions/retained``), each a ``PeekLockQueue``."""
+    subscription (``order-events/Subscriptions/retained``), each a ``PeekLockQueue``; and the
+    topics a sender may send to (``order-events``), which receivers never read."""
 
     entities: dict[str, PeekLockQueue] = field(default_factory=dict)
+    topics: dict[str, SendTarget] = field(default_factory=dict)
     #: Wraps every operation the handlers perform (fault injection in tests: a tool killed
     #: mid-way); called with the operation's name before it runs.
     before_operation: Callable[[str], None] = lambda _operation: None
@@ -101,6 +109,15 @@ class LocalNamespace:
             if name.lower() == path.lower():
                 return entity, sub_queue
         raise MessageException(ErrorCondition.NotFound, description=f"no entity {path!r}")
+
+    def send_target(self, address: str) -> SendTarget:
+        """A topic of that path, else the queue ``resolve`` finds."""
+        path = address.split("://", 1)[-1].split("/", 1)[-1] if "://" in address else address
+        for name, topic in self.topics.items():
+            if name.lower() == path.lower():
+                return topic
+        queue, _ = self.resolve(address)
+        return queue
 
 
 def servicebus_client(namespace: LocalNamespace) -> ServiceBusClient:
@@ -152,7 +169,6 @@ class _Handler:
     def __init__(self, namespace: LocalNamespace, address: str) -> None:
         self._namespace = namespace
         self._address = address
-        self._queue, self._sub_queue = namespace.resolve(address)
         self._link = _Link(name=f"local-{uuid.uuid4()}")
         self._connection = _Connection()
         self._socket_timeout = 0.2
@@ -169,10 +185,6 @@ class _Handler:
         self._shutdown = True
         self._link._is_closed = True
 
-    def _clock_offset(self) -> timedelta:
-        """Wall clock minus the broker's clock (see the module docstring, "Time")."""
-        return self._namespace.client_clock.now() - self._queue.clock.now()
-
 
 class ReceiveHandler(_Handler):
     """pyamqp's ``ReceiveClient`` as the SDK's receiver uses it (azure/servicebus/
@@ -181,10 +193,15 @@ class ReceiveHandler(_Handler):
 
     def __init__(self, namespace: LocalNamespace, source: str) -> None:
         super().__init__(namespace, source)
+        self._queue, self._sub_queue = namespace.resolve(source)
         self._received_messages: queue_module.Queue[tuple[Any, Message]] = queue_module.Queue()
         self._last_activity_timestamp = time.time()
         self._delivery_ids = iter(range(1, 1 << 62))
         self._message_received: Callable[[Any, Message], None] = self._buffer
+
+    def _clock_offset(self) -> timedelta:
+        """Wall clock minus the broker's clock (see the module docstring, "Time")."""
+        return self._namespace.client_clock.now() - self._queue.clock.now()
 
     def _buffer(self, frame: Any, message: Message) -> None:
         self._received_messages.put((frame, message))
@@ -315,6 +332,10 @@ class SendHandler(_Handler):
     """pyamqp's ``SendClient`` as the SDK's sender uses it (``send_message`` of one message or
     of a ``BatchMessage``, PyamqpTransport.send_messages, _pyamqp_transport.py:545)."""
 
+    def __init__(self, namespace: LocalNamespace, target: str) -> None:
+        super().__init__(namespace, target)
+        self._target = namespace.send_target(target)
+
     def send_message(self, message: Message, *, timeout: float = 0, **_: Any) -> None:
         self._namespace.before_operation("send")
         if isinstance(message, BatchMessage):
@@ -324,7 +345,7 @@ class SendHandler(_Handler):
             outgoing = [_outgoing(_wire(message))]
         # A send is accepted whole; duplicate detection then drops each repeated MessageId,
         # and the sender is not told (the send succeeds).
-        self._queue.send_batch(outgoing)
+        self._target.send_batch(outgoing)
 
 
 # ---- translation between the broker model and AMQP messages --------------------------------

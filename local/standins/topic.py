@@ -5,7 +5,8 @@ Driven by infra/messaging.json (``topicName``, ``duplicateDetectionHistoryTimeWi
 through the production adapter (``shared.adapters.servicebus_out.ServiceBusEventPublisher``): this
 module stands in for the SDK's topic sender (``create_message_batch`` / ``send_messages``), the
 network boundary, so the relay builds real ``ServiceBusMessage`` objects and real size-bounded
-``ServiceBusMessageBatch`` es here as in Azure.
+``ServiceBusMessageBatch`` es here as in Azure. The operator tool's copies come through the real
+SDK's topic sender instead (``send_batch``, reached by ``local.standins.servicebus_link``).
 
 A batch is accepted or refused as a whole: the SDK sends it as one AMQP transfer and one
 disposition answers it (aio/_transport/_pyamqp_transport_async.py:175-185); that the service
@@ -218,32 +219,49 @@ class OrderEventsTopic:
             if fault is not None and not fault.after_send:
                 self.stats.failed_sends += 1
                 raise fault.error()
-            self.stats.sends += 1
-            self.stats.messages += len(messages)
-            self.received.extend(_outgoing(sent) for sent in messages)
-            now = self.clock.now()
-            accepted: list[OutgoingMessage] = []
-            for sent in messages:
-                message_id = sent.message_id
-                first = self._accepted_ids.get(message_id) if message_id else None
-                if first is not None and (now - first).total_seconds() < (
-                    self.duplicate_detection_window_s
-                ):
-                    self.stats.dropped_duplicates += 1
-                    continue
-                if message_id:
-                    self._accepted_ids[message_id] = now
-                self.stats.accepted += 1
-                accepted.append(_outgoing(sent))
-            subscriptions = list(self.subscriptions.values())
-            if not subscriptions:
-                self.stats.dropped_no_subscription += len(accepted)
-        for outgoing in accepted:
-            for subscription in subscriptions:  # a copy in each, none without any
-                subscription.send(outgoing)
+            accepted, subscriptions = self._accept([_outgoing(sent) for sent in messages])
+        _deliver(accepted, subscriptions)
         if fault is not None:  # after the send: the topic has it, the worker dies now
             self.stats.crashes_after_send += 1
             raise fault.error()
+
+    def send_batch(self, messages: list[OutgoingMessage]) -> list[bool]:
+        """One send of the SDK's own topic sender (``get_topic_sender``, through
+        ``local.standins.servicebus_link``: the operator tool's copies): the same duplicate
+        detection and a copy in each subscription; no injected fault applies. Whether each
+        message was accepted (the sender is not told)."""
+        with self._lock:
+            accepted, subscriptions = self._accept(messages)
+        _deliver(accepted, subscriptions)
+        kept = {id(message) for message in accepted}
+        return [id(message) in kept for message in messages]
+
+    def _accept(
+        self, messages: list[OutgoingMessage]
+    ) -> tuple[list[OutgoingMessage], list[PeekLockQueue]]:
+        """With the lock held: the messages duplicate detection keeps, and the subscriptions
+        each gets a copy in."""
+        self.stats.sends += 1
+        self.stats.messages += len(messages)
+        self.received.extend(messages)
+        now = self.clock.now()
+        accepted: list[OutgoingMessage] = []
+        for sent in messages:
+            message_id = sent.message_id
+            first = self._accepted_ids.get(message_id) if message_id else None
+            if first is not None and (now - first).total_seconds() < (
+                self.duplicate_detection_window_s
+            ):
+                self.stats.dropped_duplicates += 1
+                continue
+            if message_id:
+                self._accepted_ids[message_id] = now
+            self.stats.accepted += 1
+            accepted.append(sent)
+        subscriptions = list(self.subscriptions.values())
+        if not subscriptions:
+            self.stats.dropped_no_subscription += len(accepted)
+        return accepted, subscriptions
 
     async def close(self) -> None:
         """The sender's ``close``: nothing to release."""
@@ -308,6 +326,12 @@ class OrderEventsTopic:
                 queue.complete(delivery.lock_token)
                 received.append(delivery.message)
         return received
+
+
+def _deliver(accepted: list[OutgoingMessage], subscriptions: list[PeekLockQueue]) -> None:
+    for outgoing in accepted:
+        for subscription in subscriptions:  # a copy in each, none without any
+            subscription.send(outgoing)
 
 
 def _outgoing(message: ServiceBusMessage) -> OutgoingMessage:

@@ -279,7 +279,9 @@ async def _apply[M: Handled](
             if pending.get(CallField.RECONCILE):
                 return _parked(message, pending, "its call is parked for reconciliation")
             result, state = await _resume(store, partition_key, effect, state, pending, now)
-            done = await _complete(store, inbox, partition_key, effect, state, pending, result, now)
+            done = await complete_call(
+                store, inbox, partition_key, effect, state, pending, result, now
+            )
             if done and pending[CallField.MESSAGE_ID] == message.message_id:
                 return decided(Outcome.PROCESSED, message, measures=effect.measures(result))
             continue  # another message's call, or completed meanwhile: read again
@@ -298,7 +300,7 @@ async def _apply[M: Handled](
         if begun is None:
             continue  # another delivery began or moved it meanwhile: read again
         result = await effect.perform(_call(pending))
-        if await _complete(store, inbox, partition_key, effect, begun, pending, result, now):
+        if await complete_call(store, inbox, partition_key, effect, begun, pending, result, now):
             return decided(Outcome.PROCESSED, message, measures=effect.measures(result))
     raise TransientStoreError(
         f"{message.message_type} {message.message_id!r}: the state of {partition_key!r} changed "
@@ -409,7 +411,7 @@ async def _begin[M](
     return begun
 
 
-async def _complete[M](
+async def complete_call[M](
     store: DocumentStore,
     inbox: Inbox,
     partition_key: str,
@@ -420,7 +422,9 @@ async def _complete[M](
     now: datetime,
 ) -> bool:
     """Record the call completed: its message's marker, the state at its version with what the
-    call did, and the call's record, in one batch. False if another writer completed it."""
+    call did, and the call's record, in one batch conditional on the revision of ``state``.
+    False if another writer moved the state first. The one completion: the kit's deliveries and
+    an operator's ``python -m ops payments resolve --happened`` both call it."""
     call = _call(pending)
     owner = _owner(pending)
     operations = [
@@ -448,6 +452,24 @@ async def _complete[M](
     ]
     try:
         await store.commit(partition_key, writes)
+    except WriteRefused:
+        return False
+    return True
+
+
+async def release_call[M](
+    store: DocumentStore, partition_key: str, effect: ExternalEffect[M], state: Mapping[str, Any]
+) -> bool:
+    """Clear the pending call of ``state`` (an operator established that it did not happen):
+    its message, redelivered, makes it again under the same key. Conditional on the revision
+    read; False if the state moved meanwhile."""
+    revision = _int(state, StateField.REVISION)
+    operations = [
+        set_field(StateField.PENDING, None),
+        set_field(StateField.REVISION, revision + 1),
+    ]
+    try:
+        await store.commit(partition_key, [Patch(effect.state_id, operations, _at(revision))])
     except WriteRefused:
         return False
     return True
@@ -566,5 +588,7 @@ __all__ = [
     "NotFound",
     "apply_with_call",
     "call_key",
+    "complete_call",
     "decide_call",
+    "release_call",
 ]

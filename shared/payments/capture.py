@@ -101,13 +101,13 @@ class CapturePayment:
     async def perform(self, call: Call) -> Mapping[str, Any]:
         with _classified(call):
             result = await self.provider.perform(_request(call))
-        return _result(result)
+        return result_record(result)
 
     async def look_up(self, call: Call) -> Looked:
         with _classified(call):
             looked = await self.provider.lookup(str(call.request["reference"]))
         if looked.status is LookupStatus.FOUND and looked.result is not None:
-            return Found(_result(looked.result))
+            return Found(result_record(looked.result))
         if looked.status is LookupStatus.IN_PROGRESS:
             return InProgress()
         return NotFound()
@@ -151,7 +151,8 @@ def _request(call: Call) -> PaymentRequest:
     )
 
 
-def _result(result: ProviderResult) -> dict[str, Any]:
+def result_record(result: ProviderResult) -> dict[str, Any]:
+    """A provider's result as the call's record and the state's ``settled`` read it."""
     return {
         "status": str(result.status),
         "providerId": result.provider_id,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import coldstart, report, stock
+from bench import coldstart, payments, report, stock
 from bench.__main__ import main
 from bench.request_counts import count_outcomes
 from bench.standin import standin
@@ -24,6 +24,7 @@ SMALLEST = [
     *("--relay-orders", "20", "--relay-rounds", "1", "--ingestion-orders", "5"),
     *("--watchdog-stuck", "150", "--watchdog-page", "5"),
     *("--stock-events", "50", "--stock-creates", "20"),
+    *("--payment-events", "50", "--payment-creates", "20"),
 ]
 
 
@@ -49,6 +50,7 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
         "ingestion",
         "watchdog",
         "stock",
+        "payments",
     }
     requests = results["requests"]
     assert requests["ok"], requests
@@ -100,6 +102,8 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
     assert "| 7. Log Analytics rows per healthy order" in written
     assert "| 8. one watchdog run over 150 stuck events" in written
     assert "| 9. stock reservation: Cosmos requests per event" in written
+    assert "| 10. payment capture: Cosmos requests + provider calls per event" in written
+    assert "| accepted | OrderAccepted | honoured | processed | 1 | 2 | capture 1 |" in written
     assert "| stale change | OrderAmended | stale | 3 | 3 | 3 | 3 |" in written
     applied = (
         "| cancelled | OrderCancelled | processed | 1 | 1 | 1 | 1 | batch 1 | complete | PASS |"
@@ -208,6 +212,74 @@ async def test_the_stock_target_counts_each_path_by_partition_against_the_floor(
     assert result["floor_requests"] == 3
     row = report.summary_rows({"stock": result})[0]
     assert row[0].startswith("9. stock reservation") and row[1].startswith("accepted 3, ")
+
+
+async def test_the_payment_target_counts_writes_reads_and_calls_per_path_against_the_floor(
+    cosmos_account: CosmosAccount,
+) -> None:
+    async with standin(cosmos_account) as world:
+        result = await payments.measure(
+            world.client,
+            world.settings.cosmos_database,
+            world.container,
+            world.transport,
+            events=20,
+            creates=10,
+        )
+
+    requests = result["requests"]
+    assert requests["ok"], requests["outcomes"]
+    # The provider's ledger, the referee: the cancelled order holds nothing, each resumed one
+    # its total once.
+    assert requests["ledger_ok"] and sorted(requests["ledger"].values()) == [0, *[4200] * 4]
+    # (outcome, Cosmos requests by kind, provider calls): an applied path is the floor (two
+    # writes, one call) plus the state's read; nothing else calls the provider but a resumed
+    # call, whose redelivery looks it up first.
+    calls = {
+        name: {k: v for k, v in o["counted"].items() if k not in ("reads", "writes")}
+        for name, o in requests["outcomes"].items()
+    }
+    assert {
+        name: (o["outcome"], o["kinds"], calls[name]) for name, o in requests["outcomes"].items()
+    } == {
+        "accepted": ("processed", {"create": 1, "batch": 1, "read": 1}, {"capture": 1}),
+        "amendment capture": ("processed", {"batch": 2, "read": 1}, {"capture": 1}),
+        "amendment refund": ("processed", {"batch": 2, "read": 1}, {"refund": 1}),
+        "cancellation refund": ("processed", {"batch": 2, "read": 1}, {"refund": 1}),
+        "duplicate": ("duplicate", {"create": 1, "read": 2}, {}),
+        "cancellation before capture": ("processed", {"batch": 1, "read": 1}, {}),
+        "stale": ("stale", {"create": 1, "read": 1}, {}),
+        "resumed after the answer (keys honoured)": (
+            "processed",
+            {"batch": 1, "read": 1},
+            {"lookup": 1},
+        ),
+        "resumed after the answer (keys ignored)": (
+            "processed",
+            {"batch": 1, "read": 1},
+            {"lookup": 1},
+        ),
+        "resumed unsent call (keys honoured)": (
+            "processed",
+            {"batch": 1, "read": 1},
+            {"lookup": 1, "capture": 1},
+        ),
+        "resumed unsent call (keys ignored)": (
+            "processed",
+            {"batch": 2, "read": 1},
+            {"lookup": 1, "capture": 1},
+        ),
+    }
+    # The stopped deliveries: the call answered then the completed batch failed; or the
+    # provider refused before committing, the in-progress record left.
+    stopped = {name: o["stopped"] for name, o in requests["outcomes"].items() if o["stopped"]}
+    assert {s["outcome"] for s in stopped.values()} == {"transient"}
+    assert [s["counted"]["writes"] for s in stopped.values()] == [2, 2, 1, 1]
+    assert result["floor"] == {"writes": 2, "calls": 1}
+    assert result["create_item_cpu_us"] > 0 < result["decide_cpu_us"]["p50"]
+    assert result["order_decide_cpu_us"]["p50"] > 0
+    row = report.summary_rows({"payments": result})[0]
+    assert row[0].startswith("10. payment capture") and row[1].startswith("accepted 1r+2w+1c, ")
 
 
 def test_cold_start_baseline_is_the_apps_third_party_imports() -> None:

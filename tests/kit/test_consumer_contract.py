@@ -1,6 +1,6 @@
 """The kit's contract suite: what every consumer built on it does, whatever its effect. One
-abstract suite, run by each consumer (the order consumer, the stock reservation, the README's
-units-sold consumer), over two stores:
+abstract suite, run by each consumer (the order consumer, the stock reservation, the payment
+capture, the README's units-sold consumer), over two stores:
 
 - the in-memory document store (held to the Cosmos DB adapter by tests/contracts/), failures
   scripted as the port's errors;
@@ -9,16 +9,24 @@ units-sold consumer), over two stores:
   answer, a batch answered 207 with one failed operation), so that the SDK's error mapping and
   the adapter's classification run as in production; documents compared with their ``_etag``,
   so a document rewritten unchanged counts as changed.
+
+The suite's subject is a small protocol (``Subject``): how the consumer decides one delivery over
+a store, its partition field and a store of each kind. A consumer deciding with the kit's
+``decide`` is an ``Instance``; the payment capture, a ``CallingConsumerDefinition`` decided by
+``decide_call`` with a provider behind it, is a ``PaymentCapture`` on the provider stand-in
+(``local.standins.payment_provider``) through the app's adapter (aiohttp), its ledger the
+referee of its own rows.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
@@ -27,16 +35,23 @@ from examples.units_sold import units_sold
 from local.standins.cosmos_server import ensure_container
 from local.standins.doubles import InMemoryDocumentStore, InMemoryOrderStore
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.payment_provider import Fault, PaymentProviderStandIn
+from local.standins.payment_provider import FaultRule as ProviderFaultRule
 from ops.sample_orders import amended_body, lifecycle_message_id, order_body
 from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
+from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.config import Settings
 from shared.consumer.core import decide as decide_order
 from shared.kit.consumer import decide as decide_with_kit
 from shared.kit.decision import SETTLEMENT_BY_OUTCOME, Decision, IncomingMessage, Outcome
 from shared.kit.errors import SystemicStoreError, TransientStoreError
+from shared.kit.external import NEEDS_RECONCILIATION, call_key, decide_call
 from shared.kit.inbox import is_marker
+from shared.payments.consumer import CONSUMER_NAME, payment_capture
+from shared.payments.provider import KeyReused, Operation, PaymentRequest, ProviderBusy
 from shared.stock.consumer import stock_reservation
 from shared.stock.inventory import STOCK_ITEM_ID, reservation, stock_item
+from tests.payments.events import payment_event
 from tests.stock.events import event_message
 
 NOW = datetime(2026, 11, 30, 9, tzinfo=UTC)
@@ -55,10 +70,27 @@ FAILURES: dict[Outcome, tuple[Exception, int]] = {
 _SYSTEM_FIELDS = frozenset({"_rid", "_self", "_attachments", "_ts", "_lsn"})
 
 
+class Subject(Protocol):
+    """What the suite needs of a consumer: how it decides one delivery over a store (never
+    raising for anything a message can cause), the store's partition field, and a store of each
+    kind (in memory; the app's adapter on a container)."""
+
+    @property
+    def partition_field(self) -> str: ...
+
+    def decide(self, store: Any, incoming: IncomingMessage) -> Awaitable[Decision]: ...
+
+    def memory_store(self) -> InMemoryDocumentStore: ...
+
+    def cosmos_store(self, container: ContainerProxy) -> Any: ...
+
+
 @dataclass
 class Backend:
-    """One store under the suite: the consumer's ``store``, what it holds, and its faults."""
+    """One store under the suite: the consumer (``subject``), its ``store``, what it holds, and
+    its faults."""
 
+    subject: Subject
     store: Any
     seed: Callable[[Iterable[Mapping[str, Any]]], Awaitable[None]]
     documents: Callable[[], Awaitable[Documents]]
@@ -70,7 +102,9 @@ class Backend:
     clear_faults: Callable[[], None]
 
 
-def memory_backend(store: InMemoryDocumentStore, partition_field: str) -> Backend:
+def memory_backend(subject: Subject) -> Backend:
+    store, partition_field = subject.memory_store(), subject.partition_field
+
     async def seed(documents: Iterable[Mapping[str, Any]]) -> None:
         for document in documents:
             store.documents[(document[partition_field], document["id"])] = dict(document)
@@ -93,13 +127,21 @@ def memory_backend(store: InMemoryDocumentStore, partition_field: str) -> Backen
         store.fail_next = []
 
     return Backend(
-        store, seed, documents, fail_writes, fail_next_batch, lambda: len(store.requests), clear
+        subject,
+        store,
+        seed,
+        documents,
+        fail_writes,
+        fail_next_batch,
+        lambda: len(store.requests),
+        clear,
     )
 
 
 @dataclass(frozen=True)
 class Instance:
-    """A consumer under the suite: how it decides, and over which stores."""
+    """A consumer of the kit's ``decide`` under the suite (a ``Subject``): how it decides, and
+    over which stores."""
 
     decide: Decide
     partition_field: str
@@ -108,14 +150,23 @@ class Instance:
 
 
 class ConsumerContract:
-    """Subclasses give their consumer (``instance``) and its messages; the suite runs each test
+    """Subclasses give their consumer (``instance``, or a ``subject`` fixture of their own when
+    it needs more than a store, such as a provider) and its messages; the suite runs each test
     over the in-memory store and through azure-cosmos (the ``backend`` fixture)."""
 
-    instance: Instance
+    instance: Subject
+
+    @pytest.fixture
+    def subject(self) -> Subject:
+        return self.instance
 
     def seed(self) -> list[dict[str, Any]]:
         """Documents the consumer expects before its messages (stock items ...)."""
         return []
+
+    async def prepare(self, backend: Backend) -> None:
+        """What happened before the messages, delivered through the consumer itself (an order
+        already paid ...), after ``seed``."""
 
     def message(self) -> IncomingMessage:
         raise NotImplementedError
@@ -132,20 +183,23 @@ class ConsumerContract:
         return None
 
     @pytest.fixture(params=["memory", "cosmos"])
-    async def backend(self, request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-        instance = self.instance
+    async def backend(
+        self, request: pytest.FixtureRequest, subject: Subject
+    ) -> AsyncIterator[Backend]:
         if request.param == "memory":
-            backend = memory_backend(instance.memory_store(), instance.partition_field)
+            backend = memory_backend(subject)
             await backend.seed(self.seed())
+            await self.prepare(backend)
             yield backend
             return
         app_env: dict[str, str] = request.getfixturevalue("app_env")
-        async with cosmos_backend(app_env, instance) as backend:
+        async with cosmos_backend(app_env, subject) as backend:
             await backend.seed(self.seed())
+            await self.prepare(backend)
             yield backend
 
     async def decide(self, backend: Backend, message: IncomingMessage) -> Decision:
-        return await self.instance.decide(backend.store, message)
+        return await backend.subject.decide(backend.store, message)
 
     async def test_a_redelivery_is_completed_and_changes_no_document(
         self, backend: Backend
@@ -244,7 +298,7 @@ class cosmos_backend:  # noqa: N801 - an async context manager used like a funct
     consumer's store is the app's adapter on the app's client settings with a fault transport;
     the documents are read back through the test's own client."""
 
-    def __init__(self, app_env: dict[str, str], instance: Instance) -> None:
+    def __init__(self, app_env: dict[str, str], instance: Subject) -> None:
         self._env, self._instance = app_env, instance
         self._name = f"kit-{uuid.uuid4().hex[:12]}"
 
@@ -295,6 +349,7 @@ class cosmos_backend:  # noqa: N801 - an async context manager used like a funct
             )
 
         return Backend(
+            instance,
             store,
             seed,
             documents,
@@ -437,6 +492,190 @@ class TestStockReservation(ConsumerContract):
         assert {k: v for k, v in after.items() if "order:" not in k} == {
             k: v for k, v in before.items() if "order:" not in k
         }
+
+
+# ---- the payment capture: an effect outside the transaction ---------------------------------
+
+CALL_TIMEOUT_S = 1.0  # the provider client's timeout: the call's deadline
+DECLINED_CUSTOMER = "customer-declined"
+
+
+class PaymentCapture:
+    """The payment capture as the suite's ``Subject``: ``decide_call`` over the store, the
+    provider reached through the app's adapter; its clock moves past the call's deadline
+    between deliveries (what a redelivery after a lock expiry sees)."""
+
+    partition_field = "orderId"
+
+    def __init__(self, client: HttpPaymentProvider) -> None:
+        self.client = client
+        self.definition = payment_capture(client, call_deadline_s=CALL_TIMEOUT_S)
+        self.now = NOW
+
+    def decide(self, store: Any, incoming: IncomingMessage) -> Awaitable[Decision]:
+        self.now += timedelta(seconds=CALL_TIMEOUT_S + 1)
+        return decide_call(self.definition, incoming, store, marker_ttl_s=600, now=self.now)
+
+    def memory_store(self) -> InMemoryDocumentStore:
+        return InMemoryDocumentStore()
+
+    def cosmos_store(self, container: ContainerProxy) -> CosmosDocumentStore:
+        return CosmosDocumentStore(container)
+
+
+class TestPaymentCapture(ConsumerContract):
+    """Order o-1 accepted and captured (4200) before each test; the message is its amendment to
+    5000, a capture of the difference, whose first write is the in-progress record from the
+    state's revision (a batch through the SDK). A cancellation after it makes it stale."""
+
+    @pytest.fixture
+    def provider(self) -> Iterator[PaymentProviderStandIn]:
+        with PaymentProviderStandIn(declined_customers={DECLINED_CUSTOMER}) as stand_in:
+            yield stand_in
+
+    @pytest.fixture
+    async def subject(self, provider: PaymentProviderStandIn) -> AsyncIterator[Subject]:
+        """The consumer on the provider's client, closed after the test."""
+        async with HttpPaymentProvider(
+            provider.url, provider.api_key, timeout_s=CALL_TIMEOUT_S
+        ) as client:
+            yield PaymentCapture(client)
+
+    async def prepare(self, backend: Backend) -> None:
+        accepted = await self.decide(backend, payment_event("o-1", 1, 4200))
+        assert accepted.outcome is Outcome.PROCESSED
+
+    def message(self) -> IncomingMessage:
+        return payment_event("o-1", 2, 5000)
+
+    def other_content(self) -> IncomingMessage:
+        changed = payment_event("o-1", 2, 6000)
+        assert changed.message_id == self.message().message_id
+        return changed
+
+    def invalid(self) -> IncomingMessage:
+        body = json.loads(self.message().body)
+        del body["payload"]["totalMinor"]
+        return replace(self.message(), body=json.dumps(body).encode())
+
+    def newer_then_older(self) -> tuple[IncomingMessage, IncomingMessage]:
+        return payment_event("o-1", 3, None), self.message()
+
+    async def test_the_ledger_moves_once_whatever_the_redeliveries(
+        self, backend: Backend, provider: PaymentProviderStandIn
+    ) -> None:
+        for _ in range(3):
+            await self.decide(backend, self.message())
+
+        assert provider.net_captured("o-1") == 5000
+        assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
+
+    async def test_a_failed_in_progress_record_writes_nothing_and_makes_no_call(
+        self, backend: Backend, provider: PaymentProviderStandIn
+    ) -> None:
+        """The suite's failed write, made to hit the in-progress record itself: in memory the
+        state's read passes and the record's commit fails; through the SDK the record is the
+        delivery's first batch."""
+        if isinstance(backend.store, InMemoryDocumentStore):
+            backend.store.fail_next = [None, TransientStoreError("throttled")]
+        else:
+            backend.fail_next_batch()
+        before, calls = await backend.documents(), provider.requests_received
+
+        failed = await self.decide(backend, self.message())
+
+        assert failed.outcome is Outcome.TRANSIENT
+        assert await backend.documents() == before
+        assert provider.requests_received == calls
+        assert (await self.decide(backend, self.message())).outcome is Outcome.PROCESSED
+        assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
+
+    async def test_a_declined_card_is_processed_and_counted_never_retried(
+        self, backend: Backend, provider: PaymentProviderStandIn
+    ) -> None:
+        declined = payment_event("o-1", 2, 5000, customer_id=DECLINED_CUSTOMER)
+
+        decision = await self.decide(backend, declined)
+
+        assert (decision.outcome, decision.settlement.value) == (Outcome.PROCESSED, "complete")
+        assert decision.measures == {"payments.declined": 1}
+        state = (await backend.documents())[json.dumps(("o-1", "payment"))]
+        assert (state["lastOutcome"], state["capturedMinor"], state["pending"]) == (
+            "declined",
+            4200,
+            None,
+        )
+        assert (await self.decide(backend, declined)).outcome is Outcome.DUPLICATE
+        assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+    async def test_a_provider_409_for_the_key_in_progress_is_transient_and_captures_once(
+        self, backend: Backend, provider: PaymentProviderStandIn
+    ) -> None:
+        """The lock expired while the provider was processing the call: the second delivery
+        finds the in-progress record, repeats the call with its key and gets 409: retried
+        (transient, abandoned after the in-delivery retries), and its redelivery is a
+        duplicate once the first completed."""
+        provider.inject(ProviderFaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=CALL_TIMEOUT_S / 2))
+        first = asyncio.create_task(self.decide(backend, self.message()))
+        for _ in range(200):  # the acceptance's capture, then this one's, in progress
+            if provider.requests_received["POST /v1/captures"] > 1:
+                break
+            await asyncio.sleep(0.01)
+
+        second = await self.decide(backend, replace(self.message(), delivery_count=2))
+
+        assert (second.outcome, second.settlement.value) == (Outcome.TRANSIENT, "abandon")
+        assert isinstance(second.error.__cause__ if second.error else None, ProviderBusy)
+        assert (await first).outcome is Outcome.PROCESSED
+        assert (await self.decide(backend, self.message())).outcome is Outcome.DUPLICATE
+        assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
+
+    async def test_a_key_reused_with_another_payload_is_systemic_never_dead_lettered(
+        self, backend: Backend, provider: PaymentProviderStandIn
+    ) -> None:
+        """The provider already holds this call's key for another amount (a bug of ours, or a
+        state edited by hand): no redelivery fixes it. Held and alerted, the in-progress record
+        left for an operator, nothing moved."""
+        message_id = self.message().message_id or ""
+        key = call_key(CONSUMER_NAME, message_id, Operation.CAPTURE)
+        subject = backend.subject
+        assert isinstance(subject, PaymentCapture)
+        await subject.client.perform(
+            PaymentRequest(Operation.CAPTURE, "o-1", key, key, "customer-1", 1, "EUR")
+        )
+
+        decision = await self.decide(backend, self.message())
+
+        assert (decision.outcome, decision.settlement.value) == (Outcome.SYSTEMIC, "abandon")
+        assert isinstance(decision.error.__cause__ if decision.error else None, KeyReused)
+        assert [entry.amount_minor for entry in provider.ledger] == [4200, 1]
+
+    async def test_an_inconclusive_call_is_parked_needing_reconciliation_never_retried(
+        self, backend: Backend, provider: PaymentProviderStandIn
+    ) -> None:
+        """A provider that honours no key and is still processing the call long after our
+        client gave up: after its deliveries the event is dead-lettered NeedsReconciliation,
+        counted, and the next version waits behind it; nothing is called again."""
+        provider.honour_keys = False
+        subject = backend.subject
+        assert isinstance(subject, PaymentCapture)
+        subject.client.honours_idempotency_keys = False
+        provider.inject(ProviderFaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=4 * CALL_TIMEOUT_S))
+        decisions = [
+            await self.decide(backend, replace(self.message(), delivery_count=count))
+            for count in (1, 2, 3)
+        ]
+
+        assert [d.outcome for d in decisions] == [Outcome.TRANSIENT] * 2 + [Outcome.INVALID]
+        parked = decisions[-1]
+        assert (parked.settlement.value, parked.deadletter_reason) == (
+            "deadletter",
+            NEEDS_RECONCILIATION,
+        )
+        assert parked.measures == {"payments.reconciliation_needed": 1}
+        behind = await self.decide(backend, payment_event("o-1", 3, None))
+        assert behind.deadletter_reason == NEEDS_RECONCILIATION
+        assert provider.requests_received["POST /v1/captures"] == 2  # the acceptance's, this one
 
 
 # ---- the README's own consumer: units sold per SKU per day ---------------------------------

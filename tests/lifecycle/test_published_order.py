@@ -116,6 +116,7 @@ async def test_a_held_version_stays_pending_until_it_is_sent(
     held, other = "ord-held-3", "ord-held-4"
     for order_id in (held, other):
         queue.send(OutgoingMessage(order_id, json.dumps(order_body(order_id)).encode()))
+        await host.run_until_idle()  # placed first: the host runs deliveries concurrently
         queue.send(
             OutgoingMessage(
                 lifecycle_message_id(order_id, 2),
@@ -154,6 +155,9 @@ async def test_a_version_is_held_until_the_very_failure_that_parks_its_predecess
     the relay predicts the park from v1's count so far plus this one failure, never more."""
     order_id = "ord-held-5"
     queue.send(OutgoingMessage(order_id, json.dumps(order_body(order_id)).encode()))
+    # Placed first: the host runs deliveries concurrently, and an amendment applied before its
+    # OrderPlaced makes the OrderPlaced stale, with no v1 event to hold v2 behind.
+    await host.run_until_idle()
     queue.send(
         OutgoingMessage(
             lifecycle_message_id(order_id, 2),

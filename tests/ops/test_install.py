@@ -22,7 +22,7 @@ from packaging.requirements import Requirement
 REPO = Path(__file__).resolve().parents[2]
 OPS_REQUIREMENTS = REPO / "requirements-ops.txt"
 # Every module of the tool an operator runs, and what the tool imports only when it needs it
-# (DefaultAzureCredential).
+# (DefaultAzureCredential, the aio clients of ``payments``).
 TOOL_MODULES = [
     "ops.cli",
     "ops.servicebus",
@@ -37,9 +37,19 @@ TOOL_MODULES = [
     "ops.stock",
     "ops.stock_cli",
     "ops.cosmos_inventory",
+    "ops.payments",
+    "ops.payments_cli",
+    "ops.cosmos_payments",
+    "ops.subscriptions",
     "ops.messaging",
     "ops.sample_orders",
     "azure.identity",
+    # what ``payments`` opens only when it runs: the app's store and provider adapters, on the
+    # aio clients (aiohttp)
+    "shared.adapters.cosmos_orders",
+    "shared.adapters.payment_provider",
+    "azure.cosmos.aio",
+    "azure.identity.aio",
 ]
 
 # Which installed distribution a module comes from: by its top-level package, and for the
@@ -159,7 +169,16 @@ def test_the_tool_starts_with_only_the_declared_distributions_importable() -> No
     )
 
     assert result.returncode == 0, result.stderr[-2000:]
-    for command in ("list", "resubmit", "purge", "parked", "audit", "send", "init-cosmos"):
+    for command in (
+        "list",
+        "resubmit",
+        "purge",
+        "parked",
+        "audit",
+        "send",
+        "init-cosmos",
+        "payments",
+    ):
         assert command in result.stdout
 
 
