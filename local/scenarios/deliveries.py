@@ -1,19 +1,25 @@
 """Deliveries, as every scenario troubles and counts them: ``Trouble`` (the host's
 ``on_delivery`` hook: a crash after the commit, a lock expiry) and ``OutcomeLog`` (one consumer's
 structured outcome log records, counted: the telemetry an operator sees), and ``quiet_logs``
-(those records to the counters, not the console). Used by the orders, the inventory and the
+(those records to the counters, not the console), and ``ExportedCounters`` (a consumer's
+business counters as its telemetry exports them). Used by the orders, the inventory and the
 lifecycle alike; imports no scenario."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
+
 from local.standins.broker import Delivery, PeekLockQueue
 from local.standins.settlement_server import SettlementServer
+from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.names import (
     ATTR_CONSUMER,
     DEFAULT_CONSUMER,
@@ -80,6 +86,12 @@ class Trouble:
         return Counter(count for message_id, count in self.deliveries.items() if message_id)
 
 
+def drawn(seed: int, kind: str, rate: float) -> Callable[[str], bool]:
+    """A message's share of trouble, drawn from the seed and its MessageId alone (the relay
+    publishes the events in an order the trouble must not depend on)."""
+    return lambda message_id: random.Random(f"{seed}-{kind}-{message_id}").random() < rate
+
+
 def settled_for_good(queue: PeekLockQueue) -> int:
     stats = queue.stats
     return stats.completed + stats.dead_lettered
@@ -108,3 +120,35 @@ def quiet_logs(*handlers: logging.Handler) -> Iterator[None]:
         consumer_logger.propagate = True
         relay_logger.propagate = True
         relay_logger.removeHandler(quiet_relay)
+
+
+class ExportedCounters:
+    """A consumer's counters as its telemetry exports them: an SDK meter provider with an
+    in-memory reader, composed in as the consumer's telemetry (``World.compose``'s
+    ``stock_telemetry``, ``payment_telemetry``)."""
+
+    def __init__(self) -> None:
+        self.reader = InMemoryMetricReader()
+        self.provider = MeterProvider(metric_readers=[self.reader])
+
+    def telemetry(self, topic: str, subscription: str, consumer: str) -> ConsumerTelemetry:
+        return ConsumerTelemetry(
+            topic, meter_provider=self.provider, subscription=subscription, consumer=consumer
+        )
+
+    def total(self, metric: str, consumer: str) -> int:
+        """The counter ``metric``'s total for ``consumer`` (``orders.consumer``)."""
+        exported = self.reader.get_metrics_data()
+        total = 0
+        for resource in exported.resource_metrics if exported else []:
+            for scope in resource.scope_metrics:
+                for found in scope.metrics:
+                    if found.name != metric:
+                        continue
+                    for point in found.data.data_points:
+                        attributes = point.attributes or {}
+                        if isinstance(point, NumberDataPoint) and (
+                            attributes.get(ATTR_CONSUMER) == consumer
+                        ):
+                            total += int(point.value)
+        return total

@@ -74,6 +74,13 @@ from local.scenarios.orders import (
     send_a_day_later,
     send_stream,
 )
+from local.scenarios.payments import (
+    PROVIDER_TIMEOUT_S,
+    PaymentsReport,
+    PaymentsRun,
+    payments_report,
+    print_payments,
+)
 from local.scenarios.relay import REFUSED_SENDS, ParkedRun, RelayRun, Tool, WatchdogRun
 from local.scenarios.tables import figures_table, invariants_table
 from local.scenarios.tool_runs import ToolRun, audit_arguments, run_tool
@@ -82,6 +89,7 @@ from local.standins.cosmos_server import ensure_container
 from local.standins.faults import FaultKind
 from ops.audit import Invariant
 from shared.adapters.cosmos_orders import create_client
+from shared.payments.consumer import CONSUMER_NAME as PAYMENT_CONSUMER
 from shared.stock.consumer import CONSUMER_NAME as STOCK_CONSUMER
 
 ORDERS_CAPTION = (
@@ -103,13 +111,15 @@ class DemoReport:
     tool_runs: dict[str, ToolRun] = field(default_factory=dict)
     operator_audit: ToolRun | None = None  # ``audit ... --json``, run when the table is read
     inventory: InventoryReport | None = None  # the inventory's, with its own table
+    payments: PaymentsReport | None = None  # the payments', with its own table
     lifecycle: LifecycleReport | None = None  # the lifecycle scenario's, with its own table
 
     @property
     def checks(self) -> list[Invariant]:
         inventory = self.inventory.checks if self.inventory is not None else []
+        payments = self.payments.checks if self.payments is not None else []
         lifecycle = self.lifecycle.checks if self.lifecycle is not None else []
-        return [*(row.invariant for row in self.rows), *inventory, *lifecycle]
+        return [*(row.invariant for row in self.rows), *inventory, *payments, *lifecycle]
 
     @property
     def passed(self) -> bool:
@@ -118,16 +128,47 @@ class DemoReport:
 
 async def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport:
     console = console or Console(quiet=options.quiet)
-    log, stock_log = OutcomeLog(), OutcomeLog(STOCK_CONSUMER)
-    with quiet_logs(log, stock_log):
-        return await _run(options, console, log, stock_log)
+    logs = [OutcomeLog(), OutcomeLog(STOCK_CONSUMER), OutcomeLog(PAYMENT_CONSUMER)]
+    with quiet_logs(*logs):
+        return await _run(options, console, *logs)
+
+
+@dataclass
+class _Downstream:
+    """The order events' consumers the run drives (each None when skipped): run to idle after
+    each relay phase, their telemetry on readers their tables read."""
+
+    inventory: InventoryRun | None
+    payments: PaymentsRun | None
+
+    async def until_idle(self) -> None:
+        for run in (self.inventory, self.payments):
+            if run is not None:
+                await run.until_idle()
+
+    def telemetry(self) -> dict[str, Any]:
+        """``World.compose``'s choices: each consumer's telemetry."""
+        chosen: dict[str, Any] = {}
+        if self.inventory is not None:
+            chosen["stock_telemetry"] = self.inventory.telemetry()
+        if self.payments is not None:
+            chosen["payment_telemetry"] = self.payments.telemetry()
+        return chosen
 
 
 async def _run(
-    options: DemoOptions, console: Console, log: OutcomeLog, stock_log: OutcomeLog
+    options: DemoOptions,
+    console: Console,
+    log: OutcomeLog,
+    stock_log: OutcomeLog,
+    payment_log: OutcomeLog,
 ) -> DemoReport:
     suffix = f"{options.seed}-{uuid.uuid4().hex[:8]}"
-    container_name, inventory_name = f"demo-{suffix}", f"demo-inventory-{suffix}"
+    container_name = f"demo-{suffix}"
+    own = {"INVENTORY_CONTAINER": f"demo-inventory-{suffix}"}
+    own["PAYMENTS_CONTAINER"] = f"demo-payments-{suffix}"
+    own["PAYMENT_PROVIDER_TIMEOUT_SECONDS"] = str(PROVIDER_TIMEOUT_S)
+    the_plan = plan(options)
     transport = chaos_transport(options) if options.transport_fault_rate > 0 else None
     with cosmos_account(options.cosmos_endpoint, options.cosmos_key) as account:
         if account.is_local_server:
@@ -139,12 +180,15 @@ async def _run(
             verify_tls=options.verify_tls,
             clock=ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC)),
             max_concurrent_calls=options.concurrency,
-            env={"INVENTORY_CONTAINER": inventory_name},
+            env=own,
         ) as world:
-            inventory = (
+            downstream = _Downstream(
                 InventoryRun.on(world, options, stock_log)
                 if options.inventory and options.outbox
-                else None
+                else None,
+                PaymentsRun.on(world, options, payment_log, the_plan.bodies)
+                if options.payments and options.outbox
+                else None,
             )
             settings = world.settings
             # An independent client sets up the container and reads the outcome: the verdict
@@ -154,17 +198,19 @@ async def _run(
                     verifier, settings.cosmos_database, container_name
                 )
                 # The app on the world's clock (an outage is ridden out without real sleeping),
-                # with the chaos faults below its Cosmos SDK, if any; the stock consumer's
-                # telemetry on a reader the inventory's table reads.
+                # with the chaos faults below its Cosmos SDK, if any; the downstream consumers'
+                # telemetry on readers their tables read.
                 world.compose(
                     transport=transport,
                     jitter=random.Random(options.seed).random,
-                    **({} if inventory is None else {"stock_telemetry": inventory.telemetry()}),
+                    **downstream.telemetry(),
                 )
                 tool = functools.partial(
                     run_tool, world=world, account=account, container_name=container_name
                 )
-                report = await _drive(options, world, container, log, inventory, console, tool)
+                report = await _drive(
+                    options, the_plan, world, container, log, downstream, console, tool
+                )
                 if transport is not None:
                     report.figures["injected Cosmos faults"] = sum(r.fired for r in transport.rules)
                     report.figures["throttled transactional batches (207, injected)"] = sum(
@@ -172,8 +218,12 @@ async def _run(
                     )
                 if not account.is_local_server:
                     database = verifier.get_database_client(settings.cosmos_database)
-                    await database.delete_container(container_name)
-                    await database.delete_container(inventory_name)
+                    for name in (
+                        container_name,
+                        own["INVENTORY_CONTAINER"],
+                        own["PAYMENTS_CONTAINER"],
+                    ):
+                        await database.delete_container(name)
         if options.lifecycle and options.outbox:
             # The lifecycle, a scenario of its own on a world of its own: its own table.
             report.lifecycle = await run_lifecycle(
@@ -194,15 +244,16 @@ def _stock(the_plan: Plan, later: list[dict[str, bytes]], seed: int) -> StockPla
 
 async def _drive(
     options: DemoOptions,
+    the_plan: Plan,
     world: World,
     container: ContainerProxy,
     log: OutcomeLog,
-    inventory: InventoryRun | None,
+    downstream: _Downstream,
     console: Console,
     tool: Tool,
 ) -> DemoReport:
     started = datetime.now(UTC)  # the wall clock: the audit's window is on Cosmos DB's _ts
-    the_plan = plan(options)
+    inventory, payments = downstream.inventory, downstream.payments
     queue, clock = world.queue, world.clock
     # Later phases' orders, from RNGs of their own: known now, so the stock covers them too.
     watchdog_orders = extra_orders(options, "w", options.skipped_orders) if options.outbox else {}
@@ -221,10 +272,6 @@ async def _drive(
     )
     world.change_feed.max_items = options.relay_batch
     relay = RelayRun()
-
-    async def downstream() -> None:
-        if inventory is not None:
-            await inventory.until_idle()
 
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -263,7 +310,7 @@ async def _drive(
                 times=options.relay_stall,
             )
         await relay.until_idle(world)
-        await downstream()
+        await downstream.until_idle()
 
         # Phase 2: a day later, outside the duplicate-detection window.
         clock.advance(queue.settings.duplicate_detection_window + timedelta(seconds=1))
@@ -271,21 +318,21 @@ async def _drive(
         await accept("phase 2: a day later")
         progress.update(task, description="phase 2: relay")
         await relay.until_idle(world)
-        await downstream()
+        await downstream.until_idle()
 
         watchdog: WatchdogRun | None = None
         if watchdog_orders:
             await accept("phase 3: skipped by the change feed", watchdog_orders)
             watchdog = WatchdogRun(set(watchdog_orders))
             await watchdog.run(world, container, relay)
-            await downstream()
+            await downstream.until_idle()
 
         parked: ParkedRun | None = None
         if parked_orders:
             await accept("phase 4: refused, parked, republished", parked_orders)
             parked = ParkedRun(set(parked_orders))
             await parked.run(world, container, relay, tool)
-            await downstream()
+            await downstream.until_idle()
 
     phases = [phase.check() for phase in (watchdog, parked) if phase is not None]
     report = await _orders_report(the_plan, world, log, options, phases, tool, started)
@@ -298,17 +345,26 @@ async def _drive(
         report.figures.update(parked.figures())
         report.tool_runs.update(parked.tool_runs())
     report.deliveries_per_message = trouble.spread()
+    # The orders' highest versions, what the downstream consumers' tables are checked against.
+    orders = [d for d in await _documents(world.change_feed.container) if d.get("type") == "order"]
     if inventory is not None and stock is not None:
         report.inventory = await inventory_report(
             inventory,
             stock,
-            await _documents(world.change_feed.container),
+            orders,
             tool,
             # Each order one version and nothing failing below the SDK: the shortfall counted
             # once is the shortfall backordered (local.scenarios.inventory).
             exact_shortfall=not the_plan.lifecycles.histories and not options.transport_fault_rate,
         )
         report.tool_runs.update(report.inventory.tool_runs)
+    if payments is not None:
+        report.payments = await payments_report(
+            payments,
+            orders,
+            # Each order one version: each declined card counted once.
+            exact=not the_plan.lifecycles.histories,
+        )
     if options.dead_letters.strip():
         report.tool_runs["requested"] = tool(shlex.split(options.dead_letters))
     report.tool_runs["audit"] = tool(audit_arguments(started))  # as an operator runs it, last
@@ -373,6 +429,9 @@ def print_report(report: DemoReport, console: Console) -> None:
     if report.inventory is not None:
         console.rule("The inventory: reserve_stock on the same orders' events")
         print_inventory(report.inventory, console)
+    if report.payments is not None:
+        console.rule("The payments: capture_payment on the same orders' events")
+        print_payments(report.payments, console)
     if report.lifecycle is not None:
         console.rule(
             "The order lifecycle: a scenario of its own, on a queue, topic and container of its own"

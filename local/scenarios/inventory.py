@@ -36,13 +36,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from rich.console import Console
 from rich.table import Table
 
 from local.assembly.world import World
-from local.scenarios.deliveries import OutcomeLog, Trouble
+from local.scenarios.deliveries import ExportedCounters, OutcomeLog, Trouble, drawn
 from local.scenarios.invariants import DEMO, STAND_IN, Row
 from local.scenarios.options import DemoOptions
 from local.scenarios.tables import figures_table, invariants_table
@@ -60,7 +58,7 @@ from shared.stock.inventory import (
     order_partition,
 )
 from shared.telemetry.consumer import ConsumerTelemetry
-from shared.telemetry.names import ATTR_CONSUMER, METRIC_STOCK_SHORTFALL
+from shared.telemetry.names import METRIC_STOCK_SHORTFALL
 
 # Who checks a row: what ``python -m ops stock audit`` checks on a live deployment
 # (``ops.stock``), here over the run's own inventory container.
@@ -135,45 +133,6 @@ def stock_plan(wanted: Mapping[str, Mapping[str, int]], seed: int) -> StockPlan:
     return StockPlan(on_hand, short, unstocked)
 
 
-def drawn(seed: int, kind: str, rate: float) -> Callable[[str], bool]:
-    """A message's share of trouble, drawn from the seed and its MessageId alone (the relay
-    publishes the events in an order the trouble must not depend on)."""
-    return lambda message_id: random.Random(f"{seed}-{kind}-{message_id}").random() < rate
-
-
-class ShortfallReader:
-    """``orders.stock.shortfall`` as the consumer's telemetry exports it: an SDK meter provider
-    with an in-memory reader, composed in as the stock consumer's telemetry."""
-
-    def __init__(self) -> None:
-        self.reader = InMemoryMetricReader()
-        self.provider = MeterProvider(metric_readers=[self.reader])
-
-    def telemetry(self, env: Mapping[str, str]) -> ConsumerTelemetry:
-        return ConsumerTelemetry(
-            env["ORDER_EVENTS_TOPIC_NAME"],
-            meter_provider=self.provider,
-            subscription=env["INVENTORY_SUBSCRIPTION_NAME"],
-            consumer=CONSUMER_NAME,
-        )
-
-    def counted(self) -> int:
-        exported = self.reader.get_metrics_data()
-        total = 0
-        for resource in exported.resource_metrics if exported else []:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name != METRIC_STOCK_SHORTFALL:
-                        continue
-                    for point in metric.data.data_points:
-                        attributes = point.attributes or {}
-                        if isinstance(point, NumberDataPoint) and (
-                            attributes.get(ATTR_CONSUMER) == CONSUMER_NAME
-                        ):
-                            total += int(point.value)
-        return total
-
-
 @dataclass
 class InventoryRun:
     """``reserve_stock`` on the inventory subscription, run to idle with its own trouble."""
@@ -181,7 +140,7 @@ class InventoryRun:
     world: World
     trouble: Trouble
     log: OutcomeLog  # the stock consumer's outcome records (``OutcomeLog(CONSUMER_NAME)``)
-    shortfall: ShortfallReader = field(default_factory=ShortfallReader)
+    counters: ExportedCounters = field(default_factory=ExportedCounters)
 
     @classmethod
     def on(cls, world: World, options: DemoOptions, log: OutcomeLog) -> InventoryRun:
@@ -196,7 +155,10 @@ class InventoryRun:
 
     def telemetry(self) -> ConsumerTelemetry:
         """The stock consumer's telemetry, for ``World.compose(stock_telemetry=...)``."""
-        return self.shortfall.telemetry(self.world.env)
+        env = self.world.env
+        return self.counters.telemetry(
+            env["ORDER_EVENTS_TOPIC_NAME"], env["INVENTORY_SUBSCRIPTION_NAME"], CONSUMER_NAME
+        )
 
     async def seed(self, plan: StockPlan, *, concurrently: int = 16) -> None:
         """Every SKU's stock item, ``concurrently`` writes at a time (one SKU each)."""
@@ -233,7 +195,7 @@ class InventoryRun:
             "dead-lettered": queue.dead_lettered,
             "settlements lost (crash / lock expiry)": self.log.settlement_failures,
             "in-delivery retries": self.log.retries,
-            SHORT_COUNTED: self.shortfall.counted(),
+            SHORT_COUNTED: self.counters.total(METRIC_STOCK_SHORTFALL, CONSUMER_NAME),
         }
 
     def stand_in_checks(self) -> list[Invariant]:

@@ -41,6 +41,7 @@ from rich.table import Table
 from local.assembly.world import CosmosAccount, World, local_world
 from local.scenarios.deliveries import OutcomeLog
 from local.scenarios.invariants import AUDIT, DEMO, Row, demo_data, operator_audit_agrees
+from local.scenarios.payments import expected_nets, nets_are_the_totals, one_move_per_key
 from local.scenarios.tables import figures_table, invariants_table
 from local.scenarios.tool_runs import ToolRun, audit_arguments, run_tool
 from local.standins.broker import ManualClock, OutgoingMessage
@@ -295,6 +296,7 @@ class LifecycleReport:
     # order id -> (status, version, created by, stale markers, messages delivered)
     documents: dict[str, tuple[str, int, str, int, int]] = field(default_factory=dict)
     events: dict[str, list[str]] = field(default_factory=dict)  # order id -> "Type vN" received
+    money: dict[str, list[str]] = field(default_factory=dict)  # order id -> "capture N" moved
     rows: list[Row] = field(default_factory=list)
 
     @property
@@ -362,6 +364,7 @@ async def _send_rounds(world: World) -> Counter[str]:
             sent[send.change.order_id] += 1
         await world.host.run_until_idle()
         await world.change_feed.drain()
+        await world.payment_host.run_until_idle()  # the money, from the events published
     return sent
 
 
@@ -442,6 +445,11 @@ def _report(
         [],
         f"{outcomes['stale']} stale, {sum(stale.values())} stale markers",
     )
+    ledger = world.payment_provider.ledger
+    for entry in ledger:
+        report.money.setdefault(entry.order_id, []).append(
+            f"{entry.operation} {entry.amount_minor}"
+        )
     report.rows = [
         *(Row(invariant, AUDIT) for invariant in flow),
         *(
@@ -452,6 +460,9 @@ def _report(
                 stale_seen,
                 only_that,
                 agreement,
+                # capture_payment on the same events: the money through the lifecycle
+                nets_are_the_totals(expected_nets(data.orders, None), ledger),
+                one_move_per_key(ledger),
             ]
         ),
     ]
@@ -472,4 +483,10 @@ def print_lifecycle(report: LifecycleReport, console: Console) -> None:
     for order_id, received in sorted(report.events.items()):
         events.add_row(order_id, " -> ".join(received))
     console.print(events)
+    money = Table(title="Lifecycle: the money the provider moved (capture_payment), in order")
+    money.add_column("order")
+    money.add_column("ledger")
+    for order_id, moved in sorted(report.money.items()):
+        money.add_row(order_id, " -> ".join(moved))
+    console.print(money)
     console.print(invariants_table("Lifecycle invariants", report.rows))

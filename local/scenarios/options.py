@@ -78,6 +78,19 @@ class DemoOptions:
         "skip the inventory (stock seeded for the orders' SKUs, reserve_stock on the topic's "
         "inventory subscription, its table)",
     )
+    payments: bool = _option(
+        True,
+        "skip the payments (capture_payment on the topic's payments subscription, the provider "
+        "stand-in's ledger, its table)",
+    )
+    # One customer's card declined by the provider (every order of theirs).
+    declined_card: bool = _option(True, "decline no card")
+    # The provider's own faults on its first requests: this many of each kind.
+    provider_faults: int = _option(
+        2,
+        "provider faults on its first requests, this many of each: a timeout after it "
+        "committed, a 503 after it committed, a 503 before",
+    )
     lifecycle: bool = _option(
         True,
         "skip the lifecycle scenario (amendments and cancellations out of order, on a world of "
@@ -120,6 +133,7 @@ CHAOS = DemoOptions(
     relay_stall=30,
     skipped_orders=20,
     lifecycle_rate=0.2,
+    provider_faults=10,
     dead_letters="",
 )
 

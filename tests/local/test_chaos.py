@@ -23,6 +23,7 @@ from local.scenarios.inventory import (
 )
 from local.scenarios.lifecycle import CONVERGED, PUBLISHED_IN_ORDER
 from local.scenarios.options import CHAOS
+from local.scenarios.payments import NETS_ARE_THE_TOTALS, NEVER_BELOW_ZERO, ONE_MOVE_PER_KEY
 from ops.audit import ONE_EVENT_PER_ORDER
 
 
@@ -87,3 +88,26 @@ async def test_chaos_reserves_stock_for_every_order_at_its_highest_version(
     assert figures["duplicates"] > 0
     assert figures["in-delivery retries"] > 0  # the faults below the SDK reached it too
     assert figures["units backordered (on the reservations)"] > 0
+
+
+async def test_chaos_moves_every_orders_money_once_to_its_highest_version(
+    chaos: DemoReport,
+) -> None:
+    """With lifecycles mixed in, the faults below the SDK, the provider's own faults and the
+    payment deliveries' trouble: for every order, the ledger's captures minus refunds are its
+    highest version's total (zero once cancelled or declined); never below zero; one movement
+    per key; nothing parked."""
+    payments = chaos.payments
+    assert payments is not None
+    failed = [c for c in payments.checks if not c.passed]
+    assert payments.checks and not failed, failed
+    assert {NETS_ARE_THE_TOTALS, NEVER_BELOW_ZERO, ONE_MOVE_PER_KEY} <= {
+        c.name for c in payments.checks
+    }
+    figures = payments.figures
+    assert figures["refunds in the ledger"] > 0  # amendments down and cancellations
+    assert figures["in-delivery retries"] > 0
+    assert all(
+        figures[f"provider faults fired: {fault}"] == CHAOS.provider_faults
+        for fault in ("timeout_after_commit", "error_after_commit", "error_before_commit")
+    )

@@ -52,6 +52,13 @@ from local.scenarios.lifecycle import (
 )
 from local.scenarios.options import DemoOptions
 from local.scenarios.orders import POISON_KINDS, plan
+from local.scenarios.payments import (
+    DECLINED_RECORDED,
+    NETS_ARE_THE_TOTALS,
+    NEVER_BELOW_ZERO,
+    ONE_MOVE_PER_KEY,
+    PaymentsReport,
+)
 from local.scenarios.relay import ParkedRun, WatchdogRun
 from local.scenarios.tool_runs import ToolRun
 from local.standins.broker import OutgoingMessage
@@ -155,7 +162,31 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
     assert figures["watchdog runs (timer, through the worker)"] >= 1
     assert figures["events dropped by topic duplicate detection"] > 0
     assert_the_inventory_passed(report.inventory, orders)
+    assert_the_payments_passed(report.payments, orders)
     assert_the_lifecycle_passed(report.lifecycle)
+
+
+def assert_the_payments_passed(payments: PaymentsReport | None, orders: int) -> None:
+    """The payments' table: every row PASSes, the declined card's among them; every order's
+    event reached capture_payment through its own trouble and the provider's faults (each
+    fired), the money moved once per order; the declined card's orders paid nothing."""
+    assert payments is not None
+    failed = [c for c in payments.checks if not c.passed]
+    assert payments.checks and not failed, failed
+    names = [row.invariant.name for row in payments.rows]
+    assert names[:4] == [NETS_ARE_THE_TOTALS, NEVER_BELOW_ZERO, ONE_MOVE_PER_KEY, DECLINED_RECORDED]
+    figures = payments.figures
+    assert figures["events delivered to the payments subscription"] == orders
+    assert figures["duplicates"] > 0
+    assert figures["in-delivery retries"] > 0  # the provider's faults, ridden out
+    for fault in ("timeout_after_commit", "error_after_commit", "error_before_commit"):
+        assert figures[f"provider faults fired: {fault}"] == 2
+    declined = figures["declined, counted (orders.payments.declined)"]
+    assert declined >= 1
+    assert figures["captures in the ledger"] == orders - declined  # once each, whatever the faults
+    assert figures["refunds in the ledger"] == 0
+    *shown, _ = payments.ledger
+    assert shown[0].customer == payments.declined and shown[0].net == 0
 
 
 def assert_the_inventory_passed(inventory: InventoryReport | None, orders: int) -> None:
@@ -217,6 +248,13 @@ def assert_the_lifecycle_passed(lifecycle: LifecycleReport | None) -> None:
     assert lifecycle.figures["stale"] == 6
     assert lifecycle.figures["duplicates"] == 3  # the same MessageIds after the window
     assert lifecycle.figures["dead-lettered InvalidTransition"] == 1
+    # capture_payment on the same events: each order's money to its highest version's total.
+    assert lifecycle.money == {
+        "lc-1": ["capture 3499", "capture 1250", "capture 1250", "refund 5999"],
+        "lc-2": ["capture 5999"],
+        "lc-4": ["capture 3499", "capture 1250", "refund 4749"],
+        "lc-5": ["capture 4749", "refund 4749"],
+    }
     assert lifecycle.events == {
         "lc-1": [
             "OrderAccepted v1",
@@ -285,6 +323,8 @@ def test_demo_command_exits_zero_and_prints_the_verdicts() -> None:
     assert "$ python -m ops audit --since" in result.stdout  # it ends with the audit
     assert "Inventory invariants" in result.stdout
     assert "$ python -m ops stock audit SKU-" in result.stdout
+    assert "Payments invariants" in result.stdout
+    assert "Lifecycle: the money the provider moved" in result.stdout
     assert "Lifecycle: the final documents" in result.stdout
     assert "Lifecycle: the events downstream" in result.stdout
     # It reads clean: no library warning or log line among the tables.
