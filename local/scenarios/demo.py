@@ -44,7 +44,6 @@ from typing import Any
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import MessagingEntityDisabledError
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -82,7 +81,7 @@ from local.scenarios.payments import (
     print_payments,
 )
 from local.scenarios.relay import REFUSED_SENDS, ParkedRun, RelayRun, Tool, WatchdogRun
-from local.scenarios.tables import figures_table, invariants_table
+from local.scenarios.tables import figures_table, invariants_table, print_tool_run
 from local.scenarios.tool_runs import ToolRun, audit_arguments, run_tool
 from local.standins.broker import ManualClock, OutgoingMessage
 from local.standins.cosmos_server import ensure_container
@@ -357,7 +356,6 @@ async def _drive(
             # once is the shortfall backordered (local.scenarios.inventory).
             exact_shortfall=not the_plan.lifecycles.histories and not options.transport_fault_rate,
         )
-        report.tool_runs.update(report.inventory.tool_runs)
     if payments is not None:
         report.payments = await payments_report(
             payments,
@@ -440,11 +438,7 @@ def print_report(report: DemoReport, console: Console) -> None:
     if report.tool_runs:
         console.rule("python -m ops, over this demo's own queue, topic and containers")
     for run in report.tool_runs.values():
-        console.print(
-            f"[bold]$ {escape(run.command)}[/bold]  [dim](exit {run.exit_status})[/dim]",
-            highlight=False,
-        )
-        console.out(run.output.rstrip(), highlight=False)
+        print_tool_run(run, console)
     if report.tool_runs:
         console.print(
             '[dim]Another command before the audit: --dead-letters "show <MessageId>" (a '

@@ -43,7 +43,7 @@ from local.assembly.world import World
 from local.scenarios.deliveries import ExportedCounters, OutcomeLog, Trouble, drawn
 from local.scenarios.invariants import DEMO, STAND_IN, Row
 from local.scenarios.options import DemoOptions
-from local.scenarios.tables import figures_table, invariants_table
+from local.scenarios.tables import figures_table, invariants_table, print_tool_run
 from local.scenarios.tool_runs import ToolRun
 from local.standins.broker import DeadLetteredMessage
 from ops.audit import Invariant
@@ -520,3 +520,5 @@ def print_inventory(report: InventoryReport, console: Console) -> None:
         )
     console.print(stock)
     console.print(invariants_table("Inventory invariants", report.rows, INVENTORY_CAPTION))
+    for run in report.tool_runs.values():  # the operator's view of the SKUs shown
+        print_tool_run(run, console)

@@ -1,13 +1,17 @@
-"""How every scenario's tables look: its figures (name, value) and its invariants (name, PASS or
-FAIL, who checks it, the detail). Rendering only: computes nothing, reads nothing."""
+"""How every scenario's tables look: its figures (name, value), its invariants (name, PASS or
+FAIL, who checks it, the detail), and a ``python -m ops`` run over its data. Rendering only:
+computes nothing, reads nothing."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from local.scenarios.invariants import Row
+from local.scenarios.tool_runs import ToolRun
 
 
 def figures_table(
@@ -32,3 +36,12 @@ def invariants_table(title: str, rows: Sequence[Row], caption: str | None = None
         verdict = "[green]PASS[/green]" if check.passed else "[red]FAIL[/red]"
         table.add_row(check.name, verdict, row.checked_by, check.detail)
     return table
+
+
+def print_tool_run(run: ToolRun, console: Console) -> None:
+    """``python -m ops ...`` as the operator typed it, its exit status, what it printed."""
+    console.print(
+        f"[bold]$ {escape(run.command)}[/bold]  [dim](exit {run.exit_status})[/dim]",
+        highlight=False,
+    )
+    console.out(run.output.rstrip(), highlight=False)
