@@ -8,6 +8,8 @@ scenario per concern, each with its table of invariants, composed by a short run
   phases, each with its claim;
 - ``inventory``: the stock seeded for the run's SKUs, ``reserve_stock`` on the order events, its
   stock table and invariants;
+- ``payments``: ``capture_payment`` on the order events at the provider stand-in (its faults, a
+  declined card), its ledger table and invariants;
 - ``lifecycle``: amendments and cancellations out of order, a scenario on a world of its own (and
   the convergence ``make chaos`` checks over the lifecycles it mixes in);
 - ``chaos``: the faults below the Cosmos SDK;

@@ -9,18 +9,20 @@ sleeping. The phases, in order:
 1. the orders (``local.scenarios.orders``): the seeded producer's stream with its trouble, then
    the relay (``local.scenarios.relay``) publishing to the ``order-events`` topic through its own
    trouble (crashes between the send and the mark, refused sends; ``--relay-stall`` in ``make
-   chaos``), and the inventory (``local.scenarios.inventory``) reserving stock from the events;
+   chaos``), then the events' downstream consumers: the inventory
+   (``local.scenarios.inventory``) reserving stock and the payments
+   (``local.scenarios.payments``) moving money at the provider stand-in;
 2. a day later, outside the duplicate-detection window: late retries, mismatches, the
-   lifecycles' late copies; the relay, the inventory;
+   lifecycles' late copies; the relay, the downstream consumers;
 3. the relay's edge: orders accepted while its lease store is empty, their events left to the
    outbox watchdog (its timer, through the worker);
 4. the operator's part: orders whose events the topic refuses until fixed, parked by the relay,
    listed and republished with ``python -m ops parked``.
 
 Then each table: the orders' (the live audit's invariants over the run's own data, the demo's
-expectations, the phases' claims, the stand-in's figures), the inventory's, and the order
-lifecycle's (``local.scenarios.lifecycle``, a scenario on a world of its own). Last, the tool
-over the run's own data (``local.scenarios.tool_runs``): ``--dead-letters`` (``list`` by
+expectations, the phases' claims, the stand-in's figures), the inventory's, the payments', and
+the order lifecycle's (``local.scenarios.lifecycle``, a scenario on a world of its own). Last,
+the tool over the run's own data (``local.scenarios.tool_runs``): ``--dead-letters`` (``list`` by
 default), then ``python -m ops audit --since ...`` as an operator runs it, whose ``--json``
 twin, run when the table is, must agree with the table. ``make chaos`` is the same at volume,
 with faults below the Cosmos SDK (``local.scenarios.chaos``) and lifecycles mixed in.

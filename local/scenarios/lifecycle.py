@@ -11,10 +11,12 @@ of order and duplicated, converging on each order's highest version.
   duplicate-detection window (a duplicate); an amendment after a cancellation (dead-lettered
   ``InvalidTransition``). The relay publishes after each round;
 - its table: the final documents (status, version, what created them, the stale markers), the
-  events downstream per order in the order received, and its invariants: ``ops.audit``'s over
-  its own data (the live audit must PASS on a healthy lifecycle) and ``python -m ops audit``
-  agreeing with them, and what only the scenario knows (``converged``, ``published_in_order``,
-  the dead letters it meant);
+  events downstream per order in the order received, the money ``capture_payment`` moved for
+  each at the provider stand-in (run after each round, like the relay), and its invariants:
+  ``ops.audit``'s over its own data (the live audit must PASS on a healthy lifecycle) and
+  ``python -m ops audit`` agreeing with them, and what only the scenario knows
+  (``converged``, ``published_in_order``, the dead letters it meant, each order's ledger net
+  its highest version's total: ``local.scenarios.payments``);
 - ``converged`` and ``published_in_order``: checked by ``make chaos`` too, over the histories it
   mixed into its stream (``local.scenarios.demo``).
 
