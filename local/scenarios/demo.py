@@ -143,9 +143,10 @@ class _Downstream:
     payments: PaymentsRun | None
 
     async def until_idle(self) -> None:
-        for run in (self.inventory, self.payments):
-            if run is not None:
-                await run.until_idle()
+        """Both at once, as the host runs each subscription's trigger on its own."""
+        await asyncio.gather(
+            *(run.until_idle() for run in (self.inventory, self.payments) if run is not None)
+        )
 
     def telemetry(self) -> dict[str, Any]:
         """``World.compose``'s choices: each consumer's telemetry."""
@@ -353,7 +354,7 @@ async def _drive(
             inventory,
             stock,
             orders,
-            tool,
+            tool if options.stock_audit else None,
             # Each order one version and nothing failing below the SDK: the shortfall counted
             # once is the shortfall backordered (local.scenarios.inventory).
             exact_shortfall=not the_plan.lifecycles.histories and not options.transport_fault_rate,
