@@ -2,7 +2,7 @@
 
 - ``demo``: the whole flow offline (``make demo``): the orders, the relay, the inventory and the
   payments downstream, the order lifecycle, each with its table (``local/scenarios/``);
-- ``chaos``: the same with every failure mixed in, 10,000 messages by default (``make chaos``).
+- ``chaos``: the same with every failure mixed in, 5,000 messages by default (``make chaos``).
 
 ``send`` (sample orders to a REAL Service Bus namespace or the Service Bus emulator) and
 ``init-cosmos`` (the database, the orders and the leases containers) work against real

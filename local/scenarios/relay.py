@@ -67,7 +67,7 @@ class WatchdogRun:
 
     async def _pending(self, container: ContainerProxy) -> list[str]:
         # Filtered in the query: a page of pending documents, not the whole container (a scan of
-        # every document per watchdog run would dominate a chaos run of 10,000 orders).
+        # every document per watchdog run would dominate a chaos run of thousands of orders).
         pending = container.query_items(
             f"SELECT c.{F.ORDER_ID} FROM c WHERE c.{F.TYPE} = @type AND c.{F.STATUS} = @pending",
             parameters=[
