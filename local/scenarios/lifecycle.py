@@ -318,7 +318,13 @@ async def run_lifecycle(
     concurrency: int,
 ) -> LifecycleReport:
     """The scenario on a world (queue, topic, container) of its own, then its table."""
-    container_name = f"lifecycle-{seed}-{uuid.uuid4().hex[:8]}"
+    suffix = f"{seed}-{uuid.uuid4().hex[:8]}"
+    container_name = f"lifecycle-{suffix}"
+    # The downstream consumers' containers of its own too (a real account keeps none of it).
+    own = {
+        "INVENTORY_CONTAINER": f"lifecycle-inventory-{suffix}",
+        "PAYMENTS_CONTAINER": f"lifecycle-payments-{suffix}",
+    }
     started = datetime.now(UTC)
     counted = OutcomeLog()
     consumer_logger = logging.getLogger("orders.consumer")
@@ -331,6 +337,7 @@ async def run_lifecycle(
                 verify_tls=verify_tls,
                 clock=ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC)),
                 max_concurrent_calls=concurrency,
+                env=own,
             ) as world,
             create_client(world.settings) as verifier,
         ):
@@ -346,9 +353,9 @@ async def run_lifecycle(
             )
             report = _report(world, documents, sent, counted.outcomes, tool, started)
             if not account.is_local_server:
-                await verifier.get_database_client(world.settings.cosmos_database).delete_container(
-                    container_name
-                )
+                database = verifier.get_database_client(world.settings.cosmos_database)
+                for name in (container_name, *own.values()):
+                    await database.delete_container(name)
             return report
     finally:
         consumer_logger.removeHandler(counted)
