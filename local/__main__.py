@@ -1,7 +1,8 @@
 """``python -m local``: the local stand-ins' command line.
 
-- ``demo``: the whole flow offline (``make demo``), see ``local/scenarios/demo.py``;
-- ``chaos``: the same with every failure mixed in, 10,000 messages by default (``make chaos``).
+- ``demo``: the whole flow offline (``make demo``): the orders, the relay, the inventory and the
+  payments downstream, the order lifecycle, each with its table (``local/scenarios/``);
+- ``chaos``: the same with every failure mixed in, 5,000 messages by default (``make chaos``).
 
 ``send`` (sample orders to a REAL Service Bus namespace or the Service Bus emulator) and
 ``init-cosmos`` (the database, the orders and the leases containers) work against real

@@ -11,10 +11,12 @@ of order and duplicated, converging on each order's highest version.
   duplicate-detection window (a duplicate); an amendment after a cancellation (dead-lettered
   ``InvalidTransition``). The relay publishes after each round;
 - its table: the final documents (status, version, what created them, the stale markers), the
-  events downstream per order in the order received, and its invariants: ``ops.audit``'s over
-  its own data (the live audit must PASS on a healthy lifecycle) and ``python -m ops audit``
-  agreeing with them, and what only the scenario knows (``converged``, ``published_in_order``,
-  the dead letters it meant);
+  events downstream per order in the order received, the money ``capture_payment`` moved for
+  each at the provider stand-in (run after each round, like the relay), and its invariants:
+  ``ops.audit``'s over its own data (the live audit must PASS on a healthy lifecycle) and
+  ``python -m ops audit`` agreeing with them, and what only the scenario knows
+  (``converged``, ``published_in_order``, the dead letters it meant, each order's ledger net
+  its highest version's total: ``local.scenarios.payments``);
 - ``converged`` and ``published_in_order``: checked by ``make chaos`` too, over the histories it
   mixed into its stream (``local.scenarios.demo``).
 
@@ -39,7 +41,10 @@ from rich.console import Console
 from rich.table import Table
 
 from local.assembly.world import CosmosAccount, World, local_world
+from local.scenarios.deliveries import OutcomeLog
 from local.scenarios.invariants import AUDIT, DEMO, Row, demo_data, operator_audit_agrees
+from local.scenarios.payments import expected_nets, nets_are_the_totals, one_move_per_key
+from local.scenarios.tables import figures_table, invariants_table
 from local.scenarios.tool_runs import ToolRun, audit_arguments, run_tool
 from local.standins.broker import ManualClock, OutgoingMessage
 from local.standins.cosmos_server import ensure_container
@@ -293,6 +298,7 @@ class LifecycleReport:
     # order id -> (status, version, created by, stale markers, messages delivered)
     documents: dict[str, tuple[str, int, str, int, int]] = field(default_factory=dict)
     events: dict[str, list[str]] = field(default_factory=dict)  # order id -> "Type vN" received
+    money: dict[str, list[str]] = field(default_factory=dict)  # order id -> "capture N" moved
     rows: list[Row] = field(default_factory=list)
 
     @property
@@ -304,19 +310,6 @@ class LifecycleReport:
         return all(check.passed for check in self.checks)
 
 
-class _Outcomes(logging.Handler):
-    """The consumer's outcome log records, counted (as the main scenario's ``_OutcomeLog``)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.outcomes: Counter[str] = Counter()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        outcome = getattr(record, "outcome", None)
-        if isinstance(outcome, str) and not hasattr(record, "attempt_outcome"):
-            self.outcomes[outcome] += 1
-
-
 async def run_lifecycle(
     account: CosmosAccount,
     *,
@@ -325,9 +318,15 @@ async def run_lifecycle(
     concurrency: int,
 ) -> LifecycleReport:
     """The scenario on a world (queue, topic, container) of its own, then its table."""
-    container_name = f"lifecycle-{seed}-{uuid.uuid4().hex[:8]}"
+    suffix = f"{seed}-{uuid.uuid4().hex[:8]}"
+    container_name = f"lifecycle-{suffix}"
+    # The downstream consumers' containers of its own too (a real account keeps none of it).
+    own = {
+        "INVENTORY_CONTAINER": f"lifecycle-inventory-{suffix}",
+        "PAYMENTS_CONTAINER": f"lifecycle-payments-{suffix}",
+    }
     started = datetime.now(UTC)
-    counted = _Outcomes()
+    counted = OutcomeLog()
     consumer_logger = logging.getLogger("orders.consumer")
     consumer_logger.addHandler(counted)
     try:
@@ -338,6 +337,7 @@ async def run_lifecycle(
                 verify_tls=verify_tls,
                 clock=ManualClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC)),
                 max_concurrent_calls=concurrency,
+                env=own,
             ) as world,
             create_client(world.settings) as verifier,
         ):
@@ -353,9 +353,9 @@ async def run_lifecycle(
             )
             report = _report(world, documents, sent, counted.outcomes, tool, started)
             if not account.is_local_server:
-                await verifier.get_database_client(world.settings.cosmos_database).delete_container(
-                    container_name
-                )
+                database = verifier.get_database_client(world.settings.cosmos_database)
+                for name in (container_name, *own.values()):
+                    await database.delete_container(name)
             return report
     finally:
         consumer_logger.removeHandler(counted)
@@ -373,6 +373,7 @@ async def _send_rounds(world: World) -> Counter[str]:
             sent[send.change.order_id] += 1
         await world.host.run_until_idle()
         await world.change_feed.drain()
+        await world.payment_host.run_until_idle()  # the money, from the events published
     return sent
 
 
@@ -453,6 +454,11 @@ def _report(
         [],
         f"{outcomes['stale']} stale, {sum(stale.values())} stale markers",
     )
+    ledger = world.payment_provider.ledger
+    for entry in ledger:
+        report.money.setdefault(entry.order_id, []).append(
+            f"{entry.operation} {entry.amount_minor}"
+        )
     report.rows = [
         *(Row(invariant, AUDIT) for invariant in flow),
         *(
@@ -463,6 +469,9 @@ def _report(
                 stale_seen,
                 only_that,
                 agreement,
+                # capture_payment on the same events: the money through the lifecycle
+                nets_are_the_totals(expected_nets(data.orders, None), ledger),
+                one_move_per_key(ledger),
             ]
         ),
     ]
@@ -470,12 +479,7 @@ def _report(
 
 
 def print_lifecycle(report: LifecycleReport, console: Console) -> None:
-    figures = Table(title="The order lifecycle", show_header=False)
-    figures.add_column("figure")
-    figures.add_column("value", justify="right")
-    for name, value in report.figures.items():
-        figures.add_row(name, str(value))
-    console.print(figures)
+    console.print(figures_table("The order lifecycle", report.figures))
     documents = Table(title="Lifecycle: the final documents")
     for column in ("order", "status", "version", "created by", "stale", "messages sent"):
         documents.add_column(column, justify="right" if column in ("version", "stale") else "left")
@@ -488,13 +492,10 @@ def print_lifecycle(report: LifecycleReport, console: Console) -> None:
     for order_id, received in sorted(report.events.items()):
         events.add_row(order_id, " -> ".join(received))
     console.print(events)
-    checks = Table(title="Lifecycle invariants")
-    checks.add_column("invariant")
-    checks.add_column("result")
-    checks.add_column("checked by")
-    checks.add_column("detail")
-    for row in report.rows:
-        check = row.invariant
-        verdict = "[green]PASS[/green]" if check.passed else "[red]FAIL[/red]"
-        checks.add_row(check.name, verdict, row.checked_by, check.detail)
-    console.print(checks)
+    money = Table(title="Lifecycle: the money the provider moved (capture_payment), in order")
+    money.add_column("order")
+    money.add_column("ledger")
+    for order_id, moved in sorted(report.money.items()):
+        money.add_row(order_id, " -> ".join(moved))
+    console.print(money)
+    console.print(invariants_table("Lifecycle invariants", report.rows))

@@ -3,7 +3,8 @@ fresh set of the tool's adapters per command, the same ones it builds in Azure. 
 queue through the tool's Service Bus adapter on the local broker
 (``local.assembly.dead_letter_queue``, the real
 SDK's receive-and-settle path), the topic's subscriptions through its ``ServiceBusEvents`` (peek),
-and the demo's container through its Cosmos DB adapters (``ops.cosmos``, the real SDK). Nothing
+the demo's container through its Cosmos DB adapters (``ops.cosmos``, the real SDK), and its
+inventory container through ``ops.cosmos_inventory`` (``python -m ops stock``). Nothing
 is confirmed: a ``purge`` without ``--yes`` removes nothing. Never reads the stand-in's state
 any other way than the tool does."""
 
@@ -26,6 +27,7 @@ from local.standins.servicebus_link import LocalNamespace, servicebus_client
 from local.standins.topic import RETAINED_SUBSCRIPTION, topic_name
 from ops.cli import main as tool_main
 from ops.cosmos import CosmosAuditReader, CosmosOrderLookup, CosmosOutboxDocuments
+from ops.cosmos_inventory import CosmosInventory
 from ops.servicebus import ServiceBusEvents
 
 
@@ -50,6 +52,7 @@ def run_tool(
     entities = [world.queue, *world.topic.subscriptions.values()]
     namespace = LocalNamespace({entity.settings.queue_name: entity for entity in entities})
     dead_letters = LocalDeadLetterQueue(world.queue, namespace)
+    inventory_name = world.env.get("INVENTORY_CONTAINER") if world.subscription_hosts else None
     events = ServiceBusEvents(servicebus_client(namespace), topic_name())
     if not settings.cosmos_verify_tls:
         # The local server's self-signed certificate (or the emulator's, with --no-verify-tls):
@@ -62,8 +65,12 @@ def run_tool(
             credential=account.key or default_credential_sync(),
             connection_verify=settings.cosmos_verify_tls,
         ) as client:
-            container = client.get_database_client(settings.cosmos_database).get_container_client(
-                container_name
+            database = client.get_database_client(settings.cosmos_database)
+            container = database.get_container_client(container_name)
+            inventory = (
+                CosmosInventory(database.get_container_client(inventory_name))
+                if inventory_name
+                else None
             )
             status = tool_main(
                 list(arguments),
@@ -72,6 +79,7 @@ def run_tool(
                 outbox=CosmosOutboxDocuments(container),
                 audit=CosmosAuditReader(container),
                 events=events,
+                inventory=inventory,
                 clock=world.clock,
                 confirm=lambda _prompt: False,
                 out=printed,

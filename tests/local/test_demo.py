@@ -16,7 +16,7 @@ from azure.cosmos.aio import ContainerProxy
 from rich.console import Console
 
 from local.assembly.world import World
-from local.scenarios.demo import POISON_KINDS, _ParkedRun, plan, run_demo
+from local.scenarios.demo import run_demo
 from local.scenarios.invariants import (
     AUDIT,
     DEMO,
@@ -29,6 +29,18 @@ from local.scenarios.invariants import (
     outbox_off,
     stand_in_checks,
 )
+from local.scenarios.inventory import (
+    AT_HIGHEST_VERSION,
+    NO_INVOCATION_FAILED,
+    NOTHING_DEAD_LETTERED,
+    RESERVED_IS_THE_SUM,
+    SHORTFALL_COUNTED,
+    STOCK_AUDIT,
+    STOCK_AUDIT_AGREES,
+    SUBSCRIPTION_DRAINED,
+    WITHIN_ON_HAND,
+    InventoryReport,
+)
 from local.scenarios.lifecycle import (
     CONVERGED,
     PUBLISHED_IN_ORDER,
@@ -39,6 +51,15 @@ from local.scenarios.lifecycle import (
     published_in_order,
 )
 from local.scenarios.options import DemoOptions
+from local.scenarios.orders import POISON_KINDS, plan
+from local.scenarios.payments import (
+    DECLINED_RECORDED,
+    NETS_ARE_THE_TOTALS,
+    NEVER_BELOW_ZERO,
+    ONE_MOVE_PER_KEY,
+    PaymentsReport,
+)
+from local.scenarios.relay import ParkedRun, WatchdogRun
 from local.scenarios.tool_runs import ToolRun
 from local.standins.broker import OutgoingMessage
 from local.standins.faults import FaultInjectingTransport, FaultKind, FaultRule
@@ -140,7 +161,64 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
     assert figures["events skipped by the change feed (lease from now)"] == options.skipped_orders
     assert figures["watchdog runs (timer, through the worker)"] >= 1
     assert figures["events dropped by topic duplicate detection"] > 0
+    assert_the_inventory_passed(report.inventory, orders)
+    assert_the_payments_passed(report.payments, orders)
     assert_the_lifecycle_passed(report.lifecycle)
+
+
+def assert_the_payments_passed(payments: PaymentsReport | None, orders: int) -> None:
+    """The payments' table: every row PASSes, the declined card's among them; every order's
+    event reached capture_payment through its own trouble and the provider's faults (each
+    fired), the money moved once per order; the declined card's orders paid nothing."""
+    assert payments is not None
+    failed = [c for c in payments.checks if not c.passed]
+    assert payments.checks and not failed, failed
+    names = [row.invariant.name for row in payments.rows]
+    assert names[:4] == [NETS_ARE_THE_TOTALS, NEVER_BELOW_ZERO, ONE_MOVE_PER_KEY, DECLINED_RECORDED]
+    figures = payments.figures
+    assert figures["events delivered to the payments subscription"] == orders
+    assert figures["duplicates"] > 0
+    assert figures["in-delivery retries"] > 0  # the provider's faults, ridden out
+    for fault in ("timeout_after_commit", "error_after_commit", "error_before_commit"):
+        assert figures[f"provider faults fired: {fault}"] == 2
+    declined = figures["declined, counted (orders.payments.declined)"]
+    assert declined >= 1
+    assert figures["captures in the ledger"] == orders - declined  # once each, whatever the faults
+    assert figures["refunds in the ledger"] == 0
+    *shown, _ = payments.ledger
+    assert shown[0].customer == payments.declined and shown[0].net == 0
+
+
+def assert_the_inventory_passed(inventory: InventoryReport | None, orders: int) -> None:
+    """The inventory's table: every row PASSes, the shortfall's among them (the demo's orders
+    have one version each); every order's event reached reserve_stock, through its own
+    trouble; the short SKUs fell short, the unstocked one backordered it all."""
+    assert inventory is not None
+    assert inventory.checks and all(c.passed for c in inventory.checks), [
+        c for c in inventory.checks if not c.passed
+    ]
+    by = {row.invariant.name: row.checked_by for row in inventory.rows}
+    assert by == {
+        RESERVED_IS_THE_SUM: STOCK_AUDIT,
+        WITHIN_ON_HAND: STOCK_AUDIT,
+        AT_HIGHEST_VERSION: DEMO,
+        SHORTFALL_COUNTED: DEMO,
+        NOTHING_DEAD_LETTERED: DEMO,
+        STOCK_AUDIT_AGREES: DEMO,
+        SUBSCRIPTION_DRAINED: STAND_IN,
+        NO_INVOCATION_FAILED: STAND_IN,
+    }
+    figures = inventory.figures
+    assert figures["events delivered to the inventory subscription"] == orders
+    assert figures["processed"] == orders
+    assert figures["duplicates"] > 0  # its crashes after the commit, its lock expiries
+    assert figures["settlements lost (crash / lock expiry)"] > 0
+    assert figures["units backordered (on the reservations)"] > 0
+    *shown, rest = inventory.stock
+    short, [unstocked] = shown[:-1], shown[-1:]
+    assert all(s.backordered > 0 and s.free == 0 for s in short)
+    assert unstocked.on_hand is None and unstocked.backordered > 0
+    assert rest.sku.endswith("other SKUs") and rest.backordered == 0
 
 
 def assert_the_lifecycle_passed(lifecycle: LifecycleReport | None) -> None:
@@ -170,6 +248,13 @@ def assert_the_lifecycle_passed(lifecycle: LifecycleReport | None) -> None:
     assert lifecycle.figures["stale"] == 6
     assert lifecycle.figures["duplicates"] == 3  # the same MessageIds after the window
     assert lifecycle.figures["dead-lettered InvalidTransition"] == 1
+    # capture_payment on the same events: each order's money to its highest version's total.
+    assert lifecycle.money == {
+        "lc-1": ["capture 3499", "capture 1250", "capture 1250", "refund 5999"],
+        "lc-2": ["capture 5999"],
+        "lc-4": ["capture 3499", "capture 1250", "refund 4749"],
+        "lc-5": ["capture 4749", "refund 4749"],
+    }
     assert lifecycle.events == {
         "lc-1": [
             "OrderAccepted v1",
@@ -236,6 +321,10 @@ def test_demo_command_exits_zero_and_prints_the_verdicts() -> None:
     assert "PASS" in result.stdout
     assert "FAIL" not in result.stdout
     assert "$ python -m ops audit --since" in result.stdout  # it ends with the audit
+    assert "Inventory invariants" in result.stdout
+    assert "$ python -m ops stock audit SKU-" in result.stdout
+    assert "Payments invariants" in result.stdout
+    assert "Lifecycle: the money the provider moved" in result.stdout
     assert "Lifecycle: the final documents" in result.stdout
     assert "Lifecycle: the events downstream" in result.stdout
     # It reads clean: no library warning or log line among the tables.
@@ -388,7 +477,7 @@ def test_the_parked_phase_fails_unless_each_event_was_parked_listed_and_republis
     done = ToolRun(("parked", "republish"), 0, "ord-p1 republished")
 
     def phase(parked: dict[str, str], listing: ToolRun, republishing: ToolRun) -> bool:
-        return _ParkedRun(ids, parked, 10, listing, republishing).check().passed
+        return ParkedRun(ids, parked, 10, listing, republishing).check().passed
 
     retried = {"ord-p1": "RetriesExhausted"}
     assert phase(retried, listed, done)
@@ -445,10 +534,8 @@ def letter(message_id: str | None, reason: str) -> DeadLetter:
 def test_the_watchdog_invariant_fails_when_a_skipped_event_stays_pending_or_nothing_skipped() -> (
     None
 ):
-    from local.scenarios.demo import _WatchdogRun
-
     ids = {"ord-w1", "ord-w2"}
-    assert _WatchdogRun(ids, skipped=2, ticks=1, left_pending=0).check().passed
-    assert not _WatchdogRun(ids, skipped=2, ticks=3, left_pending=1).check().passed  # not published
+    assert WatchdogRun(ids, skipped=2, ticks=1, left_pending=0).check().passed
+    assert not WatchdogRun(ids, skipped=2, ticks=3, left_pending=1).check().passed  # not published
     # The change feed delivered them after all: the phase did not show what it claims to.
-    assert not _WatchdogRun(ids, skipped=0, ticks=0, left_pending=0).check().passed
+    assert not WatchdogRun(ids, skipped=0, ticks=0, left_pending=0).check().passed

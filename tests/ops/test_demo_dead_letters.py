@@ -10,14 +10,9 @@ import json
 
 from rich.console import Console
 
-from local.scenarios.demo import (
-    POISON_KINDS,
-    extra_orders,
-    plan,
-    print_report,
-    run_demo,
-)
+from local.scenarios.demo import print_report, run_demo
 from local.scenarios.options import DemoOptions
+from local.scenarios.orders import POISON_KINDS, extra_orders, plan
 
 SMALL = {"orders": 40, "seed": 5, "mismatch_rate": 0.1, "poison_rate": 0.1, "quiet": True}
 
