@@ -45,8 +45,9 @@ table classifies them as for a store. Pure: no Azure, no I/O beyond the ports it
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -271,6 +272,9 @@ async def _apply[M: Handled](
     effect: ExternalEffect[M],
     now: datetime,
 ) -> Decision:
+    # The business counts of the calls this delivery completed, its own and any it finished on
+    # another message's behalf: counted once, by the delivery whose completion committed.
+    counted: Counter[str] = Counter()
     for _ in range(MAX_ROUNDS):
         state = await store.read(partition_key, effect.state_id)
         pending = state.get(StateField.PENDING) if state is not None else None
@@ -282,18 +286,21 @@ async def _apply[M: Handled](
             done = await complete_call(
                 store, inbox, partition_key, effect, state, pending, result, now
             )
+            if done:
+                counted.update(effect.measures(result))
             if done and pending[CallField.MESSAGE_ID] == message.message_id:
-                return decided(Outcome.PROCESSED, message, measures=effect.measures(result))
+                return decided(Outcome.PROCESSED, message, measures=_positive(counted))
             continue  # another message's call, or completed meanwhile: read again
         version = _int(state, StateField.VERSION) if state is not None else 0
         if version >= message.version:
-            return await inbox.record_stale(
+            decision = await inbox.record_stale(
                 store, message, partition_key, stored_version=version, now=now
             )
+            return replace(decision, measures=_positive(counted))
         call = effect.plan(message, state)
         if call is None:  # nothing to call: the state takes the version, with the marker
             if await _move(store, inbox, message, partition_key, effect, state, now):
-                return decided(Outcome.PROCESSED, message)
+                return decided(Outcome.PROCESSED, message, measures=_positive(counted))
             continue
         pending = _pending(message, call, now)
         begun = await _begin(store, inbox, partition_key, effect, message, state, pending)
@@ -301,11 +308,16 @@ async def _apply[M: Handled](
             continue  # another delivery began or moved it meanwhile: read again
         result = await effect.perform(_call(pending))
         if await complete_call(store, inbox, partition_key, effect, begun, pending, result, now):
-            return decided(Outcome.PROCESSED, message, measures=effect.measures(result))
+            counted.update(effect.measures(result))
+            return decided(Outcome.PROCESSED, message, measures=_positive(counted))
     raise TransientStoreError(
         f"{message.message_type} {message.message_id!r}: the state of {partition_key!r} changed "
         f"under {MAX_ROUNDS} attempts"
     )
+
+
+def _positive(counted: Counter[str]) -> dict[str, int]:
+    return {name: count for name, count in counted.items() if count > 0}
 
 
 def _call(pending: Mapping[str, Any]) -> Call:

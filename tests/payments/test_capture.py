@@ -211,3 +211,18 @@ async def test_without_keys_an_inconclusive_call_is_parked_and_the_order_waits_b
     assert behind.deadletter_reason == NEEDS_RECONCILIATION
     await asyncio.sleep(3 * HOLD_S)
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_a_decline_finished_by_the_next_event_is_counted_by_that_event(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The decline was answered, then the delivery stopped before its completed record.
+    payments.store.fail_next = [None, None, TransientStoreError("stopped")]
+    accepted = payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    cancelled = await payments.handle(payment_event("o-1", 2, None))
+    assert cancelled.outcome is Outcome.PROCESSED
+    assert cancelled.measures == {"payments.declined": 1}  # counted where it was recorded
+    again = await payments.handle(accepted)
+    assert (again.outcome, again.measures) == (Outcome.DUPLICATE, {})  # recorded on its behalf
+    assert provider.ledger == ()
