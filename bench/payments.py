@@ -31,9 +31,7 @@ It owns the sequence and the counting, never the product's decisions.
 
 from __future__ import annotations
 
-import gc
 import json
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -43,7 +41,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench import cpu
-from bench.stats import distribution
 from bench.transport import METADATA, CountingTransport
 from local.standins.cosmos_server import ensure_container
 from local.standins.doubles import InMemoryDocumentStore
@@ -328,15 +325,11 @@ async def kit_cpu(events: int) -> dict[str, Any]:
     warmup = max(1, min(500, events // 10))
     prefix = uuid.uuid4().hex[:8]
     incoming = [payment_event(f"cpu-{prefix}-{n}", 1, 1000 + n) for n in range(warmup + events)]
-    for message in incoming[:warmup]:
-        await decide_call(definition, message, store, marker_ttl_s=MARKER_TTL_S, now=NOW)
-    gc.collect()
-    samples_ns = []
-    for message in incoming[warmup:]:
-        start = time.thread_time_ns()
-        await decide_call(definition, message, store, marker_ttl_s=MARKER_TTL_S, now=NOW)
-        samples_ns.append(time.thread_time_ns() - start)
-    return distribution([sample / 1000 for sample in samples_ns])
+    return await cpu.decide_cpu_us(
+        lambda message: decide_call(definition, message, store, marker_ttl_s=MARKER_TTL_S, now=NOW),
+        incoming,
+        warmup,
+    )
 
 
 async def measure(

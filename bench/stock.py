@@ -22,9 +22,7 @@ It owns the sequence and the counting, never the product's decisions.
 
 from __future__ import annotations
 
-import gc
 import json
-import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping
@@ -33,7 +31,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench import cpu
-from bench.stats import distribution
 from bench.transport import CountingTransport
 from local.standins.cosmos_server import ensure_container
 from local.standins.doubles import InMemoryDocumentStore
@@ -207,15 +204,13 @@ async def kit_cpu(events: int) -> dict[str, Any]:
         event(f"cpu-{prefix}-{n}", 1, {skus[n % 50]: 1, skus[(n * 7 + 1) % 50]: 2})
         for n in range(warmup + events)
     ]
-    for message in incoming[:warmup]:
-        await decide(stock_reservation, message, store, marker_ttl_s=MARKER_TTL_S, now=NOW)
-    gc.collect()
-    samples_ns = []
-    for message in incoming[warmup:]:
-        start = time.thread_time_ns()
-        await decide(stock_reservation, message, store, marker_ttl_s=MARKER_TTL_S, now=NOW)
-        samples_ns.append(time.thread_time_ns() - start)
-    return distribution([sample / 1000 for sample in samples_ns])
+    return await cpu.decide_cpu_us(
+        lambda message: decide(
+            stock_reservation, message, store, marker_ttl_s=MARKER_TTL_S, now=NOW
+        ),
+        incoming,
+        warmup,
+    )
 
 
 async def measure(
