@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic_core
+from pydantic import TypeAdapter, ValidationError
 
+from shared.kit.decision import IncomingMessage
 from shared.kit.errors import InvalidMessage, bound
 
 HASH_ALGORITHM = "sha256/canonical-v1"
@@ -86,6 +88,28 @@ class ValidEvent:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "request_hash", fingerprint(self.message_type, self.fields))
+
+
+def read_event[E: Mapping[str, object]](
+    message: IncomingMessage, schema: TypeAdapter[E], reads: Sequence[str]
+) -> tuple[str, str, E]:
+    """An event whose type is its Subject, one of ``reads``, and its body's ``eventType``: the
+    MessageId, the type and the body validated strictly against ``schema``, or
+    ``InvalidMessage`` (``UnsupportedMessageType``, the body's checks, ``InvalidPayload``)."""
+    event_type = message.subject
+    if event_type is None or event_type not in reads:
+        raise unsupported_type(event_type, reads=", ".join(reads))
+    message_id, body = read_json_object(message.body, message.message_id)
+    try:
+        event = schema.validate_python(body, strict=True)
+    except ValidationError as error:
+        raise InvalidMessage(KitReason.INVALID_PAYLOAD, bound(str(error))) from None
+    if event.get("eventType") != event_type:
+        raise InvalidMessage(
+            KitReason.INVALID_PAYLOAD,
+            bound(f"eventType {event.get('eventType')!r} is not the Subject {event_type!r}"),
+        )
+    return message_id, event_type, event
 
 
 def unsupported_type(subject: str | None, reads: str) -> InvalidMessage:

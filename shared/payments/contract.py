@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import Field, StringConstraints, TypeAdapter, ValidationError
+from pydantic import Field, StringConstraints, TypeAdapter
 from typing_extensions import TypedDict
 
 from shared.kit.decision import IncomingMessage
-from shared.kit.errors import InvalidMessage, bound
-from shared.kit.message import KitReason, ValidEvent, read_json_object, unsupported_type
+from shared.kit.errors import InvalidMessage
+from shared.kit.message import KitReason, ValidEvent, read_event
 
 ORDER_ACCEPTED = "OrderAccepted"
 ORDER_AMENDED = "OrderAmended"
@@ -61,19 +61,7 @@ def charged(event: ValidEvent) -> Mapping[str, Any]:
 
 def parse_event(message: IncomingMessage) -> ValidEvent:
     """The contract (module docstring): the valid event, or the reason it is not one."""
-    if message.subject not in EVENT_TYPES:
-        raise unsupported_type(message.subject, reads=", ".join(EVENT_TYPES))
-    message_id, body = read_json_object(message.body, message.message_id)
-    try:
-        event = _EVENT.validate_python(body, strict=True)
-    except ValidationError as error:
-        raise InvalidMessage(KitReason.INVALID_PAYLOAD, bound(str(error))) from None
-    event_type = message.subject
-    if event["eventType"] != event_type:
-        raise InvalidMessage(
-            KitReason.INVALID_PAYLOAD,
-            bound(f"eventType {event['eventType']!r} is not the Subject {event_type!r}"),
-        )
+    message_id, event_type, event = read_event(message, _EVENT, EVENT_TYPES)
     payload = event["payload"]
     version = payload.get("orderVersion", 1)
     if (event_type == ORDER_ACCEPTED) != (version == 1):
