@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ops.audit import AuditData, Invariant, SeenEvent, audit, event_version
 from ops.durations import parse_duration
@@ -195,7 +196,8 @@ def print_run(run: AuditRun, console: Console, *, as_json: bool) -> int:
     table = Table("invariant", "", "detail", title=title)
     for invariant in run.invariants:
         colour = "green" if invariant.passed else "red"
-        table.add_row(invariant.name, f"[{colour}]{invariant.verdict}[/{colour}]", invariant.detail)
+        verdict = Text(str(invariant.verdict), style=colour)  # a style, never markup
+        table.add_row(invariant.name, verdict, invariant.detail)
     console.print(table)
     subscription = (
         f"{read['deliveredEvents']} events at subscription {run.subscription}"

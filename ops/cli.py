@@ -2,7 +2,9 @@
 takes injected ones: tests, the local stand-in), calls the commands' modules (``ops.resubmit``
 for the dead-letter queue, ``ops.parked`` for parked outbox events, ``ops.history`` for one
 order's history, ``ops.audit``, ``ops.stock`` for the inventory's stock items,
-``ops.payments`` for the payment calls parked for reconciliation), prints.
+``ops.payments`` for the payment calls parked for reconciliation), prints: through one
+``ops.terminal.TextConsole``, which prints every value as text, never markup, its control
+characters escaped.
 
 Every command reports per item what happened, and the exit status says whether everything asked
 for did happen: 0 done; 1 something was held, refused, dropped, failed, not received or not found
@@ -35,6 +37,7 @@ from ops.resubmit import Result, Run, document_keys, field_diff, purge, purge_ca
 from ops.resubmit import resubmit as resubmit_letters
 from ops.stock import Inventory
 from ops.subscriptions import SUBSCRIPTIONS, EventReading
+from ops.terminal import TextConsole
 from ops.window import Window
 from shared.clock import SYSTEM_CLOCK, Clock
 
@@ -170,7 +173,7 @@ def main(
         return send.run(args, out or sys.stdout)
     if args.command == "init-cosmos":
         return init_cosmos.run(out or sys.stdout)
-    console = Console(file=out or sys.stdout, width=160, soft_wrap=True)
+    console = TextConsole(out or sys.stdout)  # every value printed as text (ops.terminal)
     adapters = Adapters(
         queue=queue,
         orders=orders,

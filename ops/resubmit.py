@@ -21,7 +21,9 @@ Resubmitting is where orders get lost, two ways, and both are silent on the brok
 - a copy the consumer would dead-letter again is REFUSED (nothing sent; only the producer can
   fix it): no MessageId; a MessageId the contract refuses for its type (an OrderPlaced's must
   be its orderId, a change's must differ from it: ``MessageIdMismatch``); a Subject the contract
-  does not read (``UnsupportedMessageType``); a body that cannot be read at all; a MessageId
+  does not read (``UnsupportedMessageType``); a body that cannot be read at all, or not as the
+  consumer reads it (``read_document``: too large, not UTF-8 JSON, nested past its parser's
+  depth, not an object), refused alone while the rest of the batch goes on; a MessageId
   handled with other content (``HashMismatch``); a change of an order cancelled at a lower
   version, or dead-lettered ``InvalidTransition`` (a cancelled order changes no more).
 
@@ -37,7 +39,6 @@ duplicate. Never two orders, never none.
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -61,6 +62,7 @@ from shared.consumer.lifecycle import CONSUMER_NAME
 from shared.consumer.order import is_cancelled, stored_version
 from shared.kit.errors import InvalidMessage
 from shared.kit.inbox import InboxField, marker_id
+from shared.kit.message import read_json_object
 
 
 class Verdict(enum.StrEnum):
@@ -125,12 +127,20 @@ def select(
     return chosen, missing
 
 
-def body_order_id(body: bytes) -> str | None:
+def read_document(letter: DeadLetter) -> dict[str, Any]:
+    """The body's JSON object, read as the consumer reads a body (``shared.kit.message.
+    read_json_object``: a MessageId, the size limit, UTF-8 JSON by pydantic-core, whose depth
+    limit refuses a deeply nested body where ``json.loads`` raised RecursionError, an object);
+    raises ``InvalidMessage`` with the reason the consumer dead-letters it with."""
+    return read_json_object(letter.body, letter.message_id)[1]
+
+
+def body_order_id(letter: DeadLetter) -> str | None:
+    """The body's orderId; None when it has none, or the consumer cannot read the body."""
     try:
-        document = json.loads(body)
-    except ValueError:
+        order_id = read_document(letter).get("orderId")
+    except InvalidMessage:
         return None
-    order_id = document.get("orderId") if isinstance(document, dict) else None
     return order_id if isinstance(order_id, str) else None
 
 
@@ -152,7 +162,7 @@ def document_keys(letter: DeadLetter, reading: EventReading | None = None) -> li
     marker of its MessageId, both in the order's partition (a subscription's: ``reading``'s)."""
     if reading is not None:
         return reading.document_keys(letter)
-    order_id = body_order_id(letter.body)
+    order_id = body_order_id(letter)
     if order_id is None or not letter.message_id:
         return []
     return [(order_id, order_id), (marker_id(CONSUMER_NAME, letter.message_id), order_id)]
@@ -267,7 +277,14 @@ def _precheck(
                 "as UnsupportedMessageType again; the producer must send it anew with the right "
                 "Subject, or a consumer that reads this type be deployed first",
             )
-    order_id = body_order_id(letter.body)
+    try:
+        order_id = read_document(letter).get("orderId")
+    except InvalidMessage as error:  # one dead letter refused; the batch goes on
+        return _refused(
+            letter,
+            f"the consumer cannot read the body ({error.description}): "
+            + _producer_must(error.reason),
+        )
     problem = message_id_problem(kind, letter.message_id, order_id)
     if problem is not None:
         return _refused(

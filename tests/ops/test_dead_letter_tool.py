@@ -163,6 +163,33 @@ def test_a_message_id_that_is_not_the_order_id_is_refused(queue: PeekLockQueue) 
     assert dead_ids(queue) == ["ord-9", None]
 
 
+async def test_a_deeply_nested_body_is_refused_and_the_rest_of_the_batch_is_resubmitted(
+    host: LocalFunctionsHost, queue: PeekLockQueue, clock: ManualClock
+) -> None:
+    """A 200 KB nested array, under the 256 KB message limit: the consumer's parser refuses it
+    (InvalidPayload); the tool reads it the same way, so it refuses that one dead letter and
+    resubmits the others (``json.loads`` raised RecursionError and nothing was resubmitted)."""
+    nested = b"[" * 100_000 + b"]" * 100_000
+    queue.send(message(nested, message_id="ord-deep"))
+    await host.run_until_idle()
+    assert [dead.reason for dead in queue.dead_letters] == ["InvalidPayload"]
+    exhaust(queue, message(order_body("ord-1"), message_id="ord-1"))
+    clock.advance(WINDOW)
+
+    code, text = run(queue, "resubmit", "ord-deep", "ord-1", "--json")
+
+    assert code == 1  # one refused: the operator must look
+    results = {row["messageId"]: row for row in json.loads(text)["results"]}
+    assert (results["ord-1"]["verdict"], results["ord-deep"]["verdict"]) == (
+        "resubmitted",
+        "refused",
+    )
+    assert "dead-lettered as InvalidPayload again" in results["ord-deep"]["detail"]
+    assert "recursion limit" in results["ord-deep"]["detail"]  # the consumer's own words
+    assert queued_ids(queue) == ["ord-1"]
+    assert dead_ids(queue) == ["ord-deep"]
+
+
 def test_bulk_resubmit_by_reason_takes_only_that_reason(
     queue: PeekLockQueue, clock: ManualClock
 ) -> None:
