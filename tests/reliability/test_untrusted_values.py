@@ -1,4 +1,4 @@
-"""Untrusted text in what operators read (issue 36, findings 6 and 7), through the real function on
+"""Untrusted text in what operators read (issue 36, findings 6 to 8), through the real function on
 the local Functions host (Microsoft's worker, the real azure-cosmos SDK), the telemetry on
 in-memory OpenTelemetry SDK exporters:
 
@@ -6,7 +6,9 @@ in-memory OpenTelemetry SDK exporters:
   consumer refuses it (the stock and payment consumers' own tests hold theirs;
   ``examples/units_sold.py`` has no function: the kit's ``Consumer`` runs it here);
 - a MessageId is quoted in a log message: a newline forges no second line, an ESC reaches no
-  terminal.
+  terminal;
+- a connection string pasted into ``COSMOS_ENDPOINT`` shows nothing of itself in the critical
+  log, and a bad endpoint URL only its scheme and host.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from examples.units_sold import units_sold
 from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.doubles import InMemoryDocumentStore
 from local.standins.host import LocalFunctionsHost
+from shared import bootstrap
 from shared.kit.consumer import decide
 from shared.kit.decision import Decision, IncomingMessage
 from shared.kit.service import Consumer
 from shared.telemetry import names
-from tests.conftest import ComposeApp
+from tests.conftest import ComposeApp, manual_time
 from tests.orders import message, order_body
 from tests.payments.conftest import exported
+from tests.state import settlements
 from tests.telemetry.conftest import make_captured
 from tests.telemetry.kept_out import (
     ADDRESS,
@@ -164,3 +168,49 @@ async def test_a_failed_settlement_s_log_quotes_the_message_id(
     assert repr(FORGING_ID) in failed.getMessage()
     assert FORGING_ID not in failed.getMessage()
     assert unquoted([r for r in records if r is not failed]) == []
+
+
+# ---- finding 8: nothing of a connection string, only scheme and host of a bad URL ------------
+
+ACCOUNT_KEY = f"{MARK}KeyMaterial0123456789abcdefghijklmnopqrstuvwxyzAB=="
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "shown", "hidden"),
+    [
+        (
+            f"AccountEndpoint=https://acct.documents.azure.com:443/;AccountKey={ACCOUNT_KEY};",
+            "looks like a connection string",
+            ("acct.documents", ACCOUNT_KEY[:4], "AccountKey="),
+        ),
+        (
+            f"http://admin:{MARK}@acct.example:8081/path?sig={MARK}",
+            "'http://acct.example'",
+            (MARK, "admin", "/path", "sig="),
+        ),
+    ],
+    ids=["connection-string", "url-with-userinfo-path-query"],
+)
+async def test_a_bad_cosmos_endpoint_shows_only_scheme_and_host_in_the_critical_log(
+    endpoint: str,
+    shown: str,
+    hidden: tuple[str, ...],
+    host: LocalFunctionsHost,
+    queue: PeekLockQueue,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("COSMOS_ENDPOINT", endpoint)
+    bootstrap.configure(bootstrap.Composition(**manual_time(clock)))  # the worker's environment
+    queue.send(message(order_body(), message_id=FORGING_ID))
+
+    await host.invoke(queue.receive(1)[0])
+
+    assert settlements(queue) == [("abandon", True)]
+    [critical] = [r for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert getattr(critical, "setting") == "COSMOS_ENDPOINT"  # noqa: B009
+    assert shown in critical.getMessage()
+    logged = caplog.text + "".join(str(vars(r)) for r in caplog.records)
+    assert [piece for piece in hidden if piece in logged] == []
+    assert unquoted(consumer_records(caplog.records)) == []
