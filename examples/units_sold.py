@@ -14,7 +14,13 @@ from shared.kit.apply import Again, Read, Resolution, Retry
 from shared.kit.consumer import ConsumerDefinition
 from shared.kit.decision import IncomingMessage
 from shared.kit.errors import DocumentMissing, InvalidMessage, WriteRefused
-from shared.kit.message import KitReason, ValidEvent, read_json_object, unsupported_type
+from shared.kit.message import (
+    KitReason,
+    ValidEvent,
+    read_json_object,
+    schema_violations,
+    unsupported_type,
+)
 from shared.kit.writes import Create, Patch, Write, increment
 
 
@@ -44,7 +50,7 @@ def parse(message: IncomingMessage) -> ValidEvent:
     try:
         payload = _ORDER_ACCEPTED.validate_python(body, strict=True)["payload"]
     except ValidationError as error:
-        raise InvalidMessage(KitReason.INVALID_PAYLOAD, str(error)) from None
+        raise InvalidMessage(KitReason.INVALID_PAYLOAD, schema_violations(error)) from None
     units: dict[str, int] = {}
     for line in payload["lines"]:
         units[line["sku"]] = units.get(line["sku"], 0) + line["quantity"]

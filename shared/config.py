@@ -3,11 +3,13 @@
 | setting | default | meaning |
 |---|---|---|
 | ``ORDERS_QUEUE_NAME`` | (required) | queue the trigger reads; also the span's destination name |
-| ``COSMOS_ENDPOINT`` | (required) | ``https://<account>.documents.azure.com:443/`` |
+| ``COSMOS_ENDPOINT`` | (required) | ``https://<account>.documents.azure.com:443/``; a bad |
+| | | one is shown by scheme and host only, a connection string not at all |
 | ``COSMOS_KEY`` | unset | base64 account key (emulators); unset -> Entra ID (below) |
 | ``COSMOS_DATABASE`` | ``orders`` | database name |
 | ``COSMOS_CONTAINER`` | ``orders`` | container name, partition key ``/orderId`` |
-| ``COSMOS_VERIFY_TLS`` | ``true`` | ``false`` only for local emulators with self-signed certs |
+| ``COSMOS_VERIFY_TLS`` | ``true`` | ``false`` only for a loopback endpoint (``localhost``, |
+| | | 127.0.0.0/8, ``::1``): a local emulator's self-signed certificate |
 | ``OUTBOX_ENABLED`` | ``true`` | write each change's outbox event in the same batch |
 | ``INBOX_MARKER_TTL_SECONDS`` | the sum of the | the inbox markers' ``ttl`` (at most 2^31-1): how |
 | | next two | long a handled message's MessageId is remembered |
@@ -89,6 +91,7 @@ import binascii
 import ipaddress
 import json
 import math
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -201,23 +204,98 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
-        endpoint = _required(env, "COSMOS_ENDPOINT")
-        parsed = urlparse(endpoint)
-        if parsed.scheme != "https" or not parsed.hostname:
-            raise ConfigurationError(
-                "COSMOS_ENDPOINT", f"must be an https:// URL, got {endpoint[:80]!r}"
-            )
+        endpoint = _cosmos_endpoint(env)
         return cls(
             queue_name=_required(env, "ORDERS_QUEUE_NAME"),
             cosmos_endpoint=endpoint,
             cosmos_key=_account_key(env, "COSMOS_KEY"),
             cosmos_database=_name(env, "COSMOS_DATABASE", "orders"),
             cosmos_container=_name(env, "COSMOS_CONTAINER", "orders"),
-            cosmos_verify_tls=_flag(env, "COSMOS_VERIFY_TLS", default=True),
+            cosmos_verify_tls=_cosmos_verify_tls(env, endpoint),
             outbox_enabled=_flag(env, "OUTBOX_ENABLED", default=True),
             cosmos_identity=IdentitySettings.from_env(env, COSMOS_CONNECTION),
             inbox_marker_ttl_s=_inbox_marker_ttl(env),
         )
+
+
+COSMOS_ENDPOINT_SETTING = "COSMOS_ENDPOINT"
+COSMOS_VERIFY_TLS_SETTING = "COSMOS_VERIFY_TLS"
+# ``Name=value;...``, or an account key anywhere: what the portal's "Keys" blade copies, whose
+# AccountKey the critical log would show with the value.
+_CONNECTION_STRING = re.compile(r"(?:^|;)\s*[A-Za-z][A-Za-z0-9_]*\s*=|AccountKey\s*=", re.I)
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]{0,15}$")
+_HOST_NAME = re.compile(r"^[a-z0-9_.-]{1,253}$")
+
+
+def _cosmos_endpoint(env: Mapping[str, str]) -> str:
+    """An https:// URL with a host and no user information. A bad one is shown by its scheme
+    and host only: its path, query, user information (a SAS, a password) never reach the
+    critical log; a connection string, nothing at all (its AccountKey is the account's key)."""
+    endpoint = _required(env, COSMOS_ENDPOINT_SETTING)
+    if _CONNECTION_STRING.search(endpoint):
+        raise ConfigurationError(
+            COSMOS_ENDPOINT_SETTING,
+            "looks like a connection string (value not shown), not the account's URL: set "
+            "https://<account>.documents.azure.com:443/ here, and the key, if any, in COSMOS_KEY",
+        )
+    try:
+        parsed = urlparse(endpoint)
+        host = parsed.hostname
+        parsed.port  # noqa: B018 (raises ValueError for a port out of range)
+    except ValueError:  # an unclosed IPv6 bracket, a port out of range
+        scheme, host = "", None
+    else:
+        scheme = parsed.scheme
+        no_user = parsed.username is None and parsed.password is None
+        if scheme == "https" and host and _is_host(host) and no_user:
+            return endpoint
+    raise ConfigurationError(
+        COSMOS_ENDPOINT_SETTING,
+        f"must be an https:// URL with a host and no user information, got "
+        f"{_scheme_and_host(scheme, host, len(endpoint))}",
+    )
+
+
+def _scheme_and_host(scheme: str, host: str | None, length: int) -> str:
+    """``'scheme://host'`` of a URL, or what it is not; nothing else of the value."""
+    if not _SCHEME.match(scheme) or not host:
+        return f"a value that is not a URL ({length} characters)"
+    if not _is_host(host):
+        return f"a {scheme}:// URL whose host is not a host name"
+    return repr(f"{scheme}://{host}")
+
+
+def _is_host(host: str) -> bool:
+    """A host name or an IP address (``urlparse`` takes any text between ``//`` and ``/``)."""
+    if _HOST_NAME.match(host):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _cosmos_verify_tls(env: Mapping[str, str], endpoint: str) -> bool:
+    """True unless set false, and false only for a loopback endpoint: an emulator's self-signed
+    certificate on this machine (``_is_loopback``, the provider URL's rule). Anywhere else an
+    unverified connection would hand the account key, or a managed identity's token, to whoever
+    answers for the host."""
+    verify = _flag(env, COSMOS_VERIFY_TLS_SETTING, default=True)
+    host = urlparse(endpoint).hostname or ""
+    if verify or _is_loopback(host):
+        return verify
+    raise ConfigurationError(
+        COSMOS_VERIFY_TLS_SETTING,
+        f"may be false only for a loopback endpoint (localhost, 127.0.0.0/8, ::1), and "
+        f"{COSMOS_ENDPOINT_SETTING}'s host {host[:80]!r} is not one",
+    )
+
+
+def is_loopback_endpoint(endpoint: str) -> bool:
+    """Whether ``COSMOS_VERIFY_TLS`` may be false for this endpoint (the local stand-in's
+    assembly asks before it writes the setting)."""
+    return _is_loopback(urlparse(endpoint).hostname or "")
 
 
 def _required(env: Mapping[str, str], name: str) -> str:

@@ -60,6 +60,7 @@ from shared.config import (
     InventorySettings,
     PaymentSettings,
     Settings,
+    is_loopback_endpoint,
 )
 from shared.payments.consumer import PARTITION_FIELD as PAYMENT_PARTITION_FIELD
 from shared.stock.inventory import PARTITION_FIELD as STOCK_PARTITION_FIELD
@@ -128,8 +129,11 @@ def app_settings(
         "COSMOS_ENDPOINT": account.endpoint,
         "COSMOS_DATABASE": "orders",
         "COSMOS_CONTAINER": container,
-        # cosmosdb-server's certificate is self-signed
-        "COSMOS_VERIFY_TLS": "true" if verify_tls and not account.is_local_server else "false",
+        # cosmosdb-server's certificate is self-signed, and so is the emulator's; the app takes
+        # false only for a loopback endpoint (an account elsewhere is always verified)
+        "COSMOS_VERIFY_TLS": "false"
+        if (account.is_local_server or not verify_tls) and is_loopback_endpoint(account.endpoint)
+        else "true",
         "OUTBOX_ENABLED": "true" if outbox else "false",
         **({"COSMOS_KEY": account.key} if account.key else {}),
         # The relay's: the topic of infra/messaging.json; a namespace for the settings' sake

@@ -39,7 +39,13 @@ from typing_extensions import TypedDict
 
 from shared.kit import inbox
 from shared.kit.errors import InvalidMessage, bound
-from shared.kit.message import MAX_BODY_BYTES, KitReason, fingerprint, read_json_object
+from shared.kit.message import (
+    MAX_BODY_BYTES,
+    KitReason,
+    fingerprint,
+    read_json_object,
+    schema_violations,
+)
 
 SCHEMA_VERSION = 1
 HASH_ALGORITHM = "sha256/canonical-v1"
@@ -223,7 +229,7 @@ def parse_order(body: bytes, message_id: str | None) -> ValidOrder:
     try:
         fields: dict[str, Any] = _VALIDATE(document)
     except ValidationError as error:
-        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
+        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, schema_violations(error)) from None
     problem = message_id_problem(ORDER_PLACED, message_id, fields["orderId"])
     if problem is not None:
         raise InvalidMessage(DeadletterReason.MESSAGE_ID_MISMATCH, problem)
@@ -247,16 +253,6 @@ def _read_object(body: bytes, message_id: str | None) -> tuple[str, dict[str, An
 
 def _is_exact_int(value: Any, expected: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value == expected
-
-
-def describe(error: ValidationError) -> str:
-    """A short, bounded description of schema violations: field paths and messages, no input."""
-    problems = [
-        f"{'.'.join(str(part) for part in item['loc']) or 'body'}: {item['msg']}"
-        for item in error.errors(include_url=False, include_input=False)[:5]
-    ]
-    more = error.error_count() - len(problems)
-    return bound("; ".join(problems) + (f"; and {more} more" if more > 0 else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,7 +381,7 @@ def parse_message(
     try:
         fields = validate(document)
     except ValidationError as error:
-        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
+        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, schema_violations(error)) from None
     problem = message_id_problem(
         message_type, message_id, fields["orderId"], fields["orderVersion"]
     )
@@ -514,7 +510,7 @@ def order_event_v1(candidate: Mapping[str, Any]) -> OrderEventV1:
     try:
         event: OrderEventV1 = validate(candidate)
     except ValidationError as error:
-        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
+        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, schema_violations(error)) from None
     return event
 
 
@@ -524,7 +520,7 @@ def order_accepted_v1(candidate: Mapping[str, Any]) -> OrderAcceptedV1:
     try:
         return _ORDER_ACCEPTED_V1.validate_python(candidate)
     except ValidationError as error:
-        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, describe(error)) from None
+        raise InvalidMessage(DeadletterReason.INVALID_PAYLOAD, schema_violations(error)) from None
 
 
 _ORDER_ACCEPTED_V1: TypeAdapter[OrderAcceptedV1] = TypeAdapter(OrderAcceptedV1)

@@ -2,6 +2,10 @@
 canonical fingerprint, and a valid message a consumer can return from its ``parse`` without a
 class of its own.
 
+A body that fails its schema is described by ``schema_violations``: field paths and pydantic's
+messages, never a value of the message (a customer id, an address: a dead-letter description is
+kept by Service Bus and read by operators, and reaches the logs and the span).
+
 The checks, in the order a reader meets them, each with a reason of the kit's bounded set: a
 MessageId (``MissingMessageId``), the size (``PayloadTooLarge``), UTF-8 JSON (``InvalidPayload``),
 an object (``InvalidPayload``). The Subject names the type; a consumer dead-letters a type it
@@ -103,13 +107,26 @@ def read_event[E: Mapping[str, object]](
     try:
         event = schema.validate_python(body, strict=True)
     except ValidationError as error:
-        raise InvalidMessage(KitReason.INVALID_PAYLOAD, bound(str(error))) from None
-    if event.get("eventType") != event_type:
+        raise InvalidMessage(KitReason.INVALID_PAYLOAD, schema_violations(error)) from None
+    body_type = event.get("eventType")
+    if body_type != event_type:
+        # Named only when it is a type the consumer reads: any other text is the sender's.
+        named = f" ({body_type})" if body_type in reads else ""
         raise InvalidMessage(
-            KitReason.INVALID_PAYLOAD,
-            bound(f"eventType {event.get('eventType')!r} is not the Subject {event_type!r}"),
+            KitReason.INVALID_PAYLOAD, f"eventType{named} is not the Subject {event_type!r}"
         )
     return message_id, event_type, event
+
+
+def schema_violations(error: ValidationError) -> str:
+    """A short, bounded description of schema violations: field paths and messages, no input
+    (the one way every consumer describes them: module docstring)."""
+    problems = [
+        f"{'.'.join(str(part) for part in item['loc']) or 'body'}: {item['msg']}"
+        for item in error.errors(include_url=False, include_input=False)[:5]
+    ]
+    more = error.error_count() - len(problems)
+    return bound("; ".join(problems) + (f"; and {more} more" if more > 0 else ""))
 
 
 def unsupported_type(subject: str | None, reads: str) -> InvalidMessage:

@@ -8,6 +8,10 @@ record carry the consumer's name (``orders.consumer``), so that the consumers sh
 and their queries split them. A decision's business counts (``Decision.measures``) are exported
 as the counters ``names.BUSINESS_MEASURES`` lists, and only those.
 
+A message's own values (its MessageId) appear in a log message only quoted (``%r``: CR, LF, ESC
+and every other unprintable character escaped), so a sender can neither forge a line nor reach
+a terminal; as fields (``customDimensions``) they stay as sent: data, not lines.
+
 Metric attributes are bounded by construction (consumer, outcome, settlement, operation): a
 message id, order id or customer id in a metric attribute would create one time series per order.
 """
@@ -323,7 +327,7 @@ class ConsumerTelemetry:
 
         logger.log(
             _LOG_LEVEL_BY_OUTCOME[decision.outcome],
-            "%s message %s: %s, %s",
+            "%s message %r: %s, %s",
             self.consumer,
             message.message_id,
             outcome,
@@ -394,7 +398,7 @@ class ConsumerTelemetry:
         # outcomes in App Insights counts deliveries. The final record is logged at its
         # outcome's level (error for systemic) once the delivery gives up.
         logger.warning(
-            "%s message %s: %s on attempt %d, retrying in %.1f s",
+            "%s message %r: %s on attempt %d, retrying in %.1f s",
             self.consumer,
             message.message_id,
             decision.outcome.value,
@@ -418,7 +422,7 @@ class ConsumerTelemetry:
         span.record_exception(error)
         # Expected after a lock loss: the redelivery is classified as a duplicate.
         logger.warning(
-            "settling message %s (%s) failed: %s",
+            "settling message %r (%s) failed: %s",
             message.message_id,
             decision.settlement.value,
             error,
@@ -434,7 +438,7 @@ class ConsumerTelemetry:
         """The consumer cannot be built (an invalid app setting): a critical log naming the
         setting, before the delivery is held and abandoned (and recorded as systemic)."""
         logger.critical(
-            "invalid configuration (%s), holding then abandoning message %s: %s",
+            "invalid configuration (%s), holding then abandoning message %r: %s",
             error.setting,
             message.message_id,
             error,

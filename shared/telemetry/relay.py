@@ -3,6 +3,9 @@
 per published event, the relay's counters and histograms, and its log records. The names are
 ``shared.telemetry.names``'s: a contract with infra/ (queries, alerts, workbook) and
 docs/operations.md; tests/telemetry/test_envelopes.py holds them against the exporter's output.
+
+An event's ids, its order's id and a parking description came with an order: a log message holds
+them quoted (``%r``), as the consumer's does a MessageId (``shared.telemetry.consumer``).
 """
 
 from __future__ import annotations
@@ -160,7 +163,7 @@ class RelayTelemetry:
         # the span's dependencies row) and is exported exactly when that span is sampled.
         with trace.use_span(span, end_on_exit=True):
             relay_logger.info(
-                "event %s of order %s published",
+                "event %r of order %r published",
                 event_id,
                 order_id,
                 extra={"event_id": event_id, "order_id": order_id, "topic": self.topic_name},
@@ -191,7 +194,7 @@ class RelayTelemetry:
         span.end()
         self._failed.add(1, {ATTR_TOPIC: self.topic_name, ATTR_ERROR_TYPE: error_type})
         relay_logger.error(
-            "sending event %s of order %s failed: %s: %s",
+            "sending event %r of order %r failed: %s: %s",
             event_id,
             order_id,
             error_type,
@@ -213,7 +216,7 @@ class RelayTelemetry:
     def parked(self, event_id: str, order_id: str, reason: str, description: str) -> None:
         self._parked.add(1, {ATTR_TOPIC: self.topic_name})
         relay_logger.critical(
-            "event %s of order %s parked (%s): %s; reset its status to pending to publish it again",
+            "event %r of order %r parked (%s): %r; reset its status to pending to publish it again",
             event_id,
             order_id,
             reason,
@@ -255,7 +258,7 @@ class RelayTelemetry:
     def mark_failed(self, event_id: str, order_id: str, error: BaseException) -> None:
         """Marking (or parking) an outbox document failed: the batch's redelivery resolves it."""
         relay_logger.warning(
-            "updating the outbox document of %s (order %s) failed: %s: %s",
+            "updating the outbox document of %r (order %r) failed: %s: %s",
             event_id,
             order_id,
             type(error).__name__,

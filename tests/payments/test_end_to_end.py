@@ -38,6 +38,7 @@ from tests.conftest import ComposeApp, InstallFaulty
 from tests.payments.conftest import PROVIDER_TIMEOUT_S, exported, payment_message
 from tests.payments.events import event_id
 from tests.state import documents
+from tests.telemetry.kept_out import MARK, exported_logs, marked_event, showing
 
 ORDER = "ord-8001"
 DECLINED_CUSTOMER = "customer-declined"
@@ -360,6 +361,36 @@ async def test_an_invalid_event_is_dead_lettered_and_calls_nothing(
     assert settled(world.payments) == [("dead_letter", reason)]
     assert sum(world.payment_provider.requests_received.values()) == 0
     assert await documents(world.payments_documents) == []
+
+
+async def test_an_invalid_event_s_values_reach_no_description_span_or_log(
+    world: World, compose_app: ComposeApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A customer id and an address in an event that fails the contract: dead-lettered with a
+    description of what is wrong, and none of the values in it, in the span or in the log
+    record, as logged or exported (issue 36, finding 6)."""
+    telemetry = exported(world.env["ORDER_EVENTS_TOPIC_NAME"], "payments", CONSUMER_NAME)
+    compose_app(payment_telemetry=telemetry.telemetry)
+    world.payments.send(
+        OutgoingMessage("m-6", json.dumps(marked_event()).encode(), subject="OrderAccepted")
+    )
+
+    with exported_logs() as logs:
+        await world.payment_host.run_until_idle()
+
+    assert settled(world.payments) == [("dead_letter", "InvalidPayload")]
+    assert sum(world.payment_provider.requests_received.values()) == 0
+    [dead] = world.payments.dead_letters
+    spans = telemetry.spans.get_finished_spans()
+    assert [a["orders.outcome"] for a in telemetry.span_attributes()] == ["invalid"]
+    places = showing(
+        MARK, descriptions=[dead.description], spans=spans, records=caplog.records, exported=logs
+    )
+    assert places == []
+    assert dead.description == (
+        "payload.orderId: Field required; "
+        "payload.customerId: String should have at most 64 characters"
+    )
 
 
 async def test_a_cancellation_before_the_acceptance_makes_it_stale_and_moves_no_money(

@@ -11,6 +11,7 @@ batch requests to the inventory container."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,10 +27,21 @@ from local.standins.faults import FaultKind, FaultRule
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id, order_body
 from shared import bootstrap
 from shared.stock.consumer import CONSUMER_NAME
+from shared.telemetry.names import LOGGER_NAME
 from tests.conftest import ComposeApp, InstallFaulty
+from tests.payments.conftest import exported
 from tests.state import documents
 from tests.stock.conftest import order_event, raw_event
 from tests.stock.events import event_body, event_id
+from tests.telemetry.kept_out import (
+    FORGING_ID,
+    MARK,
+    consumer_records,
+    exported_logs,
+    marked_event,
+    showing,
+    unquoted,
+)
 
 ORDER = "ord-7001"
 
@@ -341,6 +353,37 @@ async def test_an_invalid_event_is_dead_lettered_with_a_bounded_reason_and_write
     assert await documents(world.inventory_documents) == before
 
 
+async def test_an_invalid_event_s_values_reach_no_description_span_or_log(
+    world: World, compose_app: ComposeApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A SKU and an address in an event that fails the contract, and an eventType that is not
+    its Subject: dead-lettered with a description of what is wrong and none of the values, in it,
+    in the span or in the log record, as logged or exported (issue 36, finding 6)."""
+    topic = world.env["ORDER_EVENTS_TOPIC_NAME"]
+    telemetry = exported(topic, "inventory", CONSUMER_NAME)
+    compose_app(stock_telemetry=telemetry.telemetry)
+    world.inventory.send(raw_event(marked_event(), "OrderAccepted", message_id="m-6"))
+    _, body = event_body(ORDER, 1, {"A": 1})
+    world.inventory.send(raw_event({**body, "eventType": MARK}, "OrderAccepted", message_id="m-7"))
+
+    with exported_logs() as logs:
+        await world.stock_host.run_until_idle()
+
+    assert settled(world.inventory) == [("dead_letter", "InvalidPayload")] * 2
+    spans = telemetry.spans.get_finished_spans()
+    assert [s.attributes["orders.outcome"] for s in spans if s.attributes] == ["invalid"] * 2
+    descriptions = [dead.description for dead in world.inventory.dead_letters]
+    places = showing(
+        MARK, descriptions=descriptions, spans=spans, records=caplog.records, exported=logs
+    )
+    assert places == []
+    assert descriptions == [
+        "payload.orderId: Field required; "
+        "payload.lines.0.sku: String should have at most 64 characters",
+        "eventType is not the Subject 'OrderAccepted'",
+    ]
+
+
 @pytest.mark.parametrize(
     "status", [503, 403], ids=["transient-503", "systemic-403-never-dead-lettered"]
 )
@@ -367,6 +410,27 @@ async def test_a_store_failure_is_abandoned_after_the_in_delivery_retries(
     await world.stock_host.run_until_idle()
     assert settled(world.inventory) == [("abandon", None), ("complete", None)]
     assert (await inventory(world)).reserved() == {"A": 2}
+
+
+async def test_a_message_id_that_would_forge_a_log_line_is_quoted_in_every_record(
+    world: World, install_faulty: InstallFaulty, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A topic consumer's MessageId is not its body's: any text the sender chose. Each retry's
+    warning (every batch refused 503) and the outcome's record quote it, one line each, as
+    Python escapes a string (``repr``: CR, LF and ESC escaped) (issue 36, finding 7)."""
+    transport = install_faulty()
+    await world.seed_stock({"A": 10})
+    world.inventory.send(order_event(ORDER, 1, {"A": 2}, message_id=FORGING_ID))
+    transport.add(inventory_batches(world, status=503))
+    caplog.set_level(logging.INFO, logger=LOGGER_NAME)
+
+    await world.stock_host.invoke(world.inventory.receive(1)[0])
+
+    assert settled(world.inventory) == [("abandon", None)]
+    records = consumer_records(caplog.records)
+    assert len([r for r in records if hasattr(r, "attempt_outcome")]) > 1  # the retries
+    assert [r.getMessage() for r in records if repr(FORGING_ID) not in r.getMessage()] == []
+    assert unquoted(records) == []
 
 
 @pytest.mark.parametrize(

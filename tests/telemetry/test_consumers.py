@@ -239,7 +239,7 @@ async def test_every_log_record_of_a_delivery_names_its_consumer(
         "deadletter_reason": "NeedsReconciliation",
         "order_id": "ord-2",
     }
-    assert outcome.getMessage().startswith("payment-capture message evt-2")
+    assert outcome.getMessage().startswith("payment-capture message 'evt-2'")
 
 
 def test_the_queue_consumer_is_orders_by_default(captured: Captured) -> None:

@@ -121,13 +121,116 @@ def test_a_missing_required_setting_is_named(setting: str) -> None:
     assert str(raised.value) == f"{setting}: is required but not set"
 
 
-def test_an_endpoint_that_is_not_https_is_named_and_echoed_bounded() -> None:
-    endpoint = "http://" + "a" * 100
+# A key of the Keys blade's shape (base64 of 64 bytes), made up here.
+PASTED_KEY = "Zm9yZ2VkLWtleS1tYXRlcmlhbC1ub3QtYS1yZWFsLWFjY291bnQta2V5LTAxMjM0NTY3ODk="
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        f"AccountEndpoint=https://acct.documents.azure.com:443/;AccountKey={PASTED_KEY};",
+        f"accountkey={PASTED_KEY};AccountEndpoint=https://acct.documents.azure.com:443/",
+        f"https://acct.documents.azure.com:443/;AccountKey={PASTED_KEY}",
+    ],
+    ids=["as-copied", "key-first", "url-then-key"],
+)
+def test_a_connection_string_in_the_endpoint_is_named_as_such_and_shown_not_at_all(
+    pasted: str,
+) -> None:
+    """The portal's connection string pasted for the URL: with the 80 characters echoed before,
+    8 to 17 characters of the account key reached the critical log (issue 36, finding 8)."""
+    with pytest.raises(ConfigurationError) as raised:
+        Settings.from_env({**VALID, "COSMOS_ENDPOINT": pasted})
+
+    assert raised.value.setting == "COSMOS_ENDPOINT"
+    assert "looks like a connection string" in str(raised.value)
+    shown = str(raised.value)
+    assert [part for part in ("acct", PASTED_KEY[:4], "AccountKey=") if part in shown] == []
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "shown"),
+    [
+        ("http://" + "a" * 100, "'http://" + "a" * 100 + "'"),
+        ("http://acct.example:8081/?sig=S3cr3t", "'http://acct.example'"),
+        ("https://admin:S3cr3t@acct.example:8081/path", "'https://acct.example'"),
+        ("https://S3cr3t@[::1]:8081/", "'https://::1'"),
+        ("ftp://acct.example/S3cr3t", "'ftp://acct.example'"),
+        ("acct.documents.azure.com/S3cr3t", "a value that is not a URL (31 characters)"),
+        ("https://[S3cr3t/", "a value that is not a URL (16 characters)"),
+        ("https://acct.example:99999/S3cr3t", "a value that is not a URL (33 characters)"),
+        ("https://acct example/S3cr3t", "a https:// URL whose host is not a host name"),
+        ("https:///S3cr3t", "a value that is not a URL (15 characters)"),
+    ],
+    ids=[
+        "not-https",
+        "query",
+        "userinfo",
+        "userinfo-ipv6",
+        "other-scheme",
+        "no-scheme",
+        "bad-ipv6",
+        "bad-port",
+        "bad-host",
+        "no-host",
+    ],
+)
+def test_a_bad_endpoint_is_named_and_shown_by_its_scheme_and_host_only(
+    endpoint: str, shown: str
+) -> None:
     with pytest.raises(ConfigurationError) as raised:
         Settings.from_env({**VALID, "COSMOS_ENDPOINT": endpoint})
 
     assert raised.value.setting == "COSMOS_ENDPOINT"
-    assert str(raised.value) == f"COSMOS_ENDPOINT: must be an https:// URL, got {endpoint[:80]!r}"
+    assert str(raised.value) == (
+        f"COSMOS_ENDPOINT: must be an https:// URL with a host and no user information, got {shown}"
+    )
+    assert "S3cr3t" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "https://localhost:8081/",
+        "https://LOCALHOST:8081/",
+        "https://127.0.0.1:8081/",
+        "https://127.10.20.30:8081/",
+        "https://[::1]:8081/",
+    ],
+)
+def test_tls_verification_may_be_off_for_a_loopback_endpoint(endpoint: str) -> None:
+    """The local server's and the emulator's self-signed certificates, on this machine."""
+    settings = Settings.from_env(
+        {**VALID, "COSMOS_ENDPOINT": endpoint, "COSMOS_VERIFY_TLS": "false"}
+    )
+
+    assert settings.cosmos_verify_tls is False
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "host"),
+    [
+        ("https://acct.documents.azure.com:443/", "acct.documents.azure.com"),
+        ("https://10.0.0.4:8081/", "10.0.0.4"),
+        ("https://localhost.evil.example/", "localhost.evil.example"),
+        ("https://[::2]:8081/", "::2"),
+    ],
+)
+def test_tls_verification_off_for_any_other_endpoint_is_a_configuration_error(
+    endpoint: str, host: str
+) -> None:
+    """Unverified, the account key or a managed identity's token goes to whoever answers for
+    the host (issue 36, finding 9)."""
+    with pytest.raises(ConfigurationError) as raised:
+        Settings.from_env({**VALID, "COSMOS_ENDPOINT": endpoint, "COSMOS_VERIFY_TLS": "no"})
+
+    assert raised.value.setting == "COSMOS_VERIFY_TLS"
+    assert str(raised.value) == (
+        "COSMOS_VERIFY_TLS: may be false only for a loopback endpoint (localhost, 127.0.0.0/8, "
+        f"::1), and COSMOS_ENDPOINT's host {host!r} is not one"
+    )
+    verified = Settings.from_env({**VALID, "COSMOS_ENDPOINT": endpoint})
+    assert verified.cosmos_verify_tls is True
 
 
 def test_a_malformed_key_is_described_by_its_length_only() -> None:

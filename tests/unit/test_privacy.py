@@ -8,9 +8,10 @@ The message id is the one input value that is meant to be seen (it names the del
 secrets go everywhere else: every contract field, a line's fields, an unknown field, a body cut
 short in the middle of a value.
 
-Kills any mutant that lets an input value into a description: ``describe``'s problem lines, the
-schema-version echo, the parse error's text. (``describe(..., include_input=True)`` itself is
-equivalent: pydantic then adds an ``input`` key that ``describe`` never reads; docs/testing.md.)
+Kills any mutant that lets an input value into a description: ``schema_violations``'s problem
+lines (``shared.kit.message``), the schema-version echo, the parse error's text.
+(``include_input=True`` there is equivalent: pydantic then adds an ``input`` key that
+``schema_violations`` never reads; docs/testing.md.)
 """
 
 from __future__ import annotations
