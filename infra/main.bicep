@@ -217,9 +217,8 @@ param cosmosDataPlaneLogs bool = false
 param paymentProviderBaseUrl string
 
 @secure()
-@minLength(1)
-@description('The payment provider\'s API key. Stored only as the Key Vault secret payment-provider-api-key; the app reads it through a Key Vault reference. PAYMENT_PROVIDER_API_KEY.')
-param paymentProviderApiKey string
+@description('The payment provider\'s API key, for the FIRST deployment of an environment only: it is stored as the Key Vault secret payment-provider-api-key and the deployment then clears PAYMENT_PROVIDER_API_KEY from the azd environment (the output below). Empty (every later deployment) = the secret is left as it is in the vault, where the key is rotated (docs/operations.md, The provider credential). The app reads it through a Key Vault reference.')
+param paymentProviderApiKey string = ''
 
 @description('honoured (default): the provider deduplicates requests by their Idempotency-Key header; ignored: it does not, and the consumer looks an in-progress operation up by its reference before repeating it. PAYMENT_PROVIDER_IDEMPOTENCY_KEYS.')
 @allowed([
@@ -400,6 +399,7 @@ module rbac 'app/rbac.bicep' = {
     paymentsSubscriptionName: serviceBus.outputs.paymentsSubscriptionName
     cosmosAccountName: cosmos.outputs.accountName
     cosmosDatabaseName: cosmos.outputs.databaseName
+    cosmosLeasesContainerName: cosmos.outputs.leasesContainerName
     storageAccountName: storage.outputs.name
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     keyVaultName: keyVault.outputs.name
@@ -419,6 +419,7 @@ module alerts 'app/alerts.bicep' = {
     queueName: serviceBus.outputs.queueName
     topicName: serviceBus.outputs.topicName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
+    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsId
     alertEmail: alertEmail
     abandonRateThresholdPercent: abandonRateThresholdPercent
     processingP95ThresholdMs: processingP95ThresholdMs
@@ -433,6 +434,7 @@ module diagnostics 'app/diagnostics.bicep' = {
     serviceBusNamespaceName: serviceBus.outputs.name
     cosmosAccountName: cosmos.outputs.accountName
     storageAccountName: storage.outputs.name
+    keyVaultName: keyVault.outputs.name
     cosmosDataPlaneLogs: cosmosDataPlaneLogs
   }
 }
@@ -466,6 +468,12 @@ output PAYMENTS_SUBSCRIPTION_NAME string = serviceBus.outputs.paymentsSubscripti
 output PAYMENTS_CONTAINER string = cosmos.outputs.paymentsContainerName
 // The vault's name, for an operator rotating the provider's key (never the key itself).
 output AZURE_KEY_VAULT_NAME string = keyVault.outputs.name
+// Written once: azd writes every output into .azure/<env>/.env (azure-dev,
+// cli/azd/pkg/infra/provisioning/provisioning.go UpdateEnvironment: DotenvSet for each output), so
+// this empty value replaces the key the first deployment was given. The next `azd up` then passes
+// an empty paymentProviderApiKey and leaves the secret as it is in the vault: a key rotated there
+// is never rolled back, and the plain key does not stay in the azd environment.
+output PAYMENT_PROVIDER_API_KEY string = ''
 output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.connectionString
 output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName
 output LOG_ANALYTICS_WORKSPACE_ID string = monitoring.outputs.logAnalyticsId

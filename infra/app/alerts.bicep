@@ -10,6 +10,9 @@ param queueName string
 param topicName string
 param applicationInsightsName string
 
+@description('The Log Analytics workspace behind Application Insights, where the platform logs land (diagnostics.bicep): the scope of the Cosmos DB alerts (cosmos-alerts.bicep).')
+param logAnalyticsWorkspaceId string
+
 @description('E-mail address notified by the action group, or "none": the alerts are deployed and notify nobody (main.bicep makes azd ask).')
 @minLength(1)
 param alertEmail string
@@ -472,6 +475,19 @@ module orderEventsAlerts 'order-events-alerts.bicep' = {
     serviceBusNamespaceName: serviceBusNamespaceName
     topicName: topicName
     applicationInsightsName: applicationInsightsName
+    actionGroupId: actionGroup.id
+  }
+}
+
+// The Cosmos DB account's own limits (a logical partition filling up): cosmos-alerts.bicep, on the
+// workspace's platform logs, on this action group.
+module cosmosAlerts 'cosmos-alerts.bicep' = {
+  name: 'cosmos-alerts'
+  params: {
+    namePrefix: namePrefix
+    location: location
+    tags: tags
+    logAnalyticsWorkspaceId: logAnalyticsWorkspaceId
     actionGroupId: actionGroup.id
   }
 }

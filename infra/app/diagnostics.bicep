@@ -1,11 +1,13 @@
-// Diagnostic settings: the platform logs and metrics of Service Bus, Cosmos DB and Storage go to
-// the Log Analytics workspace behind Application Insights, so one workspace answers "what did the
-// broker, the database and the host storage see" next to the app's own telemetry.
+// Diagnostic settings: the platform logs and metrics of Service Bus, Cosmos DB, Storage and Key
+// Vault go to the Log Analytics workspace behind Application Insights, so one workspace answers
+// "what did the broker, the database, the host storage and the vault see" next to the app's own
+// telemetry.
 // The resources are referenced by name (`existing`): their own modules stay one concern each.
 param logAnalyticsWorkspaceId string
 param serviceBusNamespaceName string
 param cosmosAccountName string
 param storageAccountName string
+param keyVaultName string
 
 @description('Also send Cosmos DB DataPlaneRequests and PartitionKeyRUConsumption: a row per data-plane request (or per partition-key charge summary), the largest Log Analytics ingestion per order. Off by default; see docs/capacity.md for what an operator has without them.')
 param cosmosDataPlaneLogs bool = false
@@ -20,6 +22,10 @@ resource cosmosAccount 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' existi
 
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
+}
+
+resource vault 'Microsoft.KeyVault/vaults@2024-11-01' existing = {
+  name: keyVaultName
 }
 
 resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' existing = {
@@ -50,7 +56,14 @@ resource serviceBusDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01
 
 // Cosmos DB log categories (Learn: Supported logs for Microsoft.DocumentDB/DatabaseAccounts).
 // Always: control-plane operations, partition-key storage statistics and query runtime
-// statistics (low volume). Opt-in: DataPlaneRequests (one row for every data-plane request:
+// statistics (low volume). PartitionKeyStatistics is what the partition-full alert reads
+// (cosmos-alerts.bicep): the table CDBPartitionKeyStatistics, one row per reported logical
+// partition key with its SizeKb. It does not list every key: "outlier logical partition keys that
+// have consumed more storage space than others ... based on a sub-sampling ... approximate.
+// Partition keys that are below 1GB of storage may not show up" (Learn: Azure Monitor Logs
+// reference, CDBPartitionKeyStatistics), "emitted against the first three partition keys that
+// occupy most data storage" (Learn: Monitor Azure Cosmos DB data by using diagnostic settings,
+// PartitionKeyStatistics). A key near 20 GB is such an outlier. Opt-in: DataPlaneRequests (one row for every data-plane request:
 // status code, RU, duration) and PartitionKeyRUConsumption (RU per logical partition key; every
 // order is its own key). Without them the Requests metrics (below, AllMetrics-style counts by
 // status code), the app's orders.cosmos.request_charge histogram and the workbook still show RU,
@@ -81,6 +94,31 @@ resource cosmosDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-pre
     metrics: [
       {
         category: 'Requests'
+        enabled: true
+      }
+    ]
+  }
+}
+
+// Who read the provider's key: the vault's audit logs (category group `audit`: AuditEvent, every
+// authenticated request with the caller's identity and the secret's name, never its value) into
+// the resource-specific table AZKVAuditLogs (Learn: Supported logs for Microsoft.KeyVault/vaults).
+// Without it nothing recorded a read of the secret (issue 36, finding 10).
+resource keyVaultDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: vault
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logAnalyticsDestinationType: 'Dedicated'
+    logs: [
+      {
+        categoryGroup: 'audit'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
         enabled: true
       }
     ]

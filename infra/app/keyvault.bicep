@@ -1,16 +1,17 @@
 // Key Vault holding the payment provider's credential, the one secret of the deployment: the
 // app reads it only as a Key Vault reference app setting (function.bicep), resolved by the app's
 // user-assigned identity, which rbac.bicep makes "Key Vault Secrets User" on this one secret.
-// The value comes from a @secure() parameter (azd: PAYMENT_PROVIDER_API_KEY); it is never an
-// output, a plain app setting or a default.
+// The value is written once: on the deployment given a non-empty @secure() parameter (azd:
+// PAYMENT_PROVIDER_API_KEY, which main.bicep then clears from the azd environment); a deployment
+// without it leaves the secret as it is, so a key rotated in the vault (a new version) is never
+// rolled back. It is never an output, a plain app setting or a default.
 param name string
 param location string
 param tags object = {}
 
 @secure()
-@minLength(1)
-@description('The payment provider\'s API key, stored as the secret payment-provider-api-key.')
-param paymentProviderApiKey string
+@description('The payment provider\'s API key, written as the secret payment-provider-api-key when non-empty (the first deployment); empty = the secret is not touched.')
+param paymentProviderApiKey string = ''
 
 @description('Turn public network access off (vnetEnabled: the app reaches the vault through its private endpoint, network.bicep).')
 param disablePublicNetworkAccess bool = false
@@ -61,21 +62,25 @@ resource vault 'Microsoft.KeyVault/vaults@2024-11-01' = {
   }
 }
 
-// The provider's credential. No expiry: an expired secret would stop every payment (the
-// reference resolves to nothing), a systemic failure; rotation is a new version of the same
-// secret (the reference names no version, so the app takes the latest: docs/operations.md).
-resource paymentProviderApiKeySecret 'Microsoft.KeyVault/vaults/secrets@2024-11-01' = {
-  //checkov:skip=CKV_AZURE_41: no expiry on purpose: an expired provider key stops every payment; the key is rotated as a new version (the reference names none)
-  parent: vault
-  name: paymentProviderApiKeySecretName
-  properties: {
+// The provider's credential, written only when given (keyvault-secret.bicep): a deployment
+// (incremental mode) leaves a secret its template does not declare as it is, while an ARM write
+// of the secret's value adds a version that would put back the key the parameter held and undo a
+// rotation. A module, not a conditional resource, so that checkov sees the secret's properties.
+module paymentProviderApiKeySecret 'keyvault-secret.bicep' = if (!empty(paymentProviderApiKey)) {
+  name: 'payment-provider-api-key-secret'
+  params: {
+    vaultName: vault.name
+    secretName: paymentProviderApiKeySecretName
     value: paymentProviderApiKey
-    contentType: 'text/plain'
   }
 }
 
 output id string = vault.id
 output name string = vault.name
-output paymentProviderApiKeySecretName string = paymentProviderApiKeySecret.name
+// From the vault, not the conditional secret: a deployment that does not write the secret still
+// names it.
+output paymentProviderApiKeySecretName string = paymentProviderApiKeySecretName
 // The secret's URI without a version (not its value): the Key Vault reference of the app setting.
-output paymentProviderApiKeySecretUri string = paymentProviderApiKeySecret.properties.secretUri
+// vaultUri ends with '/' ("https://<vault>.vault.azure.net/"); the same form as the secret's
+// own secretUri.
+output paymentProviderApiKeySecretUri string = '${vault.properties.vaultUri}secrets/${paymentProviderApiKeySecretName}'

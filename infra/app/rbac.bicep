@@ -20,6 +20,7 @@ param inventorySubscriptionName string
 param paymentsSubscriptionName string
 param cosmosAccountName string
 param cosmosDatabaseName string
+param cosmosLeasesContainerName string
 param storageAccountName string
 param applicationInsightsName string
 param keyVaultName string
@@ -35,8 +36,50 @@ var serviceBusDataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419' // Azure 
 var storageBlobDataOwnerRoleId = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b' // Storage Blob Data Owner
 var monitoringMetricsPublisherRoleId = '3913510d-42f4-4e42-8a64-420c390055eb' // Monitoring Metrics Publisher
 var keyVaultSecretsUserRoleId = '4633458b-17de-408a-b874-0445c86b69e6' // Key Vault Secrets User
-// Cosmos DB data-plane built-in role (not an Azure RBAC role): Cosmos DB Built-in Data Contributor.
-var cosmosDataContributorRoleId = '00000000-0000-0000-0000-000000000002'
+
+// ---- Cosmos DB data-plane roles: custom, with the data actions the app uses and no other ----
+// Not the built-in Data Contributor (items/* and containers/*: item deletes, stored procedures,
+// conflicts), which the app never uses. The data actions: Learn, "Azure Cosmos DB for NoSQL data
+// plane actions reference" (learn.microsoft.com/azure/cosmos-db/nosql/security/reference-data-plane-actions).
+// What uses each, read from the code (tests/infra/test_cosmos_roles.py holds the code to this list):
+// - readMetadata: every SDK client, for the account, the containers' partition key and their
+//   physical partitions ("must be allowed in every situation where your account is accessed
+//   through one of the SDKs", same page, Required metadata);
+// - items/create: the orders' create or batch, the kit's markers and records
+//   (shared/adapters/cosmos_orders.py: create_item, execute_item_batch "create");
+// - items/read: the point reads of a conflict and of a stock item, a payment, an order index
+//   (read_item);
+// - items/replace: patches, alone (the outbox's dispatched/parked marks,
+//   shared/adapters/cosmos_outbox.py patch_item) or in a batch (the stock item's increment, the
+//   payment's state: execute_item_batch "patch"); and the relay trigger's lease renewals and
+//   checkpoints, replaces with If-Match (azure-cosmos-dotnet-v3,
+//   ChangeFeedProcessor/LeaseManagement/DocumentServiceLeaseUpdaterCosmos.cs, ReplaceItemAsync);
+// - items/upsert: the page lists no action for a patch (REST "Patch Document", an HTTP PATCH on
+//   the item). A patch changes an existing item, as replace does; upsert is granted too so that a
+//   patch is allowed whichever of the two Cosmos DB checks. It widens nothing: an upsert is a
+//   create or a replace, both granted already, and neither deletes. Not verified on a live
+//   account (no Azure account here): a patch refused with 403 would show as a systemic error;
+// - executeQuery and readChangeFeed: the outbox watchdog's query (query_items); the SDKs need both
+//   for a query ("you must have both", same page); readChangeFeed is also the relay trigger's
+//   change feed on the orders container, and the trigger lists its leases with a query
+//   (DocumentServiceLeaseContainerCosmos.cs, ListDocumentsAsync).
+// The relay trigger's lease container needs one more: items/delete (the initialization lock it
+// releases, DocumentServiceLeaseStoreCosmos.cs TryDeleteItemAsync; a split partition's lease,
+// DocumentServiceLeaseManagerCosmos.cs DeleteAsync). That is a role of its own, assigned on the leases
+// container only: the app can delete nothing in orders, inventory or payments. No stored
+// procedure, no conflict feed (executeStoredProcedure, manageConflicts): the app uses neither.
+var cosmosAppDataActions = [
+  'Microsoft.DocumentDB/databaseAccounts/readMetadata'
+  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/create'
+  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/read'
+  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/replace'
+  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/upsert'
+  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/executeQuery'
+  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/readChangeFeed'
+]
+var cosmosLeaseDeleteActions = [
+  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/delete'
+]
 
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
   name: serviceBusNamespaceName
@@ -90,7 +133,45 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
 }
 
 var cosmosDatabaseScope = '${cosmosAccount.id}/dbs/${cosmosDatabaseName}'
-var cosmosDataContributorRoleDefinitionId = '${cosmosAccount.id}/sqlRoleDefinitions/${cosmosDataContributorRoleId}'
+var cosmosLeasesScope = '${cosmosDatabaseScope}/colls/${cosmosLeasesContainerName}'
+
+// The two custom roles (actions above). A role definition's name is a GUID; its assignable
+// scopes are the narrowest each is assigned at (Learn: "Use data plane role-based access control
+// with Azure Cosmos DB for NoSQL": account, database or container scope). The developer and an
+// operator running `python -m ops` get the same roles (docs/infrastructure.md, Least privilege).
+resource cosmosAppDataRole 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions@2024-11-15' = {
+  parent: cosmosAccount
+  name: guid(cosmosAccount.id, cosmosDatabaseScope, 'orders-app-data')
+  properties: {
+    roleName: 'orders app data (${cosmosDatabaseName})'
+    type: 'CustomRole'
+    assignableScopes: [
+      cosmosDatabaseScope
+    ]
+    permissions: [
+      {
+        dataActions: cosmosAppDataActions
+      }
+    ]
+  }
+}
+
+resource cosmosLeaseDeleteRole 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions@2024-11-15' = {
+  parent: cosmosAccount
+  name: guid(cosmosAccount.id, cosmosLeasesScope, 'orders-lease-delete')
+  properties: {
+    roleName: 'orders lease delete (${cosmosDatabaseName}/${cosmosLeasesContainerName})'
+    type: 'CustomRole'
+    assignableScopes: [
+      cosmosLeasesScope
+    ]
+    permissions: [
+      {
+        dataActions: cosmosLeaseDeleteActions
+      }
+    ]
+  }
+}
 
 // ---- Function App identity -------------------------------------------------------------------
 
@@ -165,21 +246,30 @@ resource appTopicSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   }
 }
 
-// Read/write items in the orders database only: its four containers (orders, leases, inventory,
+// The app's data role on the orders database: its four containers (orders, leases, inventory,
 // payments). Database scope, not container scope, although Cosmos DB role assignments may be
 // scoped to a container (Learn: "Configure role-based access control with Microsoft Entra ID for
 // your Azure Cosmos DB account": account, database or container): the relay's Cosmos DB trigger
 // is a change feed processor, which reads the database's metadata and is refused with a role
 // scoped to its containers (Azure/azure-cosmos-dotnet-v3#3638: 403, readMetadata on dbs/<db>).
-// The identity is the app's one identity, so this assignment already covers the inventory and
-// payments containers: a container-scoped assignment for them would narrow nothing.
-resource appCosmosDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+resource appCosmosData 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
   parent: cosmosAccount
-  name: guid(cosmosDatabaseScope, managedIdentityPrincipalId, cosmosDataContributorRoleId)
+  name: guid(cosmosDatabaseScope, managedIdentityPrincipalId, cosmosAppDataRole.id)
   properties: {
-    roleDefinitionId: cosmosDataContributorRoleDefinitionId
+    roleDefinitionId: cosmosAppDataRole.id
     principalId: managedIdentityPrincipalId
     scope: cosmosDatabaseScope
+  }
+}
+
+// Deletes in the leases container only (the relay trigger's lease store).
+resource appCosmosLeaseDelete 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: cosmosAccount
+  name: guid(cosmosLeasesScope, managedIdentityPrincipalId, cosmosLeaseDeleteRole.id)
+  properties: {
+    roleDefinitionId: cosmosLeaseDeleteRole.id
+    principalId: managedIdentityPrincipalId
+    scope: cosmosLeasesScope
   }
 }
 
@@ -257,12 +347,24 @@ resource devTopicSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = i
   }
 }
 
-resource devCosmosDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = if (!empty(principalId)) {
+// The developer runs the consumer (and its relay trigger) and `python -m ops` locally: the app's
+// two roles, not Data Contributor.
+resource devCosmosData 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = if (!empty(principalId)) {
   parent: cosmosAccount
-  name: guid(cosmosDatabaseScope, principalId, cosmosDataContributorRoleId)
+  name: guid(cosmosDatabaseScope, principalId, cosmosAppDataRole.id)
   properties: {
-    roleDefinitionId: cosmosDataContributorRoleDefinitionId
+    roleDefinitionId: cosmosAppDataRole.id
     principalId: principalId
     scope: cosmosDatabaseScope
+  }
+}
+
+resource devCosmosLeaseDelete 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = if (!empty(principalId)) {
+  parent: cosmosAccount
+  name: guid(cosmosLeasesScope, principalId, cosmosLeaseDeleteRole.id)
+  properties: {
+    roleDefinitionId: cosmosLeaseDeleteRole.id
+    principalId: principalId
+    scope: cosmosLeasesScope
   }
 }

@@ -158,12 +158,26 @@ def test_a_misspelt_property_is_caught_against_the_rest_extract(
             "vault",
             "properties.enablePurgeProtections",
         ),
-        (  # the secret (Key Vault REST extract, secrets.json)
-            "app/keyvault.bicep",
+        (  # the secret (Key Vault REST extract, secrets.json), written once by its own module
+            "app/keyvault-secret.bicep",
             "contentType: 'text/plain'",
             "contentTypes: 'text/plain'",
-            "paymentProviderApiKeySecret",
+            "secret",
             "properties.contentTypes",
+        ),
+        (  # the app's custom Cosmos DB role (azure-mgmt-cosmosdb models)
+            "app/rbac.bicep",
+            "roleName: 'orders app data",
+            "roleNames: 'orders app data",
+            "cosmosAppDataRole",
+            "properties.roleNames",
+        ),
+        (  # the partition-size alert (azure-mgmt-monitor models)
+            "app/cosmos-alerts.bicep",
+            "metricMeasureColumn: 'LargestKeyGb'",
+            "metricMeasureColumns: 'LargestKeyGb'",
+            "partitionKeySizeAlert",
+            "properties.criteria.allOf[0].metricMeasureColumns",
         ),
     ],
 )

@@ -57,8 +57,6 @@ SERVICE_BUS_DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"
 STORAGE_BLOB_DATA_OWNER = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
 MONITORING_METRICS_PUBLISHER = "3913510d-42f4-4e42-8a64-420c390055eb"
 KEY_VAULT_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
-# Cosmos DB data-plane built-in role "Cosmos DB Built-in Data Contributor".
-COSMOS_DATA_CONTRIBUTOR = "00000000-0000-0000-0000-000000000002"
 
 QUEUE_TYPE = "Microsoft.ServiceBus/namespaces/queues"
 TOPIC_TYPE = "Microsoft.ServiceBus/namespaces/topics"
@@ -694,35 +692,7 @@ def test_queue_data_owner_for_scaling_is_on_by_default_and_scoped_to_the_queue()
     )
 
 
-def test_cosmos_data_contributor_is_scoped_to_the_orders_database() -> None:
-    rbac = doc("rbac")
-    variables = {name: var["value"] for name, var in rbac["variables"].items()}
-    assert variables["cosmosDataContributorRoleId"] == COSMOS_DATA_CONTRIBUTOR
-    assert variables["cosmosDatabaseScope"] == "${cosmosAccount.id}/dbs/${cosmosDatabaseName}"
-    assert variables["cosmosDataContributorRoleDefinitionId"] == (
-        "${cosmosAccount.id}/sqlRoleDefinitions/${cosmosDataContributorRoleId}"
-    )
-    assignments = resources_of_type(
-        rbac, "Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments"
-    )
-    assert set(assignments) == {"appCosmosDataContributor", "devCosmosDataContributor"}
-    principals = {}
-    for name, resource in assignments.items():
-        assignment = body(resource)
-        assert assignment["parent"] == "cosmosAccount"
-        assert assignment["properties"]["scope"] == "cosmosDatabaseScope"
-        assert assignment["properties"]["roleDefinitionId"] == (
-            "cosmosDataContributorRoleDefinitionId"
-        )
-        principals[name] = assignment["properties"]["principalId"]
-    assert principals == {
-        "appCosmosDataContributor": "managedIdentityPrincipalId",
-        "devCosmosDataContributor": "principalId",
-    }
-    assert condition(assignments["appCosmosDataContributor"]) is None
-    assert is_not_empty_check(condition(assignments["devCosmosDataContributor"]), "principalId")
-    params = body(doc("main")["modules"]["rbac"])["params"]
-    assert accessor(params["cosmosDatabaseName"]) == ("cosmos", "outputs", "databaseName")
+# The Cosmos DB data-plane roles (custom, from the code's calls): test_cosmos_roles.py.
 
 
 def test_function_app_waits_for_its_role_assignments() -> None:
@@ -911,7 +881,9 @@ def test_an_action_group_without_receiver_is_the_default_and_said_so() -> None:
 DIAGNOSTICS_TYPE = "Microsoft.Insights/diagnosticSettings"
 
 
-def test_diagnostic_settings_send_service_bus_cosmos_and_storage_to_log_analytics() -> None:
+def test_diagnostic_settings_send_service_bus_cosmos_storage_and_key_vault_to_log_analytics() -> (
+    None
+):
     diagnostics = doc("diagnostics")
     settings = resources_of_type(diagnostics, DIAGNOSTICS_TYPE)
     scoped = {
@@ -923,6 +895,7 @@ def test_diagnostic_settings_send_service_bus_cosmos_and_storage_to_log_analytic
         "Microsoft.DocumentDB/databaseAccounts",
         "Microsoft.Storage/storageAccounts",
         "Microsoft.Storage/storageAccounts/blobServices",
+        "Microsoft.KeyVault/vaults",
     }
     for type_, setting in scoped.items():
         props = setting["properties"]
@@ -931,10 +904,12 @@ def test_diagnostic_settings_send_service_bus_cosmos_and_storage_to_log_analytic
         if type_ == "Microsoft.DocumentDB/databaseAccounts":  # categories: test_cosmos_data_...
             assert props["logs"]["config"] == {"category": "category", "enabled": True}
             continue
+        if type_ == "Microsoft.KeyVault/vaults":  # its audit logs: test_key_vault.py
+            continue
         assert all(entry["enabled"] is True for entry in props.get("logs", [])), type_
         if type_ != "Microsoft.Storage/storageAccounts":  # the account itself has no logs
             assert props["logs"] == [{"categoryGroup": "allLogs", "enabled": True}], type_
-    for name in ("namespace", "cosmosAccount", "storage", "blobService"):
+    for name in ("namespace", "cosmosAccount", "storage", "blobService", "vault"):
         assert diagnostics["resources"][name]["existing"] is True, name
     params = body(doc("main")["modules"]["diagnostics"])["params"]
     assert accessor(params["logAnalyticsWorkspaceId"]) == (
@@ -945,6 +920,7 @@ def test_diagnostic_settings_send_service_bus_cosmos_and_storage_to_log_analytic
     assert accessor(params["serviceBusNamespaceName"]) == ("serviceBus", "outputs", "name")
     assert accessor(params["cosmosAccountName"]) == ("cosmos", "outputs", "accountName")
     assert accessor(params["storageAccountName"]) == ("storage", "outputs", "name")
+    assert accessor(params["keyVaultName"]) == ("keyVault", "outputs", "name")
 
 
 def test_the_workbook_is_deployed_from_the_monitoring_folder() -> None:

@@ -63,9 +63,12 @@ QUICKSTART_FLEX_REGIONS = [
 
 
 # What a deployment must be given, on purpose without a default (issue 28): the payment provider
-# it charges, and its key. `azd provision --no-prompt` stops naming them when they are not set;
-# a pipeline gets them from azure.yaml's pipeline variables and secrets.
-REQUIRED_DEPLOYMENT_INPUTS = {"PAYMENT_PROVIDER_BASE_URL", "PAYMENT_PROVIDER_API_KEY"}
+# it charges. `azd provision --no-prompt` stops naming it when it is not set; a pipeline gets it
+# from azure.yaml's pipeline variables.
+REQUIRED_DEPLOYMENT_INPUTS = {"PAYMENT_PROVIDER_BASE_URL"}
+# Given to the first deployment of an environment only, then cleared from the azd environment
+# and never carried into a pipeline: the provider's key, written once to Key Vault (issue 36).
+WRITTEN_ONCE_INPUTS = {"PAYMENT_PROVIDER_API_KEY"}
 
 
 def _site() -> dict[str, Any]:
@@ -119,7 +122,7 @@ def test_no_parameter_is_left_to_a_prompt() -> None:
         if variable not in AZD_OWN_VARIABLES | REQUIRED_DEPLOYMENT_INPUTS:
             assert default is not None, f"{name}: ${{{variable}}} without a default makes azd ask"
     pipeline = load_yaml(REPO / "azure.yaml")["pipeline"]
-    assert {*pipeline["variables"], *pipeline["secrets"]} >= REQUIRED_DEPLOYMENT_INPUTS
+    assert set(pipeline["variables"]) >= REQUIRED_DEPLOYMENT_INPUTS
 
 
 def test_substitution_defaults_are_valid_parameter_values() -> None:
@@ -145,19 +148,25 @@ def test_pipelines_carry_every_azd_variable_the_parameters_read() -> None:
     lists the others under pipeline.variables (Learn: azd pipeline advanced features). Fails on
     223dafd (no pipeline section)."""
     pipeline = load_yaml(REPO / "azure.yaml")["pipeline"]
-    listed = [*pipeline["variables"], *pipeline["secrets"]]
+    listed = list(pipeline["variables"])
     assert len(listed) == len(set(listed)), "listed twice"
     read = {variable for variable, _ in main_parameter_mapping().values()}
-    assert set(listed) == read - AZD_OWN_VARIABLES
+    assert set(listed) == read - AZD_OWN_VARIABLES - WRITTEN_ONCE_INPUTS
     assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", name) for name in listed)
-    assert set(pipeline) == {"variables", "secrets"}
-    # A @secure() parameter's variable is a pipeline secret, never a plain variable (Learn: azd
-    # pipeline advanced features, custom secrets and variables); nothing else is a secret.
+    assert set(pipeline) == {"variables"}
+
+
+def test_the_provider_key_is_never_carried_into_a_pipeline() -> None:
+    """The one @secure() parameter's variable is the key written once to Key Vault: a pipeline
+    secret would hand it to every pipeline run, each writing it again and rolling a key rotated
+    in the vault back. Fails on the templates before issue 36 (a pipeline secret)."""
     parameters = doc("main")["parameters"]
     secure = {
         variable
         for name, (variable, _) in main_parameter_mapping().items()
         if is_secure(parameters[name])
     }
-    assert secure == {"PAYMENT_PROVIDER_API_KEY"}
-    assert set(pipeline["secrets"]) == secure
+    assert secure == WRITTEN_ONCE_INPUTS
+    pipeline = load_yaml(REPO / "azure.yaml")["pipeline"]
+    carried = {*pipeline.get("variables", []), *(pipeline.get("secrets") or [])}
+    assert not carried & WRITTEN_ONCE_INPUTS

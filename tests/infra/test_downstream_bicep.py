@@ -193,8 +193,9 @@ def test_the_consumers_containers_are_partitioned_as_names_md_says_with_per_item
 
 def test_the_app_s_cosmos_role_covers_the_consumers_containers_and_no_more() -> None:
     """The data role is scoped to the orders database (the relay's change feed processor reads
-    the database's metadata: rbac.bicep), which holds the two new containers: no other Cosmos DB
-    assignment, none at account scope."""
+    the database's metadata: rbac.bicep), which holds the two new containers; the only other
+    Cosmos DB assignment is the leases container's (test_cosmos_roles.py); none at account
+    scope."""
     rbac = doc("rbac")
     assignments = [
         body(resource)
@@ -202,7 +203,8 @@ def test_the_app_s_cosmos_role_covers_the_consumers_containers_and_no_more() -> 
         if resource["type"] == "Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments"
     ]
     assert {assignment["properties"]["scope"] for assignment in assignments} == {
-        "cosmosDatabaseScope"
+        "cosmosDatabaseScope",
+        "cosmosLeasesScope",
     }
     assert _variable(rbac, "cosmosDatabaseScope") == "${cosmosAccount.id}/dbs/${cosmosDatabaseName}"
     cosmos = doc("cosmos")
@@ -241,28 +243,33 @@ def test_the_vault_is_rbac_only_soft_deleted_and_purge_protected() -> None:
     assert main["disablePublicNetworkAccess"] == "vnetEnabled"
 
 
-def test_the_provider_key_is_a_secure_parameter_without_default_stored_as_the_named_secret() -> (
-    None
-):
-    """@secure() (ARM neither logs nor returns it), no default anywhere, from the azd variable
-    PAYMENT_PROVIDER_API_KEY (a pipeline secret: test_deploy_inputs.py), into the secret
-    payment-provider-api-key and nowhere else."""
+def test_the_provider_key_is_a_secure_parameter_stored_only_as_the_named_secret() -> None:
+    """@secure() (ARM neither logs nor returns it), from the azd variable PAYMENT_PROVIDER_API_KEY,
+    into the secret payment-provider-api-key and nowhere else; empty by default, the secret then
+    left as it is (written once: test_key_vault.py)."""
     main = doc("main")
     keyvault = doc("keyvault")
-    for document in (main, keyvault):
-        parameter = document["parameters"]["paymentProviderApiKey"]
+    secret_module = doc("keyvault-secret")
+    for document, name in ((main, "paymentProviderApiKey"), (keyvault, "paymentProviderApiKey")):
+        parameter = document["parameters"][name]
         assert is_secure(parameter)
-        assert parameter["default"] is None
+        assert parameter["default"] == ""
         assert parameter["type"] == "string"
-    assert main_parameter_mapping()["paymentProviderApiKey"] == ("PAYMENT_PROVIDER_API_KEY", None)
+    assert is_secure(secret_module["parameters"]["value"])
+    assert secret_module["parameters"]["value"]["default"] is None
+    assert main_parameter_mapping()["paymentProviderApiKey"] == ("PAYMENT_PROVIDER_API_KEY", "")
     assert body(main["modules"]["keyVault"])["params"]["paymentProviderApiKey"] == (
         "paymentProviderApiKey"
     )
-    secret = body(keyvault["resources"]["paymentProviderApiKeySecret"])
-    assert secret["parent"] == "vault"
-    assert secret["name"] == "paymentProviderApiKeySecretName"
+    module = body(keyvault["modules"]["paymentProviderApiKeySecret"])
+    assert module["params"]["value"] == "paymentProviderApiKey"
+    assert module["params"]["secretName"] == "paymentProviderApiKeySecretName"
+    assert accessor(module["params"]["vaultName"]) == ("vault", "name")
     assert _variable(keyvault, "paymentProviderApiKeySecretName") == "payment-provider-api-key"
-    assert secret["properties"]["value"] == "paymentProviderApiKey"
+    secret = body(secret_module["resources"]["secret"])
+    assert secret["parent"] == "vault"
+    assert secret["name"] == "secretName"
+    assert secret["properties"]["value"] == "value"
     # The key reaches the Key Vault module and nothing else.
     for name, module in main["modules"].items():
         if name != "keyVault":
@@ -303,8 +310,19 @@ def test_the_api_key_app_setting_is_only_ever_a_key_vault_reference() -> None:
         "outputs",
         "paymentProviderApiKeySecretUri",
     )
+    # The URI without a version, from the vault (the secret's module runs only when given the
+    # key): https://<vault>.vault.azure.net/secrets/payment-provider-api-key.
     output = doc("keyvault")["outputs"]["paymentProviderApiKeySecretUri"]["value"]
-    assert accessor(output) == ("paymentProviderApiKeySecret", "properties", "secretUri")
+    assert output == "${vault.properties.vaultUri}secrets/${paymentProviderApiKeySecretName}"
+    name_output = doc("keyvault")["outputs"]["paymentProviderApiKeySecretName"]["value"]
+    assert name_output == "paymentProviderApiKeySecretName"
+    assert accessor(
+        body(doc("main")["modules"]["rbac"])["params"]["paymentProviderApiKeySecretName"]
+    ) == (
+        "keyVault",
+        "outputs",
+        "paymentProviderApiKeySecretName",
+    )
     site = body(function["resources"]["functionApp"])
     assert site["properties"]["keyVaultReferenceIdentity"] == "identityId"
     assert site["identity"]["type"] == "UserAssigned"
@@ -372,7 +390,9 @@ def test_the_provider_settings_are_parameters_set_through_azd() -> None:
     assert wiring["paymentProviderIdempotencyKeys"] == "paymentProviderIdempotencyKeys"
     assert _settings()["PAYMENT_PROVIDER_IDEMPOTENCY_KEYS"] == "paymentProviderIdempotencyKeys"
     pipeline = load_yaml(REPO / "azure.yaml")["pipeline"]
-    assert pipeline["secrets"] == ["PAYMENT_PROVIDER_API_KEY"]
+    assert (
+        "secrets" not in pipeline
+    )  # the key: written once, never a pipeline's (test_deploy_inputs)
     assert {"PAYMENT_PROVIDER_BASE_URL", "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS"} <= set(
         pipeline["variables"]
     )
