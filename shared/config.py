@@ -65,8 +65,9 @@ settings and ``INBOX_MARKER_TTL_SECONDS``:
 | ``PAYMENTS_SUBSCRIPTION_NAME`` | (required) | the subscription the trigger reads (deployed: |
 | | | ``payments``) |
 | ``PAYMENTS_CONTAINER`` | ``payments`` | container name, partition key ``/orderId`` |
-| ``PAYMENT_PROVIDER_BASE_URL`` | (required) | the provider's HTTP API: ``https://``; plain |
-| | | ``http://`` only to a loopback host (the local stand-in) |
+| ``PAYMENT_PROVIDER_BASE_URL`` | (required) | the provider's origin, without the API version |
+| | | (the adapter's paths carry it): ``https://``; plain ``http://`` only |
+| | | to a loopback host (the local stand-in) |
 | ``PAYMENT_PROVIDER_API_KEY`` | (required) | the provider's credential (in Azure a Key Vault |
 | | | reference); never logged, never in an error message |
 | ``PAYMENT_PROVIDER_IDEMPOTENCY_KEYS`` | ``honoured`` | ``honoured``, or ``ignored``: a |

@@ -30,7 +30,7 @@ param paymentsContainerName string
 
 param applicationInsightsConnectionString string
 
-@description('Base URL of the payment provider\'s HTTP API (PAYMENT_PROVIDER_BASE_URL): https only, e.g. https://api.provider.example/v1. The deployment fails on any other scheme (paymentProviderBaseUrlMustBeHttps below).')
+@description('Base URL of the payment provider\'s HTTP API (PAYMENT_PROVIDER_BASE_URL): https only, the origin without the API version (the app adds /v1/...), e.g. https://api.provider.example. The deployment fails on any other scheme (paymentProviderBaseUrlMustBeHttps below).')
 @minLength(9)
 param paymentProviderBaseUrl string
 

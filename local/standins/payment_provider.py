@@ -27,13 +27,20 @@ below is -06's. What each behaviour follows:
   status and body, byte for byte, and nothing moves.
 - the same key with another payload (section 2.7): 422 with a problem document; the same key
   while the first is still being processed (sections 2.6 "Concurrent Request" and 2.7): 409 with
-  a problem document. A request answered 400, 409 or 422 for the key is not processed (2.7:
-  "Clients MUST correct the requests (with the exception of 409 ...) before performing a retry
-  operation, or the resource MUST fail the request").
+  a problem document. The key errors are worded as the draft's examples: one ``type`` for all,
+  ``https://developer.example.com/idempotency`` (the link to the resource's documentation the
+  draft asks for), and the examples' titles and details (an invalid key, which the draft has no
+  example of, worded alike), so a client tells them apart by their status only, as it must
+  with any provider following the draft (whose other form, a ``Link`` header, has no body). A
+  request answered 400, 409 or 422 for the key is not processed (2.7: "Clients MUST correct the
+  requests (with the exception of 409 ...) before performing a retry operation, or the resource
+  MUST fail the request").
 - other errors (section 2.7): "For other 4xx/5xx errors, such as 401, 403, 500, 502, 503, 504,
   429 ... the client SHOULD act appropriately by following the resource's documentation": here
   401 (``WWW-Authenticate: Bearer``, RFC 6750 section 3) for a missing or wrong credential, 402
-  for a declined card, 422 for a refund above what is left, 503 from the faults below.
+  for a declined card, 422 ``refund-exceeds-captured`` for a refund above what is left (a 422
+  the client tells from the key's by that ``type``: ``shared.adapters.payment_profile``), 503
+  from the faults below. The problem types of these are this provider's own (``Problem``).
 
 The HTTP API (``shared.adapters.payment_provider`` has the client's side):
 
@@ -58,6 +65,8 @@ and replays alike; a 400, 409 or 422 consumes no fault):
 - ``TIMEOUT_AFTER_COMMIT``: commits, then holds the answer ``delay_s``, longer than the client
   waits: the client times out, the money moved;
 - ``ERROR_BEFORE_COMMIT``: answers ``status`` (503) at once: nothing moves, the key stays free;
+  with ``problem``, that document instead of the stand-in's own: a refusal worded as another
+  provider would (a 418, a 400 of an unknown ``type``);
 - ``ERROR_AFTER_COMMIT``: commits, then answers ``status``: the money moved and the key holds
   the real answer, as when a gateway loses it;
 - ``SLOW_BEFORE_COMMIT``: waits ``delay_s`` before committing, the key being processed all
@@ -75,8 +84,9 @@ per order whatever their currency), 403 and 429 (the adapter maps them; nothing 
 them), Retry-After on a 409, TLS. Fault delays run on real time (the clock only stamps the
 ledger).
 
-Imports ``shared`` only (the port's ``Operation``, the API's paths and problem types from the
-adapter, ``shared.clock``); never the app, ``local.assembly`` or ``local.scenarios``.
+Imports ``shared`` only (the port's ``Operation``, the API's paths from the adapter, the refund
+refusal's type from the profile, ``shared.clock``); never the app, ``local.assembly`` or
+``local.scenarios``.
 """
 
 from __future__ import annotations
@@ -89,7 +99,7 @@ import json
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -99,13 +109,13 @@ from typing import Any, Self
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from shared.adapters.payment_profile import REFUND_EXCEEDS_CAPTURED
 from shared.adapters.payment_provider import (
     CAPTURES_PATH,
     IDEMPOTENCY_KEY_HEADER,
     OPERATIONS_PATH,
     PROBLEM_JSON,
     REFUNDS_PATH,
-    Problem,
 )
 from shared.clock import SYSTEM_CLOCK, Clock, document_timestamp
 from shared.payments.provider import Operation
@@ -117,12 +127,28 @@ __all__ = [
     "FaultRule",
     "LedgerEntry",
     "PaymentProviderStandIn",
+    "Problem",
     "parse_sf_string",
 ]
 
 DEFAULT_API_KEY = "local-payment-provider-key"
 MAX_KEY_LENGTH = 255  # the published key format (draft sections 2.5.2, 5)
 _SHUTDOWN_TIMEOUT_S = 0.2  # answers held by a fault are not waited for at stop
+_PROBLEMS = "https://payments.example/problems/"
+
+
+class Problem(StrEnum):
+    """The ``type`` of each problem document this provider answers with."""
+
+    # The draft's examples' one link for its three key errors (section 2.7): 400 a missing or
+    # invalid key, 409 a request outstanding under the key, 422 the key with another payload.
+    IDEMPOTENCY_KEY = "https://developer.example.com/idempotency"
+    INVALID_REQUEST = _PROBLEMS + "invalid-request"  # 400: the body is wrong
+    CARD_DECLINED = _PROBLEMS + "card-declined"  # 402
+    REFUND_EXCEEDS_CAPTURED = REFUND_EXCEEDS_CAPTURED  # 422
+    UNAUTHORIZED = _PROBLEMS + "unauthorized"  # 401
+    NOT_FOUND = _PROBLEMS + "not-found"  # 404 (lookup)
+    UNAVAILABLE = _PROBLEMS + "unavailable"  # 5xx
 
 
 class Fault(StrEnum):
@@ -139,6 +165,7 @@ class FaultRule:
     times: int | None = 1  # the next N matching requests; None: every one
     delay_s: float = 0.0  # TIMEOUT_AFTER_COMMIT: the hold; SLOW_BEFORE_COMMIT: the delay
     status: int = 503  # the ERROR_* answers
+    problem: Mapping[str, Any] | None = None  # ERROR_*: answered instead of "unavailable"
     fired: int = 0
 
     def _take(self, operation: Operation) -> bool:
@@ -419,7 +446,7 @@ class PaymentProviderStandIn:
             if not headers:
                 return _problem(
                     400,
-                    Problem.KEY_MISSING,
+                    Problem.IDEMPOTENCY_KEY,
                     "Idempotency-Key is missing",
                     "This operation is idempotent and it requires correct usage of "
                     "Idempotency Key.",
@@ -428,7 +455,7 @@ class PaymentProviderStandIn:
             if key is None or not 1 <= len(key) <= MAX_KEY_LENGTH:
                 return _problem(
                     400,
-                    Problem.KEY_INVALID,
+                    Problem.IDEMPOTENCY_KEY,
                     "Idempotency-Key is invalid",
                     f"The key must be one Structured Field String of 1 to {MAX_KEY_LENGTH} "
                     "printable ASCII characters.",
@@ -447,7 +474,7 @@ class PaymentProviderStandIn:
                 return replay.response()  # refused for the key: no fault, nothing processed
             rule = next((rule for rule in self._rules if rule._take(operation)), None)
             if rule is not None and rule.fault is Fault.ERROR_BEFORE_COMMIT:
-                return _unavailable(rule.status, "before committing").response()
+                return _injected(rule, "before committing").response()
             if replay is None:
                 if key is not None:
                     self._keys[key] = _KeyRecord(fingerprint)
@@ -473,14 +500,14 @@ class PaymentProviderStandIn:
         if rule is not None and rule.fault is Fault.TIMEOUT_AFTER_COMMIT:
             await asyncio.sleep(rule.delay_s)
         if rule is not None and rule.fault is Fault.ERROR_AFTER_COMMIT:
-            return _unavailable(rule.status, "after committing").response()
+            return _injected(rule, "after committing").response()
         return answer.response()
 
     def _repeat(self, record: _KeyRecord, fingerprint: str) -> _Answer:
         if record.fingerprint != fingerprint:
             return _problem(
                 422,
-                Problem.KEY_REUSED,
+                Problem.IDEMPOTENCY_KEY,
                 "Idempotency-Key is already used",
                 "This operation is idempotent and it requires correct usage of Idempotency Key. "
                 "Idempotency Key MUST not be reused across different payloads of this operation.",
@@ -488,7 +515,7 @@ class PaymentProviderStandIn:
         if record.answer is None:
             return _problem(
                 409,
-                Problem.KEY_OUTSTANDING,
+                Problem.IDEMPOTENCY_KEY,
                 "A request is outstanding for this Idempotency-Key",
                 "A request with the same Idempotency-Key for the same operation is being "
                 "processed or is outstanding.",
@@ -582,8 +609,11 @@ class PaymentProviderStandIn:
         return web.json_response({"reference": reference, "operations": records})
 
 
-def _unavailable(status: int, when: str) -> _Answer:
-    return _problem(status, Problem.UNAVAILABLE, "Service unavailable", f"injected: {when}")
+def _injected(rule: FaultRule, when: str) -> _Answer:
+    """The answer of an ERROR_* fault: its ``problem``, or the stand-in's "unavailable"."""
+    if rule.problem is not None:
+        return _Answer(rule.status, json.dumps(dict(rule.problem)).encode(), PROBLEM_JSON)
+    return _problem(rule.status, Problem.UNAVAILABLE, "Service unavailable", f"injected: {when}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,9 @@
 """The payment provider over HTTP (aiohttp): ``shared.payments.provider.PaymentProvider``.
 
 Owns the provider's HTTP API as the app calls it (the stand-in, ``local.standins.
-payment_provider``, serves the same and documents each rule's source):
+payment_provider``, serves the same and documents each rule's source); the paths and the meaning
+of each refusal are the provider's profile (``shared.adapters.payment_profile``, the draft's by
+default):
 
 - ``POST /v1/captures`` and ``POST /v1/refunds``, a JSON body ``{"order_id", "reference",
   "customer_id", "amount_minor", "currency"}``, ``Authorization: Bearer <api key>`` and
@@ -9,18 +11,26 @@ payment_provider``, serves the same and documents each rule's source):
   section 2.1 requires; sent on every attempt, whether the provider honours it or not: section
   2.5.1 lets a client send it "to indicate the user's intent is to only perform this action
   once"). 201 with the operation ``{"id", "operation", "status": "succeeded", ...}``; errors as
-  ``application/problem+json`` (RFC 7807, as in the draft's examples; now RFC 9457) whose
-  ``type`` is one of ``Problem``;
+  ``application/problem+json`` (RFC 7807, as in the draft's examples; now RFC 9457);
 - ``GET /v1/operations?reference=<reference>``: 200 ``{"reference", "operations": [{"id",
   "operation", "state": "processing" | "completed", "outcome", "order_id", "amount_minor",
   "currency", "detail"}]}``, oldest first; 404 when there is none.
 
-The status table (``perform``): 201 -> SUCCEEDED; 402 -> DECLINED; 400 and 422 other than the
-key rules -> REFUSED; 409 -> ``ProviderBusy``; 422 ``key-reused`` -> ``KeyReused``; 401/403 ->
-``ProviderRejectedCredentials``; 429 -> ``ProviderUnavailable`` (not committed); 5xx, a timeout
-or a connection lost after sending -> ``ProviderUnavailable`` (may have committed); a connection
-never made -> ``ProviderUnavailable`` (not committed); anything else, a 400 for our key header
-and a body that does not parse -> ``UnexpectedProviderAnswer``.
+The base URL is the provider's origin (``https://api.provider.example``), without the API
+version: the profile's paths carry it.
+
+The status table (``perform``): 201 -> SUCCEEDED; 401/403 -> ``ProviderRejectedCredentials``;
+429 -> ``ProviderUnavailable`` (not committed); 5xx, a timeout or a connection lost after
+sending -> ``ProviderUnavailable`` (may have committed); a connection never made ->
+``ProviderUnavailable`` (not committed); another 4xx as the profile says (the draft's: 402 ->
+DECLINED, 409 -> ``ProviderBusy``, 422 -> ``KeyReused``, 422 ``refund-exceeds-captured`` ->
+REFUSED, 400 -> ``UnexpectedProviderAnswer``), and a 4xx it does not recognise ->
+``UnrecognisedRefusal``; a 3xx, any other status, a body that does not parse or is over
+``MAX_ANSWER_BYTES`` -> ``UnexpectedProviderAnswer``.
+
+Untrusted answers steer nothing: a redirect is never followed (a capture's body and key would go
+to whatever host the ``Location`` names, and that host's answer would be taken for the
+provider's), and no answer is read beyond ``MAX_ANSWER_BYTES``.
 
 Every request has one total timeout (``timeout_s``, the caller's setting; 10 s by default).
 Decides nothing (what to retry or park is the consumer's); logs nothing, and no description
@@ -30,17 +40,16 @@ carries the key or the credential.
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from types import TracebackType
 from typing import Any, Self
 
 import aiohttp
 
+from shared.adapters.payment_profile import IETF_DRAFT_PROFILE, ProviderProfile, Refusal
 from shared.payments.provider import (
     KeyReused,
     Lookup,
     LookupStatus,
-    Operation,
     PaymentRequest,
     ProviderBusy,
     ProviderRejectedCredentials,
@@ -48,46 +57,35 @@ from shared.payments.provider import (
     ProviderUnavailable,
     ResultStatus,
     UnexpectedProviderAnswer,
+    UnrecognisedRefusal,
 )
 
 __all__ = [
     "CAPTURES_PATH",
     "DEFAULT_TIMEOUT_S",
     "IDEMPOTENCY_KEY_HEADER",
+    "MAX_ANSWER_BYTES",
     "OPERATIONS_PATH",
     "PROBLEM_JSON",
     "REFUNDS_PATH",
     "HttpPaymentProvider",
-    "Problem",
     "sf_string",
 ]
 
 DEFAULT_TIMEOUT_S = 10.0
-CAPTURES_PATH = "/v1/captures"
-REFUNDS_PATH = "/v1/refunds"
-OPERATIONS_PATH = "/v1/operations"
+CAPTURES_PATH = IETF_DRAFT_PROFILE.captures_path
+REFUNDS_PATH = IETF_DRAFT_PROFILE.refunds_path
+OPERATIONS_PATH = IETF_DRAFT_PROFILE.operations_path
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 PROBLEM_JSON = "application/problem+json"
-_PATHS = {Operation.CAPTURE: CAPTURES_PATH, Operation.REFUND: REFUNDS_PATH}
-_PROBLEMS = "https://payments.example/problems/"
-
-
-class Problem(StrEnum):
-    """The ``type`` of each problem document the provider answers with."""
-
-    KEY_MISSING = _PROBLEMS + "idempotency-key-missing"  # 400
-    KEY_INVALID = _PROBLEMS + "idempotency-key-invalid"  # 400: not an RFC 8941 String
-    KEY_REUSED = _PROBLEMS + "idempotency-key-reused"  # 422: the same key, another payload
-    KEY_OUTSTANDING = _PROBLEMS + "idempotency-key-outstanding"  # 409: still being processed
-    INVALID_REQUEST = _PROBLEMS + "invalid-request"  # 400: the body is wrong
-    CARD_DECLINED = _PROBLEMS + "card-declined"  # 402
-    REFUND_EXCEEDS_CAPTURED = _PROBLEMS + "refund-exceeds-captured"  # 422
-    UNAUTHORIZED = _PROBLEMS + "unauthorized"  # 401
-    NOT_FOUND = _PROBLEMS + "not-found"  # 404 (lookup)
-    UNAVAILABLE = _PROBLEMS + "unavailable"  # 5xx
-
-
-_KEY_HEADER_PROBLEMS = {Problem.KEY_MISSING.value, Problem.KEY_INVALID.value}
+# The largest answer read. The API's answers are an operation (about 300 bytes), a problem
+# document (a few hundred) and the lookup's list of the operations under one reference: one,
+# more only when a provider that honours no key performed lost attempts again (about 250 bytes
+# each, a few per delivery): 64 KiB holds over 200. A larger answer is not the API's, and a
+# delivery must not hold more (16 concurrent calls, host.json maxConcurrentCalls: at most 1 MiB
+# of answers in memory). The headers are bounded by aiohttp itself (at most 128 of 8190 bytes,
+# ClientSession's max_headers and max_field_size defaults, aiohttp/client.py).
+MAX_ANSWER_BYTES = 64 * 1024
 
 
 def sf_string(value: str) -> str:
@@ -99,7 +97,8 @@ def sf_string(value: str) -> str:
 
 
 class HttpPaymentProvider:
-    """The provider at ``base_url``, authenticated with ``api_key`` (a Bearer token).
+    """The provider at ``base_url`` (its origin: the profile's paths are joined to it),
+    authenticated with ``api_key`` (a Bearer token), its answers read as ``profile`` says.
 
     ``session``: a ``ClientSession`` the caller owns and closes; without one the adapter opens
     its own on first use and ``close`` closes it. ``timeout_s`` bounds each request whole
@@ -112,6 +111,7 @@ class HttpPaymentProvider:
         *,
         honours_idempotency_keys: bool = True,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        profile: ProviderProfile = IETF_DRAFT_PROFILE,
         session: aiohttp.ClientSession | None = None,
     ) -> None:
         if timeout_s <= 0:
@@ -119,6 +119,7 @@ class HttpPaymentProvider:
         self.base_url = base_url.rstrip("/")
         self.honours_idempotency_keys = honours_idempotency_keys
         self.timeout_s = timeout_s
+        self.profile = profile
         self._authorization = f"Bearer {api_key}"
         self._session = session
         self._owns_session = session is None
@@ -134,32 +135,54 @@ class HttpPaymentProvider:
         headers = {IDEMPOTENCY_KEY_HEADER: sf_string(request.idempotency_key)}
         what = f"{request.operation} {request.reference!r}"
         status, answer, retry_after_s = await self._call(
-            "POST", _PATHS[request.operation], what, json_body=body, headers=headers, write=True
+            "POST",
+            self.profile.path(request.operation),
+            what,
+            json_body=body,
+            headers=headers,
+            write=True,
         )
-        problem = answer.get("type") if isinstance(answer, dict) else None
-        detail = _detail(answer)
         if status in (200, 201):
             return _succeeded(request, answer, what)
-        if status == 402:
-            return ProviderResult(
-                ResultStatus.DECLINED, request.reference, None, request.amount_minor, detail
-            )
-        if status == 400 and problem in _KEY_HEADER_PROBLEMS:
-            raise UnexpectedProviderAnswer(f"{what}: the provider refused our key header: {detail}")
-        if status == 422 and problem == Problem.KEY_REUSED:
-            raise KeyReused(f"{what}: the idempotency key came with another payload: {detail}")
-        if status in (400, 422):
-            return ProviderResult(
-                ResultStatus.REFUSED, request.reference, None, request.amount_minor, detail
-            )
-        if status == 409:
-            raise ProviderBusy(f"{what}: being processed: {detail}", retry_after_s=retry_after_s)
-        raise _unexpected(status, what, detail)
+        if not 400 <= status <= 499:
+            raise _unexpected(status, what, _detail(answer))
+        detail = _detail(answer)
+        match self.profile.refusal(status, answer):
+            case Refusal.DECLINED:
+                return ProviderResult(
+                    ResultStatus.DECLINED, request.reference, None, request.amount_minor, detail
+                )
+            case Refusal.REFUSED:
+                return ProviderResult(
+                    ResultStatus.REFUSED, request.reference, None, request.amount_minor, detail
+                )
+            case Refusal.KEY_REUSED:
+                raise KeyReused(f"{what}: the idempotency key came with another payload: {detail}")
+            case Refusal.IN_PROGRESS:
+                raise ProviderBusy(
+                    f"{what}: being processed: {detail}", retry_after_s=retry_after_s
+                )
+            case Refusal.MALFORMED:
+                raise UnexpectedProviderAnswer(
+                    f"{what}: HTTP {status}, the provider refused the request as malformed (its "
+                    f"Idempotency-Key header or its body): {detail}"
+                )
+            case None:
+                # Never an outcome: recorded as one, the operation would complete with no money
+                # moved and nobody told. Held and alerted until an operator has read it.
+                raise UnrecognisedRefusal(
+                    f"{what}: HTTP {status} is a refusal the provider's profile "
+                    f"({self.profile.name}) does not name: {detail}"
+                )
 
     async def lookup(self, reference: str) -> Lookup:
         what = f"lookup {reference!r}"
         status, answer, _ = await self._call(
-            "GET", OPERATIONS_PATH, what, params={"reference": reference}, write=False
+            "GET",
+            self.profile.operations_path,
+            what,
+            params={"reference": reference},
+            write=False,
         )
         if status == 404:
             return Lookup(LookupStatus.NOT_FOUND)
@@ -188,8 +211,9 @@ class HttpPaymentProvider:
         params: dict[str, str] | None = None,
     ) -> tuple[int, Any, float | None]:
         """The status, the parsed JSON body (None when there is none) and the Retry-After of
-        one request; raises what the status table says for a transport failure, 401/403, 429
-        and 5xx. ``write``: whether the request may move money (for ``may_have_committed``)."""
+        one request; raises what the status table says for a transport failure, a redirect,
+        401/403, 429, 5xx and a body over ``MAX_ANSWER_BYTES``. ``write``: whether the request
+        may move money (for ``may_have_committed``)."""
         session = self._client()
         try:
             async with session.request(
@@ -199,10 +223,15 @@ class HttpPaymentProvider:
                 params=params,
                 headers={"Authorization": self._authorization, **(headers or {})},
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                # aiohttp follows 301, 302, 303, 307 and 308 by default (client.py), a 307 with
+                # the body and the key, a 302 or 303 as a GET, to any host: never on a money call.
+                allow_redirects=False,
             ) as response:
-                raw = await response.read()
                 status = response.status
                 retry_after_s = _retry_after(response.headers.get("Retry-After"))
+                raw = await _bounded_body(response)
+                if raw is None:
+                    response.close()  # the rest unread: the connection is dropped, not reused
         # Order matters: a connect timeout is a TimeoutError too, but nothing was sent.
         except (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError) as error:
             raise ProviderUnavailable(
@@ -219,20 +248,35 @@ class HttpPaymentProvider:
                 f"{what}: the connection failed ({type(error).__name__}); the outcome is unknown",
                 may_have_committed=write,
             ) from None
-        answer = _parse(raw)
+        if 300 <= status <= 399:
+            # RFC 9110 section 15.4: a 3xx says "further action needs to be taken by the user
+            # agent in order to fulfill the request": the provider did not perform it (a 303
+            # alone is "an indirect response to the original request", section 15.4.4, so it
+            # may have). Systemic: the base URL is wrong or the provider moved; the pending
+            # call stays, and its lookup says what the provider did.
+            raise UnexpectedProviderAnswer(
+                f"{what}: HTTP {status}, a redirect: not followed, a provider call goes to the "
+                "configured base URL only"
+            )
+        answer = None if raw is None else _parse(raw)
+        detail = _detail(answer) if raw is not None else "an answer too large to read"
         if status in (401, 403):
-            raise ProviderRejectedCredentials(f"{what}: HTTP {status}: {_detail(answer)}")
+            raise ProviderRejectedCredentials(f"{what}: HTTP {status}: {detail}")
         if status == 429:
             raise ProviderUnavailable(
-                f"{what}: throttled (HTTP 429): {_detail(answer)}",
+                f"{what}: throttled (HTTP 429): {detail}",
                 may_have_committed=False,
                 retry_after_s=retry_after_s,
             )
         if status >= 500:
             raise ProviderUnavailable(
-                f"{what}: HTTP {status}: {_detail(answer)}; the outcome is unknown",
+                f"{what}: HTTP {status}: {detail}; the outcome is unknown",
                 may_have_committed=write,
                 retry_after_s=retry_after_s,
+            )
+        if raw is None:
+            raise UnexpectedProviderAnswer(
+                f"{what}: HTTP {status} with an answer over {MAX_ANSWER_BYTES} bytes, not read"
             )
         if raw and answer is None:
             raise UnexpectedProviderAnswer(f"{what}: HTTP {status} with a body that is not JSON")
@@ -287,6 +331,21 @@ def _operation_result(reference: str, operation: dict[str, Any]) -> ProviderResu
         int(operation["amount_minor"]),
         str(operation.get("detail") or status),
     )
+
+
+async def _bounded_body(response: aiohttp.ClientResponse) -> bytes | None:
+    """The answer's body, or None when it is over ``MAX_ANSWER_BYTES``: refused from its
+    Content-Length before any of it is read, else as soon as what was read passes the bound
+    (a chunked or compressed body declares no decoded length; aiohttp decompresses it chunk by
+    chunk, each at most its read buffer)."""
+    if response.content_length is not None and response.content_length > MAX_ANSWER_BYTES:
+        return None
+    body = bytearray()
+    async for chunk in response.content.iter_any():
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            return None
+    return bytes(body)
 
 
 def _parse(raw: bytes) -> Any:

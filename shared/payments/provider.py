@@ -13,10 +13,16 @@ was declined, or the request itself is wrong) or an error, classified by what a 
   now); retry with the same key, or look the operation up;
 - the system: ``SystemicProviderError`` and its kinds, ``KeyReused`` (the same key with another
   payload: a bug of ours), ``ProviderRejectedCredentials`` (401/403: configuration) and
-  ``UnexpectedProviderAnswer`` (an answer outside the provider's documented API); an operator
+  ``UnexpectedProviderAnswer`` (an answer outside the provider's documented API: a redirect, a
+  malformed request refused, an unreadable or oversized body) with ``UnrecognisedRefusal`` (a
+  refusal the provider's documentation, as the adapter knows it, does not name); an operator
   must act, no redelivery fixes it.
 
-A declined card and a refused request are outcomes, not errors: recorded, never retried.
+A declined card and a refusal the provider documents as a business rule (a refund above what was
+captured) are outcomes, not errors: recorded, never retried. Only those: a refusal of a capture
+or refund the adapter does not recognise is **never** an outcome (a completion with no money
+moved, silently); it is ``UnrecognisedRefusal``, so the consumer holds the message, logs it as
+systemic and the systemic alert fires, until an operator has read the provider's answer.
 
 Pure: imports ``shared.kit.errors`` only; never aiohttp, Azure, an adapter or telemetry.
 """
@@ -44,6 +50,7 @@ __all__ = [
     "ResultStatus",
     "SystemicProviderError",
     "UnexpectedProviderAnswer",
+    "UnrecognisedRefusal",
 ]
 
 
@@ -74,7 +81,7 @@ class PaymentRequest:
 class ResultStatus(StrEnum):
     SUCCEEDED = "succeeded"  # the money moved
     DECLINED = "declined"  # the card (402): a business outcome
-    REFUSED = "refused"  # the request is wrong (400/422 other than the key rules)
+    REFUSED = "refused"  # a business rule the provider documents (a refund above the captured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,9 +161,21 @@ class ProviderRejectedCredentials(SystemicProviderError):
 
 class UnexpectedProviderAnswer(SystemicProviderError):
     """An answer outside the provider's documented API (a status it does not document, a body
-    that does not parse, a refusal of our Idempotency-Key header): the base URL, the API
-    version or the adapter is wrong. After a 2xx that does not parse the money may have moved:
-    the operation stays unresolved until an operator looks."""
+    that does not parse or is larger than any answer of its API, a refusal of our request as
+    malformed, a redirect): the base URL, the API version or the adapter is wrong. After a 2xx
+    that does not parse the money may have moved; after a redirect it did not where the
+    redirect pointed (it is never followed), and at the provider only a 303 says it may have
+    (RFC 9110 section 15.4.4: "an indirect response to the original request"). Either way the
+    operation stays unresolved, its in-progress record kept, until an operator looks: the
+    provider's lookup says what it did."""
+
+
+class UnrecognisedRefusal(UnexpectedProviderAnswer):
+    """A refusal (4xx) of a capture or refund that the provider's documentation, as the adapter
+    knows it, does not name: neither a decline, nor a business refusal, nor a key rule. Not an
+    outcome: nothing is recorded as the operation's result, and nothing moved that the adapter
+    knows of; an operator reads the provider's answer (in the description) and fixes the
+    adapter's mapping or the request."""
 
 
 class PaymentProvider(Protocol):

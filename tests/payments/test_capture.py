@@ -226,3 +226,22 @@ async def test_a_decline_finished_by_the_next_event_is_counted_by_that_event(
     again = await payments.handle(accepted)
     assert (again.outcome, again.measures) == (Outcome.DUPLICATE, {})  # recorded on its behalf
     assert provider.ledger == ()
+
+
+async def test_a_refusal_the_providers_profile_does_not_name_is_held_systemic_never_completed(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # A 400 of a type nobody documented: before the profile, a "refused" outcome, completed with
+    # no money moved and nobody told.
+    unknown = {"type": "https://provider.example/problems/unknown", "title": "Unknown"}
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=400, problem=unknown))
+    accepted = payment_event("o-1", 1, 4200)
+
+    held = await payments.handle(accepted)
+
+    assert (held.outcome, held.measures) == (Outcome.SYSTEMIC, {})
+    assert "lastOutcome" not in payments.state("o-1")
+    assert payments.state("o-1")["pending"]  # kept: the next delivery looks it up first
+    assert provider.ledger == ()
+    assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED  # the fault was once
+    assert provider.net_captured("o-1") == 4200

@@ -1,6 +1,9 @@
 """The payment provider through the real adapter (``HttpPaymentProvider``, aiohttp) against the
 stand-in over real HTTP on 127.0.0.1: each rule of the Idempotency-Key draft, the money rules,
-and the ledger (the money that moved) after each fault.
+and the ledger (the money that moved) after each fault. Where the stand-in cannot answer as a
+test needs (the draft's ``Link`` form, another provider's wording, a redirect, an oversized
+body), a small aiohttp server on 127.0.0.1 answers instead (``local_host``), recording what it
+receives.
 
 Timeouts are a few hundred milliseconds: the stand-in holds an answer past the client's timeout,
 so no test sleeps longer than that."""
@@ -8,12 +11,20 @@ so no test sleeps longer than that."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import re
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import aiohttp
 import pytest
+from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,13 +32,23 @@ from local.standins.payment_provider import (
     Fault,
     FaultRule,
     PaymentProviderStandIn,
+    Problem,
     parse_sf_string,
+)
+from shared.adapters.payment_profile import (
+    REFUND_EXCEEDS_CAPTURED,
+    ProviderProfile,
+    Refusal,
+    RefusalRule,
 )
 from shared.adapters.payment_provider import (
     CAPTURES_PATH,
     IDEMPOTENCY_KEY_HEADER,
+    MAX_ANSWER_BYTES,
+    OPERATIONS_PATH,
+    PROBLEM_JSON,
+    REFUNDS_PATH,
     HttpPaymentProvider,
-    Problem,
     sf_string,
 )
 from shared.payments.provider import (
@@ -41,6 +62,7 @@ from shared.payments.provider import (
     ProviderUnavailable,
     ResultStatus,
     UnexpectedProviderAnswer,
+    UnrecognisedRefusal,
 )
 
 DECLINED_CUSTOMER = "customer-declined"
@@ -150,6 +172,8 @@ async def test_a_repeat_with_the_same_key_and_payload_returns_the_first_result_a
 async def test_the_same_key_with_another_payload_is_refused_422_and_moves_nothing(
     provider: PaymentProviderStandIn, client: HttpPaymentProvider
 ) -> None:
+    # Worded as the draft's example, the 422 shares its type with every key error: the status
+    # alone says the key was reused (it was a "refused" outcome while types told them apart).
     payment = request(amount_minor=1000)
     await client.perform(payment)
     other = request(
@@ -194,8 +218,11 @@ async def test_a_missing_key_is_refused_400_with_a_problem_document(
 
     assert status == 400
     assert content_type == "application/problem+json"
-    assert problem["type"] == Problem.KEY_MISSING
-    assert problem["title"] and problem["detail"]
+    assert (problem["type"], problem["title"]) == (
+        Problem.IDEMPOTENCY_KEY,
+        "Idempotency-Key is missing",
+    )
+    assert problem["detail"]
     assert provider.ledger == ()
 
 
@@ -216,12 +243,27 @@ async def test_a_key_that_is_not_one_structured_field_string_is_refused_400(
         provider, {IDEMPOTENCY_KEY_HEADER: header}, body_of(request())
     )
 
-    assert (status, content_type, problem["type"]) == (
+    assert (status, content_type, problem["type"], problem["title"]) == (
         400,
         "application/problem+json",
-        Problem.KEY_INVALID,
+        Problem.IDEMPOTENCY_KEY,
+        "Idempotency-Key is invalid",
     )
     assert provider.ledger == ()
+
+
+async def test_a_key_the_provider_refuses_as_malformed_is_systemic_never_a_refusal(
+    provider: PaymentProviderStandIn, client: HttpPaymentProvider
+) -> None:
+    # Longer than the stand-in's published format: its 400 (the draft's wording) is our bug.
+    payment = request(key="k" * 256)
+
+    with pytest.raises(UnexpectedProviderAnswer) as raised:
+        await client.perform(payment)
+
+    assert "HTTP 400" in raised.value.description and "malformed" in raised.value.description
+    assert provider.ledger == ()
+    assert (await client.lookup(payment.reference)).status is LookupStatus.NOT_FOUND
 
 
 @given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E)))
@@ -437,3 +479,353 @@ async def test_a_session_passed_in_stays_the_callers(provider: PaymentProviderSt
         await adapter.perform(request())
         await adapter.close()
         assert not session.closed
+
+
+# -- refusals the profile does not name --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "problem", "systemic"),
+    [
+        (
+            418,
+            {"type": "https://provider.example/teapot", "title": "I'm a teapot"},
+            UnrecognisedRefusal,
+        ),
+        (404, {"type": "about:blank", "title": "Not Found"}, UnrecognisedRefusal),
+        (451, {"title": "Unavailable For Legal Reasons"}, UnrecognisedRefusal),
+        # A 400 of a type nobody documented: the draft's 400, the request was wrong.
+        (400, {"type": "https://provider.example/unknown", "title": "?"}, UnexpectedProviderAnswer),
+    ],
+)
+async def test_a_refusal_the_profile_does_not_name_is_systemic_never_an_outcome(
+    provider: PaymentProviderStandIn,
+    client: HttpPaymentProvider,
+    status: int,
+    problem: dict[str, Any],
+    systemic: type[UnexpectedProviderAnswer],
+) -> None:
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=status, problem=problem))
+    payment = request()
+
+    with pytest.raises(systemic) as raised:
+        await client.perform(payment)
+
+    assert f"HTTP {status}" in raised.value.description
+    assert provider.ledger == ()
+
+
+# -- the profile: each refusal's meaning, as a provider words it ----------------------------------
+
+Answer = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    method: str
+    path_qs: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@asynccontextmanager
+async def local_host(answer: Answer) -> AsyncIterator[tuple[str, list[Received]]]:
+    """An aiohttp server on 127.0.0.1 that records every request it receives and answers it with
+    ``answer``: its URL and what it received."""
+    received: list[Received] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        received.append(Received(request.method, request.path_qs, dict(request.headers), body))
+        return await answer(request)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}", received
+    finally:
+        await runner.cleanup()
+
+
+def answering(status: int, body: Any = None, headers: dict[str, str] | None = None) -> Answer:
+    async def answer(request: web.Request) -> web.Response:
+        if body is None:
+            return web.Response(status=status, headers=headers)
+        return web.Response(
+            status=status,
+            body=json.dumps(body).encode(),
+            content_type=PROBLEM_JSON,
+            headers=headers,
+        )
+
+    return answer
+
+
+# draft-ietf-httpapi-idempotency-key-header-06 section 2.7's examples, as written there.
+DRAFT_LINK = "https://developer.example.com/idempotency"
+DRAFT_LINK_HEADER = {"Link": f'<{DRAFT_LINK}>; rel="describedby"; type="text/html"'}
+DRAFT_400 = {
+    "type": DRAFT_LINK,
+    "title": "Idempotency-Key is missing",
+    "detail": "This operation is idempotent and it requires correct usage of Idempotency Key.",
+}
+DRAFT_422 = {
+    "type": DRAFT_LINK,
+    "title": "Idempotency-Key is already used",
+    "detail": "This operation is idempotent and it requires correct usage of Idempotency Key. "
+    "Idempotency Key MUST not be reused across different payloads of this operation.",
+}
+DRAFT_409 = {
+    "type": DRAFT_LINK,
+    "title": "A request is outstanding for this Idempotency-Key",
+    "detail": "A request with the same Idempotency-Key for the same operation is being "
+    "processed or is outstanding.",
+}
+REFUND_REFUSAL = {"type": REFUND_EXCEEDS_CAPTURED, "title": "Refund exceeds captured"}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "meaning"),
+    [
+        (400, DRAFT_400, None, UnexpectedProviderAnswer),
+        (400, None, DRAFT_LINK_HEADER, UnexpectedProviderAnswer),
+        (422, DRAFT_422, None, KeyReused),
+        (422, None, DRAFT_LINK_HEADER, KeyReused),
+        (409, DRAFT_409, None, ProviderBusy),
+        (409, None, DRAFT_LINK_HEADER, ProviderBusy),
+        (402, None, None, ResultStatus.DECLINED),
+        (422, REFUND_REFUSAL, None, ResultStatus.REFUSED),
+        (418, None, None, UnrecognisedRefusal),
+        (410, {"type": REFUND_EXCEEDS_CAPTURED}, None, UnrecognisedRefusal),
+    ],
+)
+async def test_the_drafts_profile_reads_each_refusal_by_its_status_and_only_a_documented_code(
+    status: int,
+    body: Any,
+    headers: dict[str, str] | None,
+    meaning: type[Exception] | ResultStatus,
+) -> None:
+    async with (
+        local_host(answering(status, body, headers)) as (url, _),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        if isinstance(meaning, ResultStatus):
+            result = await client.perform(request())
+            assert result.status is meaning and result.provider_id is None
+        else:
+            with pytest.raises(meaning) as raised:
+                await client.perform(request())
+            assert type(raised.value) is meaning
+
+
+CODES_IN_BODY = ProviderProfile(
+    name="codes-in-body",
+    captures_path="/api/captures",
+    refunds_path="/api/refunds",
+    operations_path="/api/operations",
+    code_pointer="/error/code",
+    rules=(
+        RefusalRule(400, Refusal.REFUSED, "amount_too_large"),
+        RefusalRule(400, Refusal.KEY_REUSED, "idempotency_key_reused"),
+        RefusalRule(402, Refusal.DECLINED),
+        RefusalRule(409, Refusal.IN_PROGRESS),
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "meaning"),
+    [
+        ("amount_too_large", ResultStatus.REFUSED),
+        ("idempotency_key_reused", KeyReused),
+        ("parameter_missing", UnrecognisedRefusal),
+        (None, UnrecognisedRefusal),
+    ],
+)
+async def test_a_provider_that_words_its_refusals_its_own_way_gets_a_profile_of_its_own(
+    code: str | None, meaning: type[Exception] | ResultStatus
+) -> None:
+    body = {"error": {"code": code, "message": "..."}} if code else {"message": "bad request"}
+    async with (
+        local_host(answering(400, body)) as (url, received),
+        HttpPaymentProvider(url, "key", profile=CODES_IN_BODY) as client,
+    ):
+        if isinstance(meaning, ResultStatus):
+            assert (await client.perform(request())).status is meaning
+        else:
+            with pytest.raises(meaning):
+                await client.perform(request())
+    assert [(seen.method, seen.path_qs) for seen in received] == [("POST", "/api/captures")]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        RefusalRule(401, Refusal.REFUSED),  # answered before any profile: credentials
+        RefusalRule(429, Refusal.IN_PROGRESS),  # throttled: the moment
+        RefusalRule(503, Refusal.IN_PROGRESS),  # not a refusal
+        RefusalRule(409, Refusal.KEY_REUSED),  # 409 is already mapped
+    ],
+)
+def test_a_profile_refuses_a_rule_it_would_never_apply(rule: RefusalRule) -> None:
+    with pytest.raises(ValueError, match="HTTP"):
+        ProviderProfile(
+            "broken", "/c", "/r", "/o", rules=(RefusalRule(409, Refusal.IN_PROGRESS), rule)
+        )
+
+
+# -- redirects and the answer's size ---------------------------------------------------------------
+
+
+def forged(request: web.Request) -> dict[str, Any]:
+    """What a host that is not the provider answers: a success of its own making, readable both
+    as an operation and as a lookup."""
+    operation = {
+        "id": "op_forged",
+        "operation": "capture",
+        "status": "succeeded",
+        "state": "completed",
+        "outcome": "succeeded",
+        "amount_minor": 1250,
+        "currency": "EUR",
+    }
+    return {**operation, "reference": request.query.get("reference"), "operations": [operation]}
+
+
+async def other_host_answer(request: web.Request) -> web.Response:
+    return web.json_response(forged(request), status=201 if request.method == "POST" else 200)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("call", ["capture", "refund", "lookup"])
+async def test_a_redirect_is_never_followed_and_is_systemic(status: int, call: str) -> None:
+    async with local_host(other_host_answer) as (other_url, at_other_host):
+
+        async def redirect(request: web.Request) -> web.Response:
+            return web.Response(status=status, headers={"Location": other_url + request.path_qs})
+
+        async with (
+            local_host(redirect) as (provider_url, at_provider),
+            HttpPaymentProvider(provider_url, "the-credential", timeout_s=2) as client,
+        ):
+            made = (
+                client.lookup("order-1:capture")
+                if call == "lookup"
+                else client.perform(request(Operation(call)))
+            )
+            with pytest.raises(UnexpectedProviderAnswer) as raised:
+                await made
+
+    assert at_other_host == []  # not the body, not the key, not a GET in its place
+    assert len(at_provider) == 1
+    assert f"HTTP {status}" in raised.value.description
+    assert "redirect" in raised.value.description
+    assert other_url not in raised.value.description  # the Location steers nothing, not a log
+
+
+def padded_success(size: int) -> bytes:
+    """A success the stand-in would answer, padded with spaces to exactly ``size`` bytes."""
+    body = json.dumps({"id": "op_1", "operation": "capture", "amount_minor": 1250}).encode()
+    return body + b" " * (size - len(body))
+
+
+@pytest.mark.parametrize(
+    ("size", "read"), [(MAX_ANSWER_BYTES, True), (MAX_ANSWER_BYTES + 1, False)]
+)
+async def test_an_answer_is_read_up_to_the_bound_and_refused_past_it(size: int, read: bool) -> None:
+    async def success(request: web.Request) -> web.Response:
+        return web.Response(status=201, body=padded_success(size), content_type="application/json")
+
+    async with local_host(success) as (url, _), HttpPaymentProvider(url, "key") as client:
+        if read:
+            assert (await client.perform(request())).provider_id == "op_1"
+        else:
+            with pytest.raises(UnexpectedProviderAnswer, match=f"over {MAX_ANSWER_BYTES} bytes"):
+                await client.perform(request())
+
+
+async def endless_body(request: web.Request) -> web.StreamResponse:
+    """A 201 whose chunked body never ends: it can never be read whole."""
+    response = web.StreamResponse(status=201, headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    with contextlib.suppress(ConnectionError):  # until the client goes away
+        while True:
+            await response.write(b" " * 4096)
+    return response
+
+
+async def declared_huge_body(request: web.Request) -> web.StreamResponse:
+    """A 201 that declares a gigabyte and sends one byte: refused from its Content-Length."""
+    response = web.StreamResponse(status=201, headers={"Content-Type": "application/json"})
+    response.content_length = 2**30
+    await response.prepare(request)
+    await response.write(b"{")
+    await asyncio.sleep(60)  # cancelled at the server's shutdown
+    return response
+
+
+@pytest.mark.parametrize("answer", [endless_body, declared_huge_body])
+async def test_a_body_over_the_bound_is_refused_without_reading_it_whole(answer: Answer) -> None:
+    # Read whole, either would hold the call until its timeout: ProviderUnavailable, "the money
+    # may have moved" from a host whose answer is no answer of the API's.
+    async with (
+        local_host(answer) as (url, _),
+        HttpPaymentProvider(url, "key", timeout_s=5) as client,
+    ):
+        with pytest.raises(UnexpectedProviderAnswer, match=f"over {MAX_ANSWER_BYTES} bytes"):
+            await asyncio.wait_for(client.perform(request()), timeout=2)
+
+
+# -- the base URL, as the docs give it -----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_URL_DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "infra").rglob("*.bicep")),
+    ROOT / "local.settings.json.template",
+]
+_URL = re.compile(r"https?://[^\s'\"`)]+")
+
+
+def documented_base_urls() -> list[tuple[str, str]]:
+    """Every example URL on a line that sets or describes ``PAYMENT_PROVIDER_BASE_URL``."""
+    found = []
+    for document in BASE_URL_DOCUMENTS:
+        for line in document.read_text().splitlines():
+            if "PAYMENT_PROVIDER_BASE_URL" in line or "paymentProviderBaseUrl" in line:
+                found += [(document.name, url.rstrip(".,;")) for url in _URL.findall(line)]
+    return found
+
+
+def test_the_docs_give_examples_of_the_base_url() -> None:
+    # So that the next test cannot pass on no example at all.
+    assert {name for name, _ in documented_base_urls()} >= {
+        "infrastructure.md",
+        "operations.md",
+        "function.bicep",
+        "local.settings.json.template",
+    }
+
+
+@pytest.mark.parametrize(("document", "url"), documented_base_urls())
+async def test_every_documented_base_url_joined_with_the_paths_reaches_the_api(
+    provider: PaymentProviderStandIn, document: str, url: str
+) -> None:
+    # The documented URL's path on the stand-in's origin: what the adapter appends goes after it.
+    async with HttpPaymentProvider(provider.url + urlparse(url).path, provider.api_key) as client:
+        payment = request()
+        await client.perform(payment)
+        await client.perform(request(Operation.REFUND, order_id=payment.order_id))
+        await client.lookup(payment.reference)
+
+    assert set(provider.requests_received) == {
+        f"POST {CAPTURES_PATH}",
+        f"POST {REFUNDS_PATH}",
+        f"GET {OPERATIONS_PATH}",
+    }
+    assert CAPTURES_PATH == "/v1/captures"

@@ -12,7 +12,7 @@ KEY = "sk-live-4f1c9a7e-never-shown"
 ENV = {
     "ORDER_EVENTS_TOPIC_NAME": "order-events",
     "PAYMENTS_SUBSCRIPTION_NAME": "payments",
-    "PAYMENT_PROVIDER_BASE_URL": "https://api.provider.example/v1",
+    "PAYMENT_PROVIDER_BASE_URL": "https://api.provider.example",
     "PAYMENT_PROVIDER_API_KEY": KEY,
 }
 
@@ -23,7 +23,7 @@ def test_the_defaults_are_the_deployed_names_honoured_keys_and_ten_seconds() -> 
     assert settings == PaymentSettings(
         topic_name="order-events",
         subscription_name="payments",
-        provider_base_url="https://api.provider.example/v1",
+        provider_base_url="https://api.provider.example",
         provider_api_key=KEY,
         container="payments",
         provider_honours_keys=True,
