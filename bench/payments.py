@@ -42,6 +42,7 @@ from typing import Any
 
 from bench import cpu
 from bench.transport import METADATA, CountingTransport
+from local.standins.broker import ManualClock
 from local.standins.cosmos_server import ensure_container
 from local.standins.doubles import InMemoryDocumentStore
 from local.standins.faults import WRITES, FaultKind, FaultRule
@@ -59,6 +60,7 @@ from shared.adapters.payment_provider import (
     REFUNDS_PATH,
     HttpPaymentProvider,
 )
+from shared.clock import SYSTEM_CLOCK
 from shared.kit.decision import IncomingMessage
 from shared.kit.external import decide_call
 from shared.payments.consumer import payment_capture
@@ -75,6 +77,8 @@ FLOOR_WRITES = 2
 FLOOR_CALLS = 1
 MARKER_TTL_S = 600
 CALL_TIMEOUT_S = 2.0  # the provider client's timeout, and so the call's deadline
+PROCESSING_BOUND_S = 0.5  # the provider's stated processing bound (without keys)
+CLOCK_SKEW_S = 0.5
 NOW = datetime(2026, 12, 1, 10, tzinfo=UTC)
 CALLS = {
     f"POST {CAPTURES_PATH}": "capture",
@@ -212,7 +216,7 @@ async def count_paths(client: Any, database: str, transport: CountingTransport) 
     highest: dict[str, tuple[int, int]] = {}
     try:
         store = CosmosDocumentStore(container)
-        now = NOW
+        clock = ManualClock(NOW)
         with PaymentProviderStandIn() as provider:
             clients = {
                 keys: HttpPaymentProvider(
@@ -224,7 +228,12 @@ async def count_paths(client: Any, database: str, transport: CountingTransport) 
                 for keys in (True, False)
             }
             definitions = {
-                keys: payment_capture(http, call_deadline_s=CALL_TIMEOUT_S)
+                keys: payment_capture(
+                    http,
+                    call_deadline_s=CALL_TIMEOUT_S,
+                    processing_bound_s=PROCESSING_BOUND_S,
+                    clock_skew_s=CLOCK_SKEW_S,
+                )
                 for keys, http in clients.items()
             }
             try:
@@ -252,10 +261,10 @@ async def count_paths(client: Any, database: str, transport: CountingTransport) 
                             provider.inject(
                                 ProviderFaultRule(Fault.ERROR_BEFORE_COMMIT, status=503)
                             )
-                        now += timedelta(seconds=1)
+                        clock.advance(timedelta(seconds=1))
                         with _delivery(transport, provider) as first:
                             failed = await decide_call(
-                                definition, path.sent, store, marker_ttl_s=MARKER_TTL_S, now=now
+                                definition, path.sent, store, marker_ttl_s=MARKER_TTL_S, clock=clock
                             )
                         transport.clear()
                         provider.clear_faults()
@@ -263,12 +272,13 @@ async def count_paths(client: Any, database: str, transport: CountingTransport) 
                             "outcome": failed.outcome.value,
                             "counted": _counted(Counter(first["kinds"]), first["calls"]),
                         }
-                    # Past the call's deadline: a provider that ignores keys may call again.
-                    now += timedelta(seconds=CALL_TIMEOUT_S + 1)
+                    # Past the attempt's window, the provider's processing bound and the skew
+                    # margin: a provider that ignores keys may be called again.
+                    clock.advance(timedelta(seconds=2 * CALL_TIMEOUT_S + PROCESSING_BOUND_S + 1))
                     sent = path.sent if stopped is None else replace(path.sent, delivery_count=2)
                     with _delivery(transport, provider) as seen:
                         decision = await decide_call(
-                            definition, sent, store, marker_ttl_s=MARKER_TTL_S, now=now
+                            definition, sent, store, marker_ttl_s=MARKER_TTL_S, clock=clock
                         )
                     counted = _counted(Counter(seen["kinds"]), seen["calls"])
                     outcomes[path_name] = {
@@ -326,7 +336,10 @@ async def kit_cpu(events: int) -> dict[str, Any]:
     prefix = uuid.uuid4().hex[:8]
     incoming = [payment_event(f"cpu-{prefix}-{n}", 1, 1000 + n) for n in range(warmup + events)]
     return await cpu.decide_cpu_us(
-        lambda message: decide_call(definition, message, store, marker_ttl_s=MARKER_TTL_S, now=NOW),
+        # The production clock: the kit reads it where each moment matters.
+        lambda message: decide_call(
+            definition, message, store, marker_ttl_s=MARKER_TTL_S, clock=SYSTEM_CLOCK
+        ),
         incoming,
         warmup,
     )

@@ -269,13 +269,28 @@ class Runtime:
                 honours_idempotency_keys=payments.provider_honours_keys,
                 timeout_s=payments.provider_timeout_s,
             )
-            definition = payment_capture(provider, call_deadline_s=payments.provider_timeout_s)
+            definition = payment_capture(
+                provider,
+                call_deadline_s=payments.provider_timeout_s,
+                processing_bound_s=payments.provider_processing_bound_s,
+            )
             wiring.payment_provider = provider
+            clock = self._clock
+
+            def decide_payment(
+                incoming: IncomingMessage,
+                store: DocumentStore,
+                *,
+                marker_ttl_s: int,
+                now: datetime,
+            ) -> Awaitable[Decision]:
+                # The kit reads the clock where each moment matters, not once per attempt.
+                return decide_call(
+                    definition, incoming, store, marker_ttl_s=marker_ttl_s, clock=clock
+                )
+
             wiring.payments = self._kit_consumer(
-                wiring,
-                payments.container,
-                partial(decide_call, definition),
-                self.payment_telemetry(),
+                wiring, payments.container, decide_payment, self.payment_telemetry()
             )
         return wiring.payments
 

@@ -73,7 +73,11 @@ settings and ``INBOX_MARKER_TTL_SECONDS``:
 | ``PAYMENT_PROVIDER_IDEMPOTENCY_KEYS`` | ``honoured`` | ``honoured``, or ``ignored``: a |
 | | | provider that honours no Idempotency-Key (looked up before any repeat) |
 | ``PAYMENT_PROVIDER_TIMEOUT_SECONDS`` | ``10`` | each provider request's whole timeout; also the |
-| | | call deadline after which an attempt is certainly over (``shared.kit.external``) |
+| | | call deadline: an attempt is sent within it of its record or not at all |
+| | | (``shared.kit.external``) |
+| ``PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS`` | unset | the provider's stated bound on how |
+| | | long a request it received can still take effect (0-3600). Unset: not stated, so |
+| | | with ``ignored`` keys an attempt that may have been sent is never made again: parked |
 
 The outbox watchdog's (``WatchdogSettings``), read only when it runs; it publishes through the
 relay, with the relay's settings:
@@ -429,6 +433,8 @@ DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S = 10.0
 # A provider request must end well within the delivery's lock (lockDuration PT1M,
 # infra/messaging.json), so that the in-delivery retry can still look it up and complete.
 MAX_PAYMENT_PROVIDER_TIMEOUT_S = 30.0
+PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING = "PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS"
+MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S = 3600.0
 # What App Service leaves in a setting whose Key Vault reference it could not resolve: "If a
 # reference isn't resolved properly, the reference string is used instead"
 # (learn.microsoft.com/azure/app-service/app-service-key-vault-references, Troubleshoot).
@@ -449,6 +455,7 @@ class PaymentSettings:
     container: str = "payments"
     provider_honours_keys: bool = True
     provider_timeout_s: float = DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S
+    provider_processing_bound_s: float | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> PaymentSettings:
@@ -460,6 +467,7 @@ class PaymentSettings:
             container=_name(env, PAYMENTS_CONTAINER_SETTING, "payments"),
             provider_honours_keys=_provider_honours_keys(env),
             provider_timeout_s=_provider_timeout(env),
+            provider_processing_bound_s=_provider_processing_bound(env),
         )
 
 
@@ -599,3 +607,20 @@ def max_concurrent_calls(host_json: Path = HOST_JSON) -> int:
     except (OSError, ValueError, KeyError, TypeError):
         return DEFAULT_MAX_CONCURRENT_CALLS
     return value if isinstance(value, int) and value >= 1 else DEFAULT_MAX_CONCURRENT_CALLS
+
+
+def _provider_processing_bound(env: Mapping[str, str]) -> float | None:
+    raw = env.get(PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S:  # NaN and inf fail too
+        raise ConfigurationError(
+            PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING,
+            f"must be a number of seconds from 0 to {MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S:g} "
+            f"(unset: the provider states none), got {raw[:20]!r}",
+        )
+    return value

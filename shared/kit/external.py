@@ -20,21 +20,39 @@ lock expiry, a concurrent delivery, or the next version's message) finishes it f
 on. Finishing a call that may already have been made starts with the other side's lookup by
 reference: found, its result is recorded as is; not found or still in progress, the call is
 repeated with the same key when the other side honours keys (it answers the first result, or 409
-while the first is still running: retried within the delivery). A side that honours **no** key
-is called again only when its lookup says it has no such operation and the attempt that may have
-been sent is past its deadline (``call_deadline_s``: the client gave up on it by then), and only
-by the one delivery that claims the new attempt (a conditional write of its start); a lookup that
-says the operation is still in progress after that deadline (the other side is still working on
-an attempt our client gave up on) is inconclusive, retried within the delivery and
-redelivered, and after ``park_after_deliveries`` deliveries the message is **parked**: dead-lettered
-``NeedsReconciliation`` with the pending call marked for an operator, counted
-(``RECONCILIATION_NEEDED``) and alerted, never retried blindly. Later messages of the same entity
-are parked behind it (the state cannot move past an unknown call) until an operator resolves it
-(``python -m ops payments``), and are resubmitted then.
+while the first is still running: retried within the delivery).
+
+**Time is a premise, so each side enforces its own.** An attempt carries its window in its
+record: ``startedAt`` (the sender's clock, read just before the record is written, so never
+later than the commit), ``sendBy`` (``startedAt`` + ``call_deadline_s``) and ``overBy``
+(``sendBy`` + ``call_deadline_s``). The sender sends only while its clock is before ``sendBy``:
+a record the store took longer than that to confirm (a throttled write the SDK retried, a slow
+store) is withdrawn unsent and the delivery decides again, so an attempt never leaves after its
+window, however late the store answers. The client's timeout (``call_deadline_s``) ends it on
+our side by ``overBy``. A side that honours **no** key is called again only when an attempt
+that may have been sent can provably no longer take effect: its lookup, asked after ``overBy``
++ the other side's stated processing bound (``processing_bound_s``) + a margin for clock skew
+between instances (``clock_skew_s``), says it has no such operation; and only by the one
+delivery that claims the new attempt (a conditional write of a new window, held to the same
+rule: a claim confirmed late is withdrawn unsent). Where no processing bound is configured an
+attempt that may have been sent has an unknown outcome for good: it is never made again. Such a
+call, or one the other side still says is in progress after that moment, is **inconclusive**:
+retried within the delivery and redelivered, and after ``park_after_deliveries`` deliveries the
+message is **parked**: dead-lettered ``NeedsReconciliation`` with that attempt (its key and
+start, nothing else: a newer call found there meanwhile is decided again) marked for an
+operator, counted (``RECONCILIATION_NEEDED``, by the delivery that marked it, whichever message
+it was) and alerted, never retried blindly. A lookup that says the operation was performed more
+than once is parked at once. Later messages of the same entity are parked behind it (the state
+cannot move past an unknown call) until an operator resolves it (``python -m ops payments``),
+and are resubmitted then; a message at or below the version the state has already applied is
+still answered as a duplicate or stale, never parked.
 
 A version at or below the state's is stale, as in ``apply_once``: its marker alone. Results the
 other side gives about the request itself (a declined card, a refused refund) are outcomes the
-instance records in the state (``settled``) and counts (``measures``), completed, not retried.
+instance records in the state (``settled``) and counts (``measures``), completed, not retried. A
+message the instance must not act on without a person (``plan`` answers ``Escalation``: a payer
+changed after money moved) is dead-lettered with the instance's reason and counted; nothing is
+written.
 
 Errors: the instance's ``perform`` and ``look_up`` raise the kit's ``TransientStoreError`` for
 what a retry can fix (a timeout, a 5xx, a 409 for a call in progress) and ``SystemicStoreError``
@@ -48,10 +66,10 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from shared.clock import document_timestamp
+from shared.clock import Clock, document_timestamp
 from shared.kit.consumer import classified
 from shared.kit.decision import (
     Decision,
@@ -94,7 +112,9 @@ class CallField:
     OPERATION = "operation"
     KEY = "key"
     REQUEST = "request"
-    STARTED_AT = "startedAt"
+    STARTED_AT = "startedAt"  # the attempt's window (module docstring): its start,
+    SEND_BY = "sendBy"  # the last moment its sender may send it,
+    OVER_BY = "overBy"  # and when it is over on our side (the client's timeout)
     RECONCILE = "reconcile"
     RESULT = "result"
     COMPLETED_AT = "completedAt"
@@ -117,10 +137,23 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
+class Escalation:
+    """A message the instance must not act on without a person: dead-lettered with ``reason``
+    (a bounded, stable word) and ``detail`` (no message value in it), counted under
+    ``measure``; nothing is written, so a resubmission after the person acted decides again."""
+
+    reason: str
+    detail: str
+    measure: str
+
+
+@dataclass(frozen=True, slots=True)
 class Found:
-    """The other side's lookup found the call's operation: its result."""
+    """The other side's lookup found the call's operation: its result, and how many times it
+    performed the operation again under the same reference (never, unless it honours no key)."""
 
     result: Mapping[str, Any]
+    repeats: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +184,20 @@ class ExternalEffect[M](Protocol):
 
     @property
     def call_deadline_s(self) -> float:
-        """How long after its start an attempt is certainly over on our side (its timeout)."""
+        """The client's timeout for one call: an attempt is sent within this of its record's
+        start or not at all, and is over on our side this long after it was sent."""
+        ...
+
+    @property
+    def processing_bound_s(self) -> float | None:
+        """How long after a request reached the other side it can still take effect there (its
+        stated bound); None when not known: then an attempt that may have been sent is never
+        made again without keys, and its unknown outcome is parked."""
+        ...
+
+    @property
+    def clock_skew_s(self) -> float:
+        """The margin for the difference between two instances' clocks."""
         ...
 
     @property
@@ -163,8 +209,9 @@ class ExternalEffect[M](Protocol):
         """The instance's fields of a state document created by ``message``."""
         ...
 
-    def plan(self, message: M, state: Mapping[str, Any] | None) -> Call | None:
-        """The call ``message`` needs given the stored state (None: nothing to call)."""
+    def plan(self, message: M, state: Mapping[str, Any] | None) -> Call | Escalation | None:
+        """The call ``message`` needs given the stored state (None: nothing to call; an
+        ``Escalation``: a person must decide)."""
         ...
 
     async def perform(self, call: Call) -> Mapping[str, Any]:
@@ -205,10 +252,11 @@ async def decide_call[M: Handled](
     store: DocumentStore,
     *,
     marker_ttl_s: int,
-    now: datetime,
+    clock: Clock,
 ) -> Decision:
     """Validate, apply through the call once, and classify (``shared.kit.consumer.classified``).
-    Never raises for anything a message can cause."""
+    ``clock`` is read wherever a moment matters (a window's start, a check before a send), never
+    once for the whole delivery. Never raises for anything a message can cause."""
     try:
         message = definition.parse(incoming)
     except InvalidMessage as invalid:
@@ -222,13 +270,27 @@ async def decide_call[M: Handled](
         definition.partition(message),
         effect,
         incoming=incoming,
-        now=now,
+        clock=clock,
     )
     return await classified(message, work)
 
 
 class Inconclusive(TransientStoreError):
-    """A call that may or may not have happened, which the other side cannot tell yet."""
+    """An attempt of a call that may or may not have taken effect, which the other side cannot
+    tell: ``key`` and ``started_at`` name the attempt (the one to park, nothing else);
+    ``park_now`` when waiting cannot help (the other side performed it more than once)."""
+
+    def __init__(self, description: str, pending: Mapping[str, Any], *, park_now: bool = False):
+        super().__init__(description)
+        self.key = pending.get(CallField.KEY)
+        self.started_at = pending.get(CallField.STARTED_AT)
+        self.park_now = park_now
+
+    def names(self, pending: Mapping[str, Any]) -> bool:
+        return (pending.get(CallField.KEY), pending.get(CallField.STARTED_AT)) == (
+            self.key,
+            self.started_at,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,15 +313,18 @@ async def apply_with_call[M: Handled](
     effect: ExternalEffect[M],
     *,
     incoming: IncomingMessage,
-    now: datetime,
+    clock: Clock,
 ) -> Decision:
     """Apply ``message`` through ``effect`` once (module docstring). Raises the store's and the
     effect's transient and systemic errors for the consumer's table; an inconclusive call is
     transient until ``park_after_deliveries``, then parked."""
     try:
-        return await _apply(store, inbox, message, partition_key, effect, now)
+        return await _apply(store, inbox, message, partition_key, effect, clock)
     except Inconclusive as inconclusive:
-        if (incoming.delivery_count or 1) < effect.park_after_deliveries:
+        parking = inconclusive.park_now or (
+            (incoming.delivery_count or 1) >= effect.park_after_deliveries
+        )
+        if not parking:
             raise
         return await _park(store, message, partition_key, effect, inconclusive)
 
@@ -270,7 +335,7 @@ async def _apply[M: Handled](
     message: M,
     partition_key: str,
     effect: ExternalEffect[M],
-    now: datetime,
+    clock: Clock,
 ) -> Decision:
     # The business counts of the calls this delivery completed, its own and any it finished on
     # another message's behalf: counted once, by the delivery whose completion committed.
@@ -278,42 +343,60 @@ async def _apply[M: Handled](
     for _ in range(MAX_ROUNDS):
         state = await store.read(partition_key, effect.state_id)
         pending = state.get(StateField.PENDING) if state is not None else None
-        if state is not None and pending:
-            # Finish whoever's call is in progress first: nothing waits for it to expire.
-            if pending.get(CallField.RECONCILE):
+        version = _int(state, StateField.VERSION) if state is not None else 0
+        if state is not None and pending and pending.get(CallField.RECONCILE):
+            # A parked call holds back the versions after the state's, never one it has
+            # already applied: that one is a duplicate or stale whatever the call did.
+            if message.version > version or _owns(pending, message):
                 return _parked(message, pending, "its call is parked for reconciliation")
-            result, state = await _resume(store, partition_key, effect, state, pending, now)
+        elif state is not None and pending:
+            # Finish whoever's call is in progress first: nothing waits for it to expire.
+            result, state = await _resume(store, partition_key, effect, state, pending, clock)
             done = await complete_call(
-                store, inbox, partition_key, effect, state, pending, result, now
+                store, inbox, partition_key, effect, state, pending, result, clock.now()
             )
             if done:
                 counted.update(effect.measures(result))
-            if done and pending[CallField.MESSAGE_ID] == message.message_id:
+            if done and _owns(pending, message):
                 return decided(Outcome.PROCESSED, message, measures=_positive(counted))
             continue  # another message's call, or completed meanwhile: read again
-        version = _int(state, StateField.VERSION) if state is not None else 0
         if version >= message.version:
             decision = await inbox.record_stale(
-                store, message, partition_key, stored_version=version, now=now
+                store, message, partition_key, stored_version=version, now=clock.now()
             )
             return replace(decision, measures=_positive(counted))
         call = effect.plan(message, state)
+        if isinstance(call, Escalation):
+            return decided(
+                Outcome.INVALID,
+                message,
+                deadletter_reason=call.reason,
+                description=bound(call.detail),
+                measures={**_positive(counted), call.measure: 1},
+            )
         if call is None:  # nothing to call: the state takes the version, with the marker
-            if await _move(store, inbox, message, partition_key, effect, state, now):
+            if await _move(store, inbox, message, partition_key, effect, state, clock.now()):
                 return decided(Outcome.PROCESSED, message, measures=_positive(counted))
             continue
-        pending = _pending(message, call, now)
+        pending = _pending(message, call, clock.now(), effect.call_deadline_s)
         begun = await _begin(store, inbox, partition_key, effect, message, state, pending)
         if begun is None:
             continue  # another delivery began or moved it meanwhile: read again
+        await _within_window(store, partition_key, effect, begun, clock)
         result = await effect.perform(_call(pending))
-        if await complete_call(store, inbox, partition_key, effect, begun, pending, result, now):
+        if await complete_call(
+            store, inbox, partition_key, effect, begun, pending, result, clock.now()
+        ):
             counted.update(effect.measures(result))
             return decided(Outcome.PROCESSED, message, measures=_positive(counted))
     raise TransientStoreError(
         f"{message.message_type} {message.message_id!r}: the state of {partition_key!r} changed "
         f"under {MAX_ROUNDS} attempts"
     )
+
+
+def _owns(pending: Mapping[str, Any], message: Handled) -> bool:
+    return bool(pending.get(CallField.MESSAGE_ID) == message.message_id)
 
 
 def _positive(counted: Counter[str]) -> dict[str, int]:
@@ -324,30 +407,75 @@ def _call(pending: Mapping[str, Any]) -> Call:
     return Call(pending[CallField.OPERATION], pending[CallField.KEY], pending[CallField.REQUEST])
 
 
+def _window(start: datetime, call_deadline_s: float) -> dict[str, str]:
+    """An attempt's window from ``start``, the sender's clock read before its record is
+    written: sent by ``start`` + the deadline or not at all, over on our side one deadline
+    after that (module docstring)."""
+    deadline = timedelta(seconds=call_deadline_s)
+    return {
+        CallField.STARTED_AT: document_timestamp(start),
+        CallField.SEND_BY: document_timestamp(start + deadline),
+        CallField.OVER_BY: document_timestamp(start + 2 * deadline),
+    }
+
+
+async def _within_window[M](
+    store: DocumentStore,
+    partition_key: str,
+    effect: ExternalEffect[M],
+    state: Mapping[str, Any],
+    clock: Clock,
+) -> None:
+    """Before sending: the attempt ``state`` records is still within its send window, or it is
+    withdrawn unsent and the delivery decides again. The waiting side's rule rests on this."""
+    pending = state[StateField.PENDING]
+    if clock.now() < _moment(pending, CallField.SEND_BY):
+        return
+    # Unsent, so clearing it is safe; if the state moved meanwhile, its new owner decides.
+    await release_call(store, partition_key, effect, state)
+    raise TransientStoreError(
+        f"call {pending[CallField.KEY]}: its in-progress record was confirmed after its send "
+        f"window ({effect.call_deadline_s:g} s, the store answered late): withdrawn unsent"
+    )
+
+
 async def _resume[M](
     store: DocumentStore,
     partition_key: str,
     effect: ExternalEffect[M],
     state: Mapping[str, Any],
     pending: Mapping[str, Any],
-    now: datetime,
+    clock: Clock,
 ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """The result of a call found in progress, and the state to complete it from: found at the
     other side, or made again when that is safe (module docstring)."""
     call = _call(pending)
+    asked_at = clock.now()  # before the lookup: its answer is no older than this
     looked = await effect.look_up(call)
     if isinstance(looked, Found):
+        if looked.repeats:
+            raise Inconclusive(
+                f"call {call.key} ({call.operation}): the other side performed it "
+                f"{looked.repeats + 1} times",
+                pending,
+                park_now=True,
+            )
         return looked.result, state
     if effect.honours_keys:
         # The same key: the other side answers the first result, or 409 while it runs.
         return await effect.perform(call), state
-    started = datetime.fromisoformat(str(pending[CallField.STARTED_AT]))
-    if isinstance(looked, NotFound) and (now - started).total_seconds() >= effect.call_deadline_s:
-        # Its side has no such operation and no attempt of ours can still reach it. Claim the
-        # new attempt first (a new start, from the revision read): of two deliveries that both
+    over_here, bound_s = _over_on_our_side(pending, effect)
+    if asked_at < over_here:
+        # An attempt of ours may still be on its way or running: wait until it is over.
+        raise _wait(call, looked, over_here - asked_at)
+    if bound_s is not None and asked_at < over_here + timedelta(seconds=bound_s):
+        raise _wait(call, looked, over_here + timedelta(seconds=bound_s) - asked_at)
+    if isinstance(looked, NotFound) and bound_s is not None:
+        # No attempt of ours can still take effect, and the other side has none. Claim the
+        # new attempt (a new window, from the revision read): of two deliveries that both
         # found nothing, only one calls; the other finds a fresh attempt and waits for it.
         revision = _int(state, StateField.REVISION)
-        restarted = {**pending, CallField.STARTED_AT: document_timestamp(now)}
+        restarted = {**pending, **_window(clock.now(), effect.call_deadline_s)}
         operations = [
             set_field(StateField.PENDING, restarted),
             set_field(StateField.REVISION, revision + 1),
@@ -359,20 +487,47 @@ async def _resume[M](
                 f"call {call.key}: another delivery is making it again"
             ) from None
         claimed = {**state, StateField.PENDING: restarted, StateField.REVISION: revision + 1}
+        await _within_window(store, partition_key, effect, claimed, clock)
         return await effect.perform(call), claimed
-    if (now - started).total_seconds() < effect.call_deadline_s:
-        # An attempt of ours may still be on its way or running: wait for its deadline.
-        raise TransientStoreError(
-            f"call {call.key}: {type(looked).__name__} at the other side within "
-            f"{effect.call_deadline_s} s of its last attempt"
-        )
+    what = "is still in progress" if isinstance(looked, InProgress) else "has no record of it"
+    unknown = "" if bound_s is not None else " and no processing bound is configured"
     raise Inconclusive(
         f"call {call.key} ({call.operation} of {pending[CallField.MESSAGE_ID]!r}) may or may "
-        "not have happened: the other side says it is still in progress"
+        f"not have happened: the other side {what}{unknown}",
+        pending,
     )
 
 
-def _pending(message: Handled, call: Call, now: datetime) -> dict[str, Any]:
+def _over_on_our_side[M](
+    pending: Mapping[str, Any], effect: ExternalEffect[M]
+) -> tuple[datetime, float | None]:
+    """When the attempt ``pending`` records is over on our side, by any instance's clock (its
+    ``overBy`` plus the clock skew margin), and the processing bound that applies after it. A
+    record written before senders enforced their window has no ``overBy``: its sender may have
+    sent it at any time, so no bound applies (it is never made again without keys); it is
+    waited for as long as a recorded attempt would be, then inconclusive."""
+    skew = timedelta(seconds=effect.clock_skew_s)
+    if CallField.OVER_BY in pending:
+        return _moment(pending, CallField.OVER_BY) + skew, effect.processing_bound_s
+    deadline = timedelta(seconds=effect.call_deadline_s)
+    return _moment(pending, CallField.STARTED_AT) + 2 * deadline + skew, None
+
+
+def _wait(call: Call, looked: Looked, remaining: timedelta) -> TransientStoreError:
+    return TransientStoreError(
+        f"call {call.key}: {type(looked).__name__} at the other side before its last attempt "
+        "can be over there",
+        retry_after_s=max(0.0, remaining.total_seconds()),
+    )
+
+
+def _moment(pending: Mapping[str, Any], name: str) -> datetime:
+    return datetime.fromisoformat(str(pending[name]))
+
+
+def _pending(
+    message: Handled, call: Call, start: datetime, call_deadline_s: float
+) -> dict[str, Any]:
     return {
         CallField.MESSAGE_ID: message.message_id,
         CallField.MESSAGE_TYPE: message.message_type,
@@ -383,7 +538,7 @@ def _pending(message: Handled, call: Call, now: datetime) -> dict[str, Any]:
         CallField.OPERATION: call.operation,
         CallField.KEY: call.key,
         CallField.REQUEST: dict(call.request),
-        CallField.STARTED_AT: document_timestamp(now),
+        **_window(start, call_deadline_s),
     }
 
 
@@ -472,9 +627,9 @@ async def complete_call[M](
 async def release_call[M](
     store: DocumentStore, partition_key: str, effect: ExternalEffect[M], state: Mapping[str, Any]
 ) -> bool:
-    """Clear the pending call of ``state`` (an operator established that it did not happen):
-    its message, redelivered, makes it again under the same key. Conditional on the revision
-    read; False if the state moved meanwhile."""
+    """Clear the pending call of ``state``, known not to have happened (its sender withdrew it
+    unsent, or an operator established it): its message, redelivered, makes it again under the
+    same key. Conditional on the revision read; False if the state moved meanwhile."""
     revision = _int(state, StateField.REVISION)
     operations = [
         set_field(StateField.PENDING, None),
@@ -529,27 +684,32 @@ async def _park[M: Handled](
     effect: ExternalEffect[M],
     inconclusive: Inconclusive,
 ) -> Decision:
-    """Mark the pending call for an operator and dead-letter the message NeedsReconciliation."""
+    """Mark the attempt found inconclusive for an operator and dead-letter the message
+    NeedsReconciliation. Only that attempt: a call completed, withdrawn or begun anew since is
+    decided again on the redelivery. Counted by the delivery that marks it."""
     state = await store.read(partition_key, effect.state_id)
     pending = state.get(StateField.PENDING) if state is not None else None
-    if state is None or not pending:
-        raise inconclusive  # resolved meanwhile: the redelivery goes on
-    if not pending.get(CallField.RECONCILE):
-        revision = _int(state, StateField.REVISION)
-        marked = {**pending, CallField.RECONCILE: True}
-        operations = [
-            set_field(StateField.PENDING, marked),
-            set_field(StateField.REVISION, revision + 1),
-        ]
-        try:
-            await store.commit(partition_key, [Patch(effect.state_id, operations, _at(revision))])
-        except WriteRefused:
-            raise inconclusive from None  # it moved: decide again on the redelivery
-    return _parked(message, pending, str(inconclusive))
+    if state is None or not pending or not inconclusive.names(pending):
+        raise inconclusive  # resolved or moved on meanwhile: the redelivery decides again
+    if pending.get(CallField.RECONCILE):
+        return _parked(message, pending, str(inconclusive))  # marked and counted already
+    revision = _int(state, StateField.REVISION)
+    marked = {**pending, CallField.RECONCILE: True}
+    operations = [
+        set_field(StateField.PENDING, marked),
+        set_field(StateField.REVISION, revision + 1),
+    ]
+    try:
+        await store.commit(partition_key, [Patch(effect.state_id, operations, _at(revision))])
+    except WriteRefused:
+        raise inconclusive from None  # it moved: decide again on the redelivery
+    return _parked(message, pending, str(inconclusive), marked=True)
 
 
-def _parked(message: Handled, pending: Mapping[str, Any], why: str) -> Decision:
-    own = pending.get(CallField.MESSAGE_ID) == message.message_id
+def _parked(
+    message: Handled, pending: Mapping[str, Any], why: str, *, marked: bool = False
+) -> Decision:
+    own = _owns(pending, message)
     subject = "" if own else f" behind the call of {pending.get(CallField.MESSAGE_ID)!r}"
     return decided(
         Outcome.INVALID,
@@ -560,7 +720,7 @@ def _parked(message: Handled, pending: Mapping[str, Any], why: str) -> Decision:
             f"({pending.get(CallField.OPERATION)}) needs an operator: {why} "
             "(docs/operations.md, Payments needing reconciliation)"
         ),
-        measures={RECONCILIATION_NEEDED: 1} if own else {},
+        measures={RECONCILIATION_NEEDED: 1} if marked else {},
     )
 
 
@@ -592,6 +752,7 @@ __all__ = [
     "RECONCILIATION_NEEDED",
     "Call",
     "CallingConsumerDefinition",
+    "Escalation",
     "ExternalEffect",
     "Found",
     "InProgress",

@@ -17,8 +17,15 @@ same key in progress are the moment (retried, then redelivered, the same key eve
 refused credential, a key reused with another payload, an answer outside its API are the system
 (held, alerted, never dead-lettered).
 
-Not modelled: authorisations and voids (a capture is immediate), a change of currency between
-versions (the amendment's currency is used for its difference).
+The payer is fixed once money has moved: a version whose customer or currency differs from
+the payment's while the provider holds money for the order (``capturedMinor`` not zero) is
+never executed (a capture from another customer, a refund to another account, a difference in
+another currency would move money on the wrong account): it is escalated to a person,
+dead-lettered ``PayerChanged``, counted (``payments.payer_changed``) and alerted (the
+consumer's dead-letter alert). Before any money moved (nothing captured yet, or a decline) the
+version's payer is the one its call uses, and a successful capture records it.
+
+Not modelled: authorisations and voids (a capture is immediate).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.kit.errors import SystemicStoreError, TransientStoreError
-from shared.kit.external import Call, Found, InProgress, Looked, NotFound, call_key
+from shared.kit.external import Call, Escalation, Found, InProgress, Looked, NotFound, call_key
 from shared.kit.message import ValidEvent
 from shared.kit.writes import PatchOperation, set_field
 from shared.payments.contract import charged, target_minor
@@ -49,6 +56,12 @@ STATE_ID = "payment"
 PAYMENT_TYPE = "payment"
 DECLINED = "payments.declined"
 REFUSED = "payments.refused"
+# Two instances' clocks differ by far less on Azure (its hosts keep time from the Windows Time
+# service, learn.microsoft.com/azure/virtual-machines/windows/time-sync); the margin is wide
+# because it only delays a call made again without keys.
+DEFAULT_CLOCK_SKEW_S = 2.0
+PAYER_CHANGED = "PayerChanged"  # the dead-letter reason of a version naming another payer
+PAYER_CHANGED_MEASURE = "payments.payer_changed"
 
 
 class PaymentField:
@@ -67,6 +80,11 @@ class CapturePayment:
     provider: PaymentProvider
     call_deadline_s: float
     park_after_deliveries: int
+    # The provider's stated bound on how long a request it received can still take effect
+    # (None: not stated), and the margin for clock skew between instances (module
+    # shared.kit.external: when a call may be made again without keys).
+    processing_bound_s: float | None = None
+    clock_skew_s: float = DEFAULT_CLOCK_SKEW_S
     state_id: str = STATE_ID
 
     @property
@@ -81,13 +99,25 @@ class CapturePayment:
             **charged(event),
         }
 
-    def plan(self, event: ValidEvent, state: Mapping[str, Any] | None) -> Call | None:
+    def plan(self, event: ValidEvent, state: Mapping[str, Any] | None) -> Call | Escalation | None:
         captured = int((state or {}).get(PaymentField.CAPTURED, 0))
+        stored_payer = {k: v for k, v in (state or {}).items() if k in _PAYER}
+        payer = {**stored_payer, **charged(event)}
+        if captured != 0 and payer != stored_payer:
+            changed = " and ".join(
+                name for name in _PAYER if payer.get(name) != stored_payer.get(name)
+            )
+            return Escalation(
+                PAYER_CHANGED,
+                f"{event.message_type} version {event.version} names another {changed} than the "
+                f"payment holding money for the order: a person decides (docs/operations.md, "
+                "A payer changed after money moved)",
+                PAYER_CHANGED_MEASURE,
+            )
         difference = target_minor(event) - captured
         if difference == 0:
             return None
         operation = Operation.CAPTURE if difference > 0 else Operation.REFUND
-        payer = {**{k: v for k, v in (state or {}).items() if k in _PAYER}, **charged(event)}
         key = call_key(self.consumer, event.message_id, operation)
         request = {
             "orderId": event.order_id,
@@ -107,7 +137,9 @@ class CapturePayment:
         with _classified(call):
             looked = await self.provider.lookup(str(call.request["reference"]))
         if looked.status is LookupStatus.FOUND and looked.result is not None:
-            return Found(result_record(looked.result))
+            # Repeats (a provider that honours no key performed it again): never accepted
+            # silently; the kit parks the call for a person to refund the surplus.
+            return Found(result_record(looked.result), repeats=len(looked.repeats))
         if looked.status is LookupStatus.IN_PROGRESS:
             return InProgress()
         return NotFound()
@@ -121,9 +153,12 @@ class CapturePayment:
             moved = int(result["amountMinor"])
             sign = 1 if call.operation == Operation.CAPTURE else -1
             operations.append(set_field(PaymentField.CAPTURED, captured + sign * moved))
-        for name in _PAYER:
-            if name not in state and call.request.get(name):
-                operations.append(set_field(name, call.request[name]))
+            # Money moved with this payer: from now on it is the order's (``plan``).
+            operations.extend(
+                set_field(name, call.request[name])
+                for name in _PAYER
+                if call.request.get(name) and state.get(name) != call.request[name]
+            )
         return operations
 
     def measures(self, result: Mapping[str, Any]) -> Mapping[str, int]:

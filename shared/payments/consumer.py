@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from shared.kit.external import CallingConsumerDefinition
 from shared.kit.message import ValidEvent
-from shared.payments.capture import CapturePayment
+from shared.payments.capture import DEFAULT_CLOCK_SKEW_S, CapturePayment
 from shared.payments.contract import parse_event
 from shared.payments.provider import PaymentProvider
 
@@ -30,10 +30,21 @@ def payment_capture(
     provider: PaymentProvider,
     *,
     call_deadline_s: float,
+    processing_bound_s: float | None = None,
+    clock_skew_s: float = DEFAULT_CLOCK_SKEW_S,
     park_after_deliveries: int = PARK_AFTER_DELIVERIES,
 ) -> CallingConsumerDefinition[ValidEvent]:
-    """The consumer on ``provider``; ``call_deadline_s`` is the provider client's timeout."""
-    effect = CapturePayment(CONSUMER_NAME, provider, call_deadline_s, park_after_deliveries)
+    """The consumer on ``provider``; ``call_deadline_s`` is the provider client's timeout,
+    ``processing_bound_s`` the provider's stated bound on how long a request it received can
+    still take effect (None: not stated; without keys, an unknown outcome is then parked)."""
+    effect = CapturePayment(
+        CONSUMER_NAME,
+        provider,
+        call_deadline_s,
+        park_after_deliveries,
+        processing_bound_s=processing_bound_s,
+        clock_skew_s=clock_skew_s,
+    )
     return CallingConsumerDefinition(
         name=CONSUMER_NAME,
         partition_field=PARTITION_FIELD,

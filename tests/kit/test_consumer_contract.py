@@ -32,6 +32,7 @@ import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from examples.units_sold import units_sold
+from local.standins.broker import ManualClock
 from local.standins.cosmos_server import ensure_container
 from local.standins.doubles import InMemoryDocumentStore, InMemoryOrderStore
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
@@ -497,6 +498,9 @@ class TestStockReservation(ConsumerContract):
 # ---- the payment capture: an effect outside the transaction ---------------------------------
 
 CALL_TIMEOUT_S = 1.0  # the provider client's timeout: the call's deadline
+# The provider's stated processing bound and the clock skew margin: short, like the timeout.
+PROCESSING_BOUND_S = 0.1
+CLOCK_SKEW_S = 0.1
 DECLINED_CUSTOMER = "customer-declined"
 
 
@@ -509,12 +513,17 @@ class PaymentCapture:
 
     def __init__(self, client: HttpPaymentProvider) -> None:
         self.client = client
-        self.definition = payment_capture(client, call_deadline_s=CALL_TIMEOUT_S)
-        self.now = NOW
+        self.definition = payment_capture(
+            client,
+            call_deadline_s=CALL_TIMEOUT_S,
+            processing_bound_s=PROCESSING_BOUND_S,
+            clock_skew_s=CLOCK_SKEW_S,
+        )
+        self.clock = ManualClock(NOW)
 
     def decide(self, store: Any, incoming: IncomingMessage) -> Awaitable[Decision]:
-        self.now += timedelta(seconds=CALL_TIMEOUT_S + 1)
-        return decide_call(self.definition, incoming, store, marker_ttl_s=600, now=self.now)
+        self.clock.advance(timedelta(seconds=CALL_TIMEOUT_S + 1))
+        return decide_call(self.definition, incoming, store, marker_ttl_s=600, clock=self.clock)
 
     def memory_store(self) -> InMemoryDocumentStore:
         return InMemoryDocumentStore()

@@ -40,6 +40,9 @@ from shared.payments.consumer import CONSUMER_NAME, payment_capture
 from tests.payments.events import payment_event
 
 CLIENT_TIMEOUT_S = 0.3
+# The provider's stated processing bound and the clock skew margin: short, like the timeout.
+PROCESSING_BOUND_S = 0.1
+CLOCK_SKEW_S = 0.1
 ACCEPTED = payment_event("o-1", 1, 4200)
 AMENDED = payment_event("o-1", 2, 5000)
 KEY = call_key(CONSUMER_NAME, str(ACCEPTED.message_id), "capture")
@@ -70,14 +73,19 @@ class Consumer:
     """The payment consumer on the container, a second between deliveries (past its deadline)."""
 
     def __init__(self, container: ContainerProxy, client: HttpPaymentProvider) -> None:
-        self.definition = payment_capture(client, call_deadline_s=CLIENT_TIMEOUT_S)
+        self.definition = payment_capture(
+            client,
+            call_deadline_s=CLIENT_TIMEOUT_S,
+            processing_bound_s=PROCESSING_BOUND_S,
+            clock_skew_s=CLOCK_SKEW_S,
+        )
         self.store = CosmosDocumentStore(container)
-        self.now = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+        self.clock = ManualClock(datetime(2026, 12, 1, 10, 0, tzinfo=UTC))
 
     async def deliver(self, message: IncomingMessage) -> Decision:
-        self.now += timedelta(seconds=1)
+        self.clock.advance(timedelta(seconds=1))
         return await decide_call(
-            self.definition, message, self.store, marker_ttl_s=600, now=self.now
+            self.definition, message, self.store, marker_ttl_s=600, clock=self.clock
         )
 
 

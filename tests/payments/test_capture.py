@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from local.standins.broker import ManualClock
 from local.standins.doubles import InMemoryDocumentStore
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
 from shared.adapters.payment_provider import HttpPaymentProvider
@@ -21,6 +22,9 @@ from shared.payments.consumer import payment_capture
 from tests.payments.events import payment_event
 
 CLIENT_TIMEOUT_S = 0.3
+# The provider's stated processing bound and the clock skew margin: short, like the timeout.
+PROCESSING_BOUND_S = 0.1
+CLOCK_SKEW_S = 0.1
 HOLD_S = 0.6
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 DECLINED_CUSTOMER = "customer-declined"
@@ -46,14 +50,19 @@ class Payments:
     def __init__(self, client: HttpPaymentProvider, *, honours_keys: bool = True) -> None:
         self.client = client
         client.honours_idempotency_keys = honours_keys
-        self.definition = payment_capture(client, call_deadline_s=CLIENT_TIMEOUT_S)
+        self.definition = payment_capture(
+            client,
+            call_deadline_s=CLIENT_TIMEOUT_S,
+            processing_bound_s=PROCESSING_BOUND_S,
+            clock_skew_s=CLOCK_SKEW_S,
+        )
         self.store = InMemoryDocumentStore()
-        self.now = NOW
+        self.clock = ManualClock(NOW)
 
     async def handle(self, message: IncomingMessage) -> Decision:
-        self.now += timedelta(seconds=1)
+        self.clock.advance(timedelta(seconds=1))
         return await decide_call(
-            self.definition, message, self.store, marker_ttl_s=600, now=self.now
+            self.definition, message, self.store, marker_ttl_s=600, clock=self.clock
         )
 
     def state(self, order_id: str) -> dict[str, object]:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from local.standins.broker import ManualClock
 from local.standins.doubles import InMemoryDocumentStore
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
 from shared.adapters.payment_provider import HttpPaymentProvider
@@ -25,6 +26,9 @@ from shared.payments.consumer import payment_capture
 from tests.payments.events import payment_event
 
 CLIENT_TIMEOUT_S = 0.3
+# The provider's stated processing bound and the clock skew margin: short, like the timeout.
+PROCESSING_BOUND_S = 0.1
+CLOCK_SKEW_S = 0.1
 HOLD_S = 0.6
 
 
@@ -49,14 +53,19 @@ class Consumer:
     """The payment consumer over the in-memory store, one second between deliveries."""
 
     def __init__(self, client: HttpPaymentProvider) -> None:
-        self.definition = payment_capture(client, call_deadline_s=CLIENT_TIMEOUT_S)
+        self.definition = payment_capture(
+            client,
+            call_deadline_s=CLIENT_TIMEOUT_S,
+            processing_bound_s=PROCESSING_BOUND_S,
+            clock_skew_s=CLOCK_SKEW_S,
+        )
         self.store = InMemoryDocumentStore()
-        self.now = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+        self.clock = ManualClock(datetime(2026, 12, 1, 10, 0, tzinfo=UTC))
 
     async def deliver(self, message: IncomingMessage) -> Decision:
-        self.now += timedelta(seconds=1)
+        self.clock.advance(timedelta(seconds=1))
         return await decide_call(
-            self.definition, message, self.store, marker_ttl_s=600, now=self.now
+            self.definition, message, self.store, marker_ttl_s=600, clock=self.clock
         )
 
     def pending(self, order_id: str) -> object:
