@@ -89,8 +89,10 @@ def placed(order_id: str, body: bytes | None = None) -> Change:
     return Change(order_id, 1, None, raw, order_id)
 
 
-def amended(order_id: str, version: int) -> Change:
-    body = json.dumps(amended_body(order_id, version)).encode()
+def amended(order_id: str, version: int, payer: Mapping[str, Any] | None = None) -> Change:
+    """``payer``: the order's ``customerId`` and ``currency``, which an amendment keeps (the
+    payment capture sends one naming another payer, once money moved, to a person)."""
+    body = json.dumps(amended_body(order_id, version, **(payer or {}))).encode()
     return Change(order_id, version, ORDER_AMENDED, body, lifecycle_message_id(order_id, version))
 
 
@@ -104,7 +106,9 @@ def history(
 ) -> list[Change]:
     """Placed, amended ``amendments`` times, cancelled last if ``cancel``: versions 1, 2 ..."""
     steps = [placed(order_id, placed_body)]
-    steps += [amended(order_id, version) for version in range(2, 2 + amendments)]
+    first = json.loads(placed_body) if placed_body is not None else {}
+    payer = {name: first[name] for name in ("customerId", "currency") if name in first}
+    steps += [amended(order_id, version, payer) for version in range(2, 2 + amendments)]
     if cancel:
         steps.append(cancelled(order_id, 2 + amendments))
     return steps

@@ -25,7 +25,8 @@ while the first is still running: retried within the delivery).
 **Time is a premise, so each side enforces its own.** An attempt carries its window in its
 record: ``startedAt`` (the sender's clock, read just before the record is written, so never
 later than the commit), ``sendBy`` (``startedAt`` + ``call_deadline_s``) and ``overBy``
-(``sendBy`` + ``call_deadline_s``). The sender sends only while its clock is before ``sendBy``:
+(``sendBy`` + ``call_deadline_s``). The sender sends only within ``call_deadline_s`` of reading
+its start, by the time that really passed (a monotonic clock: no wall-clock step moves it):
 a record the store took longer than that to confirm (a throttled write the SDK retried, a slow
 store) is withdrawn unsent and the delivery decides again, so an attempt never leaves after its
 window, however late the store answers. The client's timeout (``call_deadline_s``) ends it on
@@ -35,7 +36,10 @@ that may have been sent can provably no longer take effect: its lookup, asked af
 between instances (``clock_skew_s``), says it has no such operation; and only by the one
 delivery that claims the new attempt (a conditional write of a new window, held to the same
 rule: a claim confirmed late is withdrawn unsent). Where no processing bound is configured an
-attempt that may have been sent has an unknown outcome for good: it is never made again. Such a
+attempt that may have been sent has an unknown outcome for good: it is never made again. The
+waiting side reads the ``clock`` it is given: in Azure the system clock; the local stand-in's
+manual clock jumps ahead of real time (backoff takes none), so there a waiter may act before a
+real attempt is over: the stand-in's limit, not the kit's (tests of the windows use real time). Such a
 call, or one the other side still says is in progress after that moment, is **inconclusive**:
 retried within the delivery and redelivered, and after ``park_after_deliveries`` deliveries the
 message is **parked**: dead-lettered ``NeedsReconciliation`` with that attempt (its key and
@@ -62,6 +66,7 @@ table classifies them as for a store. Pure: no Azure, no I/O beyond the ports it
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -378,11 +383,12 @@ async def _apply[M: Handled](
             if await _move(store, inbox, message, partition_key, effect, state, clock.now()):
                 return decided(Outcome.PROCESSED, message, measures=_positive(counted))
             continue
+        stamped = time.monotonic()
         pending = _pending(message, call, clock.now(), effect.call_deadline_s)
         begun = await _begin(store, inbox, partition_key, effect, message, state, pending)
         if begun is None:
             continue  # another delivery began or moved it meanwhile: read again
-        await _within_window(store, partition_key, effect, begun, clock)
+        await _within_window(store, partition_key, effect, begun, stamped)
         result = await effect.perform(_call(pending))
         if await complete_call(
             store, inbox, partition_key, effect, begun, pending, result, clock.now()
@@ -424,12 +430,16 @@ async def _within_window[M](
     partition_key: str,
     effect: ExternalEffect[M],
     state: Mapping[str, Any],
-    clock: Clock,
+    stamped: float,
 ) -> None:
     """Before sending: the attempt ``state`` records is still within its send window, or it is
-    withdrawn unsent and the delivery decides again. The waiting side's rule rests on this."""
+    withdrawn unsent and the delivery decides again. The waiting side's rule rests on this.
+    ``stamped`` is ``time.monotonic()`` when its window's start was read: the sender measures its
+    own window by the time that really passed since (no wall-clock step, and no stand-in's
+    manual clock, moves it); its wall-clock ``sendBy`` is what the others read, the skew margin
+    covering the difference."""
     pending = state[StateField.PENDING]
-    if clock.now() < _moment(pending, CallField.SEND_BY):
+    if time.monotonic() - stamped < effect.call_deadline_s:
         return
     # Unsent, so clearing it is safe; if the state moved meanwhile, its new owner decides.
     await release_call(store, partition_key, effect, state)
@@ -475,6 +485,7 @@ async def _resume[M](
         # new attempt (a new window, from the revision read): of two deliveries that both
         # found nothing, only one calls; the other finds a fresh attempt and waits for it.
         revision = _int(state, StateField.REVISION)
+        stamped = time.monotonic()
         restarted = {**pending, **_window(clock.now(), effect.call_deadline_s)}
         operations = [
             set_field(StateField.PENDING, restarted),
@@ -487,7 +498,7 @@ async def _resume[M](
                 f"call {call.key}: another delivery is making it again"
             ) from None
         claimed = {**state, StateField.PENDING: restarted, StateField.REVISION: revision + 1}
-        await _within_window(store, partition_key, effect, claimed, clock)
+        await _within_window(store, partition_key, effect, claimed, stamped)
         return await effect.perform(call), claimed
     what = "is still in progress" if isinstance(looked, InProgress) else "has no record of it"
     unknown = "" if bound_s is not None else " and no processing bound is configured"

@@ -67,6 +67,7 @@ from shared.telemetry.names import (
     METRIC_DURATION,
     METRIC_MESSAGES,
     METRIC_PAYMENTS_DECLINED,
+    METRIC_PAYMENTS_PAYER_CHANGED,
     METRIC_PAYMENTS_RECONCILIATION_NEEDED,
     METRIC_PAYMENTS_REFUSED,
     METRIC_REQUEST_CHARGE,
@@ -94,6 +95,10 @@ _BUSINESS_COUNTERS = {
     ),
     METRIC_PAYMENTS_DECLINED: ("{payment}", "Payments the provider declined, by consumer"),
     METRIC_PAYMENTS_REFUSED: ("{payment}", "Payment requests the provider refused, by consumer"),
+    METRIC_PAYMENTS_PAYER_CHANGED: (
+        "{event}",
+        "Amendments naming another payer once money moved, sent to a person, by consumer",
+    ),
 }
 
 # Semconv values of messaging.servicebus.disposition_status.

@@ -89,11 +89,14 @@ METRIC_PAYMENTS_RECONCILIATION_NEEDED = "orders.payments.reconciliation_needed"
 METRIC_PAYMENTS_DECLINED = "orders.payments.declined"  # a business outcome: processed, completed
 # A request the provider refused as wrong (a refund above what it holds): recorded, completed.
 METRIC_PAYMENTS_REFUSED = "orders.payments.refused"
+# An amendment naming another payer once money moved: dead-lettered PayerChanged for a person.
+METRIC_PAYMENTS_PAYER_CHANGED = "orders.payments.payer_changed"
 BUSINESS_MEASURES = {
     "stock.shortfall": METRIC_STOCK_SHORTFALL,
     "payments.reconciliation_needed": METRIC_PAYMENTS_RECONCILIATION_NEEDED,
     "payments.declined": METRIC_PAYMENTS_DECLINED,
     "payments.refused": METRIC_PAYMENTS_REFUSED,
+    "payments.payer_changed": METRIC_PAYMENTS_PAYER_CHANGED,
 }
 
 # ---- the outbox relay and its watchdog --------------------------------------------------------

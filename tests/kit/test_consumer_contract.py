@@ -602,16 +602,17 @@ class TestPaymentCapture(ConsumerContract):
     async def test_a_declined_card_is_processed_and_counted_never_retried(
         self, backend: Backend, provider: PaymentProviderStandIn
     ) -> None:
-        declined = payment_event("o-1", 2, 5000, customer_id=DECLINED_CUSTOMER)
+        # Another order: an amendment of o-1 naming another customer would be PayerChanged.
+        declined = payment_event("o-2", 1, 5000, customer_id=DECLINED_CUSTOMER)
 
         decision = await self.decide(backend, declined)
 
         assert (decision.outcome, decision.settlement.value) == (Outcome.PROCESSED, "complete")
         assert decision.measures == {"payments.declined": 1}
-        state = (await backend.documents())[json.dumps(("o-1", "payment"))]
+        state = (await backend.documents())[json.dumps(("o-2", "payment"))]
         assert (state["lastOutcome"], state["capturedMinor"], state["pending"]) == (
             "declined",
-            4200,
+            0,
             None,
         )
         assert (await self.decide(backend, declined)).outcome is Outcome.DUPLICATE

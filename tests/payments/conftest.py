@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
@@ -20,12 +21,23 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from local.assembly.world import CosmosAccount, World, local_world
 from local.standins.broker import ManualClock, OutgoingMessage
-from shared.config import PAYMENT_PROVIDER_API_KEY_SETTING, PAYMENT_PROVIDER_BASE_URL_SETTING
+from local.standins.cosmos_server import ensure_container
+from local.standins.faults import FaultInjectingTransport
+from local.standins.payment_provider import PaymentProviderStandIn
+from shared.adapters.cosmos_orders import CosmosDocumentStore, create_client
+from shared.adapters.payment_provider import HttpPaymentProvider
+from shared.config import (
+    PAYMENT_PROVIDER_API_KEY_SETTING,
+    PAYMENT_PROVIDER_BASE_URL_SETTING,
+    Settings,
+)
 from shared.telemetry.consumer import ConsumerTelemetry
 from tests.payments.events import payment_event
 
 # The provider client's timeout, and so the kit's call deadline: short, the faults hold longer.
 PROVIDER_TIMEOUT_S = 0.5
+# The provider client's timeout of ``cosmos_payments`` (the kit's call deadline there).
+COSMOS_PAYMENTS_TIMEOUT_S = 0.3
 
 
 @pytest.fixture
@@ -141,3 +153,49 @@ def exported(topic: str, subscription: str, consumer: str) -> Exported:
         consumer=consumer,
     )
     return Exported(telemetry, spans, metrics)
+
+
+@dataclass
+class CosmosPayments:
+    """A payments container of the test's own, reached by the app's Cosmos client through the
+    fault transport, and the provider stand-in reached by the app's adapter."""
+
+    store: CosmosDocumentStore
+    transport: FaultInjectingTransport
+    provider: PaymentProviderStandIn
+    client: HttpPaymentProvider
+    container: ContainerProxy  # the same container through a client of the test's own
+
+    async def read_state(self, order_id: str) -> dict[str, Any]:
+        item: dict[str, Any] = await self.container.read_item("payment", partition_key=order_id)
+        return item
+
+
+@pytest.fixture
+async def cosmos_payments(
+    app_env: dict[str, str], provider: PaymentProviderStandIn
+) -> AsyncIterator[CosmosPayments]:
+    """``CosmosPayments`` on the module's ``provider`` fixture (its key mode)."""
+    name = f"payments-{uuid.uuid4().hex[:10]}"
+    settings = Settings.from_env(app_env)
+    async with CosmosClient(
+        app_env["COSMOS_ENDPOINT"], credential=app_env["COSMOS_KEY"], connection_verify=False
+    ) as admin:
+        container = await ensure_container(admin, settings.cosmos_database, name, "/orderId")
+        transport = FaultInjectingTransport()
+        client = create_client(settings, transport=transport)
+        proxy = client.get_database_client(settings.cosmos_database).get_container_client(name)
+
+        try:
+            async with HttpPaymentProvider(
+                provider.url,
+                provider.api_key,
+                honours_idempotency_keys=provider.honour_keys,
+                timeout_s=COSMOS_PAYMENTS_TIMEOUT_S,
+            ) as http:
+                yield CosmosPayments(
+                    CosmosDocumentStore(proxy), transport, provider, http, container
+                )
+        finally:
+            await client.close()
+            await admin.get_database_client(settings.cosmos_database).delete_container(name)

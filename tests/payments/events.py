@@ -22,6 +22,7 @@ def payment_event(
     total_minor: int | None,
     *,
     customer_id: str = "customer-1",
+    currency: str = "EUR",
     delivery_count: int = 1,
 ) -> IncomingMessage:
     """Version ``version`` of ``order_id`` with its total; ``None`` is its cancellation."""
@@ -39,7 +40,7 @@ def payment_event(
             "orderId": order_id,
             "orderVersion": version,
             "customerId": customer_id,
-            "currency": "EUR",
+            "currency": currency,
             "totalMinor": total_minor,
             "placedAt": "2026-12-01T09:00:00Z",
             "lineCount": 1,

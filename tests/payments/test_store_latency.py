@@ -14,48 +14,24 @@ then too, and a provider that honours no key held twice the order's total.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
-from azure.cosmos.aio import CosmosClient
 
-from local.standins.cosmos_server import ensure_container
-from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.faults import WRITES, FaultKind, FaultRule
 from local.standins.payment_provider import PaymentProviderStandIn
-from shared.adapters.cosmos_orders import CosmosDocumentStore, create_client
-from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.clock import SYSTEM_CLOCK
-from shared.config import Settings
 from shared.kit.decision import Decision, IncomingMessage, Outcome
 from shared.kit.external import CallingConsumerDefinition, decide_call
 from shared.kit.message import ValidEvent
 from shared.payments.consumer import payment_capture
+from tests.payments.conftest import COSMOS_PAYMENTS_TIMEOUT_S as CLIENT_TIMEOUT_S
+from tests.payments.conftest import CosmosPayments
 from tests.payments.events import payment_event
 
-CLIENT_TIMEOUT_S = 0.3
 PROCESSING_BOUND_S = 0.1
 CLOCK_SKEW_S = 0.1
 STORE_LATE_S = 1.2  # the in-progress record's answer: four client timeouts late
-
-
-@dataclass
-class Payments:
-    store: CosmosDocumentStore
-    transport: FaultInjectingTransport
-    provider: PaymentProviderStandIn
-    client: HttpPaymentProvider
-    read_state: Any
-
-    def consumer(self, processing_bound_s: float | None) -> CallingConsumerDefinition[ValidEvent]:
-        return payment_capture(
-            self.client,
-            call_deadline_s=CLIENT_TIMEOUT_S,
-            processing_bound_s=processing_bound_s,
-            clock_skew_s=CLOCK_SKEW_S,
-        )
 
 
 @pytest.fixture(params=[True, False], ids=["keys-honoured", "keys-ignored"])
@@ -64,52 +40,36 @@ def provider(request: pytest.FixtureRequest) -> Iterator[PaymentProviderStandIn]
         yield stand_in
 
 
-@pytest.fixture
-async def payments(
-    app_env: dict[str, str], provider: PaymentProviderStandIn
-) -> AsyncIterator[Payments]:
-    """A payments container of the test's own, reached by the app's client through the fault
-    transport, and the provider reached by the app's adapter."""
-    name = f"payments-{uuid.uuid4().hex[:10]}"
-    settings = Settings.from_env(app_env)
-    async with CosmosClient(
-        app_env["COSMOS_ENDPOINT"], credential=app_env["COSMOS_KEY"], connection_verify=False
-    ) as admin:
-        container = await ensure_container(admin, settings.cosmos_database, name, "/orderId")
-        transport = FaultInjectingTransport()
-        client = create_client(settings, transport=transport)
-        proxy = client.get_database_client(settings.cosmos_database).get_container_client(name)
-
-        async def read_state(order_id: str) -> dict[str, Any]:
-            item: dict[str, Any] = await container.read_item("payment", partition_key=order_id)
-            return item
-
-        try:
-            async with HttpPaymentProvider(
-                provider.url,
-                provider.api_key,
-                honours_idempotency_keys=provider.honour_keys,
-                timeout_s=CLIENT_TIMEOUT_S,
-            ) as http:
-                yield Payments(CosmosDocumentStore(proxy), transport, provider, http, read_state)
-        finally:
-            await client.close()
-            await admin.get_database_client(settings.cosmos_database).delete_container(name)
+def consumer(
+    cosmos_payments: CosmosPayments, processing_bound_s: float | None
+) -> CallingConsumerDefinition[ValidEvent]:
+    return payment_capture(
+        cosmos_payments.client,
+        call_deadline_s=CLIENT_TIMEOUT_S,
+        processing_bound_s=processing_bound_s,
+        clock_skew_s=CLOCK_SKEW_S,
+    )
 
 
 async def decide(
-    payments: Payments, definition: CallingConsumerDefinition[ValidEvent], sent: IncomingMessage
+    cosmos_payments: CosmosPayments,
+    definition: CallingConsumerDefinition[ValidEvent],
+    sent: IncomingMessage,
 ) -> Decision:
-    return await decide_call(definition, sent, payments.store, marker_ttl_s=600, clock=SYSTEM_CLOCK)
+    return await decide_call(
+        definition, sent, cosmos_payments.store, marker_ttl_s=600, clock=SYSTEM_CLOCK
+    )
 
 
 async def copies_until_done(
-    payments: Payments, definition: CallingConsumerDefinition[ValidEvent], sent: IncomingMessage
+    cosmos_payments: CosmosPayments,
+    definition: CallingConsumerDefinition[ValidEvent],
+    sent: IncomingMessage,
 ) -> list[Outcome]:
     """Copy B, retried every 0.1 s as its delivery's retry policy would, until it is done."""
     outcomes: list[Outcome] = []
     for _ in range(60):
-        outcome = (await decide(payments, definition, sent)).outcome
+        outcome = (await decide(cosmos_payments, definition, sent)).outcome
         outcomes.append(outcome)
         if outcome in (Outcome.PROCESSED, Outcome.DUPLICATE):
             return outcomes
@@ -118,53 +78,53 @@ async def copies_until_done(
 
 
 async def a_slow_first_delivery_and_a_copy(
-    payments: Payments, processing_bound_s: float | None
+    cosmos_payments: CosmosPayments, processing_bound_s: float | None
 ) -> tuple[Decision, list[Outcome], Decision]:
-    definition = payments.consumer(processing_bound_s)
+    definition = consumer(cosmos_payments, processing_bound_s)
     accepted = payment_event("o-1", 1, 4200)
     # The in-progress record is the first write: committed at once, answered late.
-    payments.transport.add(
+    cosmos_payments.transport.add(
         FaultRule(FaultKind.SLOW_RESPONSE, **WRITES, delay_s=STORE_LATE_S, read_timeout_s=10)
     )
-    first = asyncio.create_task(decide(payments, definition, accepted))
+    first = asyncio.create_task(decide(cosmos_payments, definition, accepted))
     for _ in range(50):  # until the record is in the store (its answer is still on its way)
         await asyncio.sleep(0.05)
         try:
-            if (await payments.read_state("o-1")).get("pending"):
+            if (await cosmos_payments.read_state("o-1")).get("pending"):
                 break
         except Exception:  # noqa: BLE001 - not written yet
             continue
-    copy = await copies_until_done(payments, definition, accepted)
+    copy = await copies_until_done(cosmos_payments, definition, accepted)
     a = await first
-    again = await decide(payments, definition, accepted)  # A's redelivery
+    again = await decide(cosmos_payments, definition, accepted)  # A's redelivery
     return a, copy, again
 
 
 async def test_a_copy_arriving_while_the_in_progress_write_answers_late_charges_once(
-    payments: Payments,
+    cosmos_payments: CosmosPayments,
 ) -> None:
-    a, copy, again = await a_slow_first_delivery_and_a_copy(payments, PROCESSING_BOUND_S)
+    a, copy, again = await a_slow_first_delivery_and_a_copy(cosmos_payments, PROCESSING_BOUND_S)
 
-    assert payments.provider.net_captured("o-1") == 4200
-    assert [entry.amount_minor for entry in payments.provider.ledger] == [4200]
+    assert cosmos_payments.provider.net_captured("o-1") == 4200
+    assert [entry.amount_minor for entry in cosmos_payments.provider.ledger] == [4200]
     # A heard back after its window: it sent nothing and decided again later.
     assert a.outcome in (Outcome.TRANSIENT, Outcome.DUPLICATE)
     assert copy[-1] is Outcome.PROCESSED and again.outcome is Outcome.DUPLICATE
-    state = await payments.read_state("o-1")
+    state = await cosmos_payments.read_state("o-1")
     assert (state["capturedMinor"], state["version"], state["pending"]) == (4200, 1, None)
 
 
 async def test_without_a_processing_bound_a_withdrawn_attempt_is_made_once(
-    payments: Payments,
+    cosmos_payments: CosmosPayments,
 ) -> None:
     """No bound stated: an attempt that may have been sent is never made again without keys.
     This one never left (its sender withdrew it, the window having passed), so the copy makes
     it once the record is withdrawn."""
-    a, copy, again = await a_slow_first_delivery_and_a_copy(payments, None)
+    a, copy, again = await a_slow_first_delivery_and_a_copy(cosmos_payments, None)
 
-    assert [entry.amount_minor for entry in payments.provider.ledger] == [4200]
+    assert [entry.amount_minor for entry in cosmos_payments.provider.ledger] == [4200]
     assert a.outcome is Outcome.TRANSIENT  # withdrawn unsent
     assert copy[-1] is Outcome.PROCESSED and again.outcome is Outcome.DUPLICATE
-    if not payments.provider.honour_keys:
+    if not cosmos_payments.provider.honour_keys:
         # Before the withdrawal the copy could not tell: it waited, never called.
         assert Outcome.TRANSIENT in copy
