@@ -370,6 +370,59 @@ async def test_a_store_failure_is_abandoned_after_the_in_delivery_retries(
 
 
 @pytest.mark.parametrize(
+    "answer",
+    [
+        FaultRule(FaultKind.STATUS, status=403, sub_status=1014),
+        FaultRule(FaultKind.BATCH_OPERATION, status=403, sub_status=1014, failing_index=-1),
+    ],
+    ids=["403.1014-answer", "403.1014-batch-operation-in-a-207"],
+)
+async def test_a_full_logical_partition_is_held_as_partition_full_never_dead_lettered(
+    world: World,
+    install_faulty: InstallFaulty,
+    caplog: pytest.LogCaptureFixture,
+    answer: FaultRule,
+) -> None:
+    """A SKU's logical partition at its 20 GB refuses every write with 403 sub-status 1014,
+    the whole request's answer or the failing operation of a 207 (two SDK paths:
+    ``CosmosHttpResponseError``, ``CosmosBatchOperationError``): the system's fault, not the
+    event's. The delivery is held like every systemic failure (retried within its lock, then
+    abandoned, never dead-lettered by the consumer, nothing written in the SKU), and its reason
+    is ``PartitionFull``, naming the runbook, in the outcome's log record and description."""
+    transport = install_faulty()
+    await world.seed_stock({"A": 10})
+    world.inventory.send(order_event(ORDER, 1, {"A": 2}))
+    # The order's index is a single create; the SKU's reservation a batch: only it is refused.
+    answer.method, answer.batches_only, answer.times = "POST", True, None
+    answer.path_contains = f"/colls/{world.inventory_documents.id}/"
+    refused = transport.add(answer)
+    [first] = world.inventory.receive(1)
+
+    await world.stock_host.invoke(first)
+
+    assert settled(world.inventory) == [("abandon", None)]
+    assert refused.fired > 1  # retried within the delivery before giving it back
+    assert world.inventory.dead_letters == []
+    [outcome] = [
+        record
+        for record in caplog.records
+        if record.name == "orders.consumer" and hasattr(record, "outcome")
+    ]
+    assert outcome.outcome == "systemic"
+    assert outcome.levelname == "ERROR"
+    description = str(getattr(outcome, "description", ""))
+    assert description.startswith("PartitionFull: ")
+    assert "A logical partition is filling (PartitionFull)" in description
+    stored = await inventory(world)
+    assert stored.reserved() == {"A": 0}
+    assert stored.held(ORDER) == {}
+    transport.clear()
+    await world.stock_host.run_until_idle()
+    assert settled(world.inventory) == [("abandon", None), ("complete", None)]
+    assert (await inventory(world)).reserved() == {"A": 2}
+
+
+@pytest.mark.parametrize(
     ("setting", "value"),
     [("INVENTORY_CONTAINER", "not/a/container"), ("INVENTORY_SUBSCRIPTION_NAME", None)],
     ids=["invalid-container", "subscription-unset"],
