@@ -26,6 +26,7 @@ from local.standins.faults import FaultKind, FaultRule
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id, order_body
 from shared import bootstrap
 from shared.stock.consumer import CONSUMER_NAME
+from shared.stock.inventory import RELEASED_TTL_S
 from tests.conftest import ComposeApp, InstallFaulty
 from tests.state import documents
 from tests.stock.conftest import order_event, raw_event
@@ -133,11 +134,14 @@ async def test_an_accepted_order_reserves_each_sku_in_its_own_partition(world: W
     assert stored.held(ORDER) == {"A": (1, 2, 0), "B": (1, 3, 0)}
     assert stored.indexes[ORDER]["skus"] == ["A", "B"]
     accepted = event_id(ORDER, 1)
-    # One marker per partition the event changed, each the consumer's own key.
-    assert sorted(m["sku"] for m in stored.markers) == ["A", "B", f"order:{ORDER}"]
-    assert {m["messageId"] for m in stored.markers} == {accepted}
-    assert {m["id"] for m in stored.markers} == {f"inbox:{CONSUMER_NAME}:{accepted}"}
-    assert all(m["ttl"] > 14 * 86_400 for m in stored.markers)
+    # One marker, at the gate (the order's index), the consumer's own key; none in a SKU's
+    # partition, which every order shares: the reservation's version is the record there.
+    [marker] = stored.markers
+    assert (marker["sku"], marker["messageId"]) == (f"order:{ORDER}", accepted)
+    assert marker["id"] == f"inbox:{CONSUMER_NAME}:{accepted}"
+    assert marker["ttl"] > 14 * 86_400
+    # Reservations that hold stock never expire.
+    assert {stored.reservations[sku, ORDER]["ttl"] for sku in "AB"} == {-1}
 
 
 async def test_an_amendment_adjusts_and_releases_what_it_no_longer_wants(
@@ -172,6 +176,9 @@ async def test_a_cancellation_releases_exactly_what_the_order_reserved(
     assert stored.held("ord-1") == {"A": (2, 0, 0)}
     assert stored.held("ord-2") == {"A": (1, 1, 4)}
     assert stored.reserved() == {"A": 1}
+    # The cancelled order's reservation holds nothing: it expires; ord-2's holds 1: it stays.
+    ttls = {order: r["ttl"] for (_, order), r in stored.reservations.items()}
+    assert ttls == {"ord-1": RELEASED_TTL_S, "ord-2": -1}
 
 
 async def test_a_stop_between_sku_batches_leaves_the_first_complete_and_the_redelivery_finishes(
@@ -191,8 +198,7 @@ async def test_a_stop_between_sku_batches_leaves_the_first_complete_and_the_rede
     assert settled(world.inventory) == [("abandon", None)]
     stopped = await inventory(world)
     assert stopped.reserved() == {"A": 1, "B": 0, "C": 0, "D": 0, "E": 0}
-    assert stopped.held(ORDER) == {"A": (1, 1, 0)}  # A complete: reservation, stock, marker
-    assert stopped.outcomes("A") == {event_id(ORDER, 1): "processed"}
+    assert stopped.held(ORDER) == {"A": (1, 1, 0)}  # A complete: reservation and stock
     before = stopped.etags("A")
 
     transport.clear()
@@ -203,8 +209,8 @@ async def test_a_stop_between_sku_batches_leaves_the_first_complete_and_the_rede
     finished = await inventory(world)
     assert finished.reserved() == skus
     assert finished.held(ORDER) == {sku: (1, count, 0) for sku, count in skus.items()}
-    assert finished.etags("A") == before  # the redelivery never touched A's partition
-    assert all(len(finished.outcomes(sku)) == 1 for sku in skus)
+    assert finished.etags("A") == before  # the redelivery read A's version, wrote nothing
+    assert [m["sku"] for m in finished.markers] == [f"order:{ORDER}"]  # none per SKU
 
 
 async def test_a_duplicate_event_is_completed_and_changes_nothing(
