@@ -53,7 +53,10 @@ nothing and write its own version again, for good. Two guards, each enforced whe
   kept as a zero tombstone) is safe once it outlives ``OUTLIVES_DELIVERIES_S`` counted from its
   own write: any delivery that could still write passed the gate before the write that left it.
   The effect sets that as its document's ``ttl`` (plus the store's own rounding), and the
-  partition returns to what its effects keep once the tombstones expire.
+  partition returns to what its effects keep once the tombstones expire. No clock is compared
+  across machines: the window is a duration on this process's monotonic clock, the ttl one on
+  the store's, so a skew between clocks does not matter and a drift between their rates is
+  far inside the effect's margin (its ttl is several times ``OUTLIVES_DELIVERIES_S``).
 
 The limit of markers kept per partition (no gate): the same MessageId with other content is
 told apart in the partitions the two contents share (the first of them stops the message before
@@ -100,8 +103,8 @@ from shared.kit.writes import Write
 # the attempt fails as transient and its retry passes the gate again (module docstring).
 WRITE_WINDOW_S = 60.0
 # Seconds a commit started inside the window may take to land: the adapters cancel an operation
-# after their deadline (shared.adapters.cosmos_orders.OPERATION_TIMEOUT_S, 20 s: tests/kit hold it
-# below this), and Cosmos DB runs a transactional batch within 5 s or fails it (learn.microsoft.
+# after their deadline (shared.adapters.cosmos_orders.OPERATION_TIMEOUT_S, 20 s: tests/stock hold
+# it below this), and Cosmos DB runs a transactional batch within 5 s or fails it (learn.microsoft.
 # com/azure/cosmos-db/nosql/transactional-batch, "Limitations").
 LANDING_S = 30.0
 # What a record left for older deliveries must outlive, counted from its own write.

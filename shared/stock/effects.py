@@ -27,7 +27,7 @@ its way to it. Then the tombstone expires and the partition is back to the order
 Requests per event and SKU (make bench, target 9): an ``OrderAccepted`` in a SKU it first
 reaches, one batch (the floor); a change, a read of the reservation and one batch; a shortfall,
 one read of the stock item and one more batch; a duplicate, the read that finds its version
-(and for an ``OrderAccepted``, first its refused blind create). The index: one create for an
+(a redelivery reads first: ``shared.kit.consumer.Blind``). The index: one create for an
 ``OrderAccepted``, a read and a patch for a change; a redelivery reads it once more to find it
 still at its version, and patches it (the same version set again) before its first write behind
 the gate.

@@ -20,7 +20,9 @@ event received:
 No inbox marker: the reservation's version tells a repeat from a change
 (``shared.kit.consumer``, the gate). A SKU's partition is therefore at most its stock item,
 ``onHand`` holding reservations and the tombstones of the last ``RELEASED_TTL_S`` (docs/
-capacity.md, "Storage per logical partition"; ``make bench``, target 11).
+capacity.md, "Storage per logical partition"; ``make bench``, target 11). ``onHand`` bounds it
+as long as stock leaves it when it ships: the events carry no fulfilment, so a delivered order's
+reservation holds until an amendment or a cancellation releases it (capacity.md says the cost).
 
 And each order has an **index** in a partition of its own, ``order:<orderId>`` (the partition
 key value; no SKU partition holds a document of that id): the highest version of the order this
