@@ -1,6 +1,6 @@
 """Benchmarks of the idempotent order consumer: ``python -m bench`` (``make bench``).
 
-Ten targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
+Eleven targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
 ``docs/benchmarks.md``:
 
 1. Cosmos DB requests per outcome, OrderPlaced's and the order lifecycle's (an applied message
@@ -30,6 +30,11 @@ Ten targets, each a verdict of one run on one machine, written to ``bench/result
     the provider honouring keys and ignoring them) against the floor of two writes and one call,
     the provider's ledger the referee; the kit's CPU per event (``decide_call``) beside the order
     consumer's, ≤ 10% of the SDK's CPU for its two floor writes (``bench.payments``).
+11. One SKU's logical partition in steady state (orders with amendments and cancellations, the
+    stock sold out): the bytes it keeps within its stock item and ``onHand`` reservations
+    halfway and at the end, no marker, and its steady state at the most orders per second one
+    partition takes within its bound and below 20 GB: never full, at every tier
+    (``bench.storage``).
 
 They run on the one local stand-in, ``local.assembly.world.local_world`` (through
 ``bench.standin``): every function invocation goes through Microsoft's worker,

@@ -27,6 +27,7 @@ from bench import (
     report,
     request_counts,
     stock,
+    storage,
     throughput,
     watchdog,
 )
@@ -45,6 +46,7 @@ TARGETS = (
     "watchdog",
     "stock",
     "payments",
+    "storage",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,6 +74,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--payment-events", type=int, default=2_000, help="target 10: decides")
     parser.add_argument(
+        "--storage-orders", type=int, default=2_000, help="target 11: orders on one SKU"
+    )
+    parser.add_argument(
         "--payment-creates", type=int, default=500, help="target 10: create_item calls"
     )
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "bench" / "results.json")
@@ -94,9 +99,8 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if "ingestion" in selected:
             status.update(f"target 7: {args.ingestion_orders:,} orders, sampled and not")
             results["ingestion"] = await asyncio.to_thread(ingestion.measure, args.ingestion_orders)
-        if not {"requests", "cpu", "throughput", "relay", "watchdog", "stock", "payments"} & set(
-            selected
-        ):
+        cosmos_targets = {"requests", "cpu", "throughput", "relay", "watchdog", "stock"}
+        if not {*cosmos_targets, "payments", "storage"} & set(selected):
             return results
         status.update("starting the Cosmos DB API")
         # COSMOS_EMULATOR_ENDPOINT: the real emulator or an account; else a local server.
@@ -154,6 +158,11 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         world.transport,
                         events=args.payment_events,
                         creates=args.payment_creates,
+                    )
+                if "storage" in selected:
+                    status.update(f"target 11: {args.storage_orders:,} orders on one SKU")
+                    results["storage"] = await storage.measure(
+                        world.client, world.settings.cosmos_database, orders=args.storage_orders
                     )
                 if "watchdog" in selected:
                     results["watchdog"] = await watchdog.measure(

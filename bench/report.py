@@ -148,7 +148,32 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 pay["ok"],
             )
         )
+    if sto := results.get("storage"):
+        end = sto["end"]
+        rows.append(
+            (
+                "11. one SKU's logical partition, steady state (amendments, cancellations, sold "
+                "out): bytes kept halfway and at the end; bytes per order that expire; at "
+                f"{sto['partition_orders_per_s']} orders/s",
+                f"{_kb(sto['halfway']['retained_bytes'])} → {_kb(end['retained_bytes'])} kept "
+                f"({_f(sto['retained_growth_per_order'], 2)} bytes per order); "
+                f"{_f(sto['expiring_bytes_per_order'], 0)} bytes per order for "
+                f"{sto['released_ttl_s']} s; {_mb(sto['steady_bytes_at_partition_rate'])}; "
+                f"markers {end['kinds'].get('inbox', 0)}",
+                f"≤ {_kb(sto['retained_bound_bytes'])} (stock item + {sto['on_hand']} "
+                f"reservations); ≤ {_mb(sto['bound_bytes_at_partition_rate'])} < 20 GB; 0",
+                sto["ok"],
+            )
+        )
     return [(target, measured, limit, _verdict(ok)) for target, measured, limit, ok in rows]
+
+
+def _kb(count: float) -> str:
+    return f"{count / 1024:,.1f} KB"
+
+
+def _mb(count: float) -> str:
+    return f"{count / 1024**2:,.1f} MB"
 
 
 def _cost(counts: dict[str, int]) -> str:
@@ -375,6 +400,43 @@ def markdown_block(results: dict[str, Any]) -> str:
             "process CPU per call.",
             "",
         ]
+    if sto := results.get("storage"):
+        end, half = sto["end"], sto["halfway"]
+        out += [
+            f"Target 11: {sto['orders']:,} orders ({sto['events']:,} events) on SKU HOT "
+            f"(onHand {sto['on_hand']}, sold out) through the app's adapter and the SDK against "
+            "the local server, which keeps no ttl: the bytes after the burst are those Cosmos "
+            f"DB's rule keeps {sto['released_ttl_s']} s on (compact JSON with system fields, "
+            "no index). The HOT partition:",
+            "",
+            "| when | documents | kept (no ttl) | holding reservations | expiring (tombstones) "
+            "| after the ttl |",
+            "|---|---|---|---|---|---|",
+        ]
+        for when, p in (("halfway", half), ("end", end)):
+            out.append(
+                f"| {when} | {p['documents']:,} ({_pairs(p['kinds'])}) | "
+                f"{_kb(p['retained_bytes'])} | {p['retained_reservations']} | "
+                f"{p['expiring_documents']:,}, {_kb(p['expiring_bytes'])} | "
+                f"{_kb(p['after_ttl_bytes'])} |"
+            )
+        out += [
+            "",
+            f"Largest reservation {sto['reservation_bytes']} bytes; an order's own partition "
+            f"(its index and markers) {_f(sto['order_partition_bytes']['mean'], 0)} bytes on "
+            f"average, {sto['order_partition_bytes']['max']} at most. Steady state per tier, "
+            "every order on one SKU as far as one partition takes them:",
+            "",
+            "| tier | orders/s | on the SKU | steady state | bound | to 20 GB |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, tier in sto["tiers"].items():
+            out.append(
+                f"| `{name}` | {tier['orders_per_s']:,.0f} | {tier['sku_orders_per_s']:,.0f} | "
+                f"{_mb(tier['steady_bytes'])} | {_mb(tier['bound_bytes'])} | "
+                f"{tier['to_20_gb']} |"
+            )
+        out += ["", *(f"Problem: {problem}" for problem in sto["problems"]), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -103,9 +103,11 @@ def paths(order_id: str) -> dict[str, Path]:
         "cancellation": Path(event(order_id, 3, None, cancelled=True), 3, 2, 2, "processed"),
         # S has 1 free for 3 wanted: the refused batch, the stock item's read, a second batch.
         "shortfall": Path(event(other, 1, {"S": 3}), 1, 1, 3, "processed"),
-        # Each partition's batch refused on its marker, the marker read; the index's marker is
-        # read once more to learn that the first delivery passed it.
-        "duplicate": Path(event(other, 1, {"S": 3}), 1, 3, 2, "duplicate"),
+        # The index's batch refused on its marker, the marker read, read once more to learn
+        # that the first delivery passed it, and the index read to find it still at this
+        # version; in the SKU, a read that finds the reservation at this version (no marker
+        # there, nothing written).
+        "duplicate": Path(event(other, 1, {"S": 3}), 1, 4, 1, "duplicate"),
         # A version at or below the index's (a producer's resend under a new eventId): the
         # index read, its marker alone; no SKU is touched.
         "stale": Path(

@@ -19,9 +19,9 @@ Requests, each in one SKU's partition unless said:
   (``shared.adapters.cosmos_orders.filter_predicate``);
 - ``partition``: one query with ``partition_key=<sku>`` (a query targeted at one partition key
   value, container.py ``query_items``) returning the stock item and the SKU's reservations,
-  their fields projected; never the inbox markers. Its charge grows with the SKU's
-  reservations (one per order that ever wanted the SKU: they are kept), as the charge of a
-  query grows with the documents it loads
+  their fields projected. Its charge grows with the SKU's reservations (one per order holding
+  stock there, and the tombstones of the last minutes' releases: shared.stock.inventory), as
+  the charge of a query grows with the documents it loads
   (learn.microsoft.com/azure/cosmos-db/optimize-cost-reads-writes); the tool prints it from
   the responses' ``x-ms-request-charge``;
 - ``stocked_skus``: one cross-partition query on ``type`` (indexed), one small document per

@@ -9,12 +9,12 @@ tells that it handled an event.
   stale event), never before the money moved. A dead letter whose order still has a **parked
   call** (``pending.reconcile``) is refused: its copy would be parked again behind it
   (``NeedsReconciliation``); resolve the call first (``python -m ops payments resolve``).
-- ``inventory`` (``stock-reservation``): an event is applied per SKU partition, each with its
-  own marker, and the order index's marker (the gate) is committed before the SKUs; no one
-  document says the whole event was applied (a delivery held on one SKU has the gate and the
-  SKUs before it committed). So the tool never removes an inventory dead letter on what the
-  store says: it sends a copy and verifies it on the subscription (its SKUs already applied
-  meet their markers and are not reserved twice).
+- ``inventory`` (``stock-reservation``): an event is applied per SKU partition, each recorded
+  by its reservation's version (no marker there), and the order index's marker (the gate) is
+  committed before the SKUs; no one document says the whole event was applied (a delivery held
+  on one SKU has the gate and the SKUs before it committed). So the tool never removes an
+  inventory dead letter on what the store says: it sends a copy and verifies it on the
+  subscription (its SKUs already applied meet their version and are not reserved twice).
 
 A copy is refused when the consumer's contract refuses it (a Subject it does not read, a body
 it cannot read, ``MissingLines``...): the consumer would dead-letter it again. Pure: no Azure.

@@ -49,6 +49,7 @@ from shared.kit.errors import (
     ConditionFailed,
     DocumentExists,
     DocumentMissing,
+    PartitionFull,
     StoreError,
     SystemicStoreError,
     TransientStoreError,
@@ -82,6 +83,13 @@ _SYSTEMIC_STATUS = {401, 403}
 # - 404.1002 ReadSessionNotAvailable: the replica has not caught up with the session token yet;
 #   the SDK's own session retry handles it (azure/cosmos/_retry_utility.py:203).
 _TRANSIENT_SUB_STATUS = {(403, 3), (404, 1002)}
+# 403.1014: the logical partition is at its 20 GB (learn.microsoft.com/azure/cosmos-db/
+# concepts-limits, "Maximum storage across all items per (logical) partition"); the sub-status is
+# the service's PARTITION_KEY_QUOTA_OVER_LIMIT (azure-sdk-for-rust, sdk/cosmos/azure_data_cosmos/
+# src/constants.rs: 1014; azure-cosmos's SubStatusCodes has no name for it). Systemic, with a
+# reason of its own (``PartitionFull``), whichever SDK path carries it: a whole request's answer
+# (``CosmosHttpResponseError.sub_status``) or a batch operation's ``subStatusCode`` in a 207.
+_PARTITION_FULL = (403, 1014)
 _FAILED_DEPENDENCY = 424  # the other operations of a failed batch
 # Modules whose ValueError means "the credential is unusable" (a key that does not decode, a
 # token request refused), not "the request is wrong": azure-cosmos signing, azure-core's
@@ -425,6 +433,8 @@ def classify_status(
     """What a redelivery can fix about a Cosmos DB status: one table for a single request and
     for the failing operation of a batch. None: we cannot tell (a bug, or unknown)."""
     shown = f"{status}.{sub_status}" if sub_status else str(status)
+    if (status, sub_status) == _PARTITION_FULL:
+        return PartitionFull(f"Cosmos DB answered {shown}: {detail}")
     if (status, sub_status) in _TRANSIENT_SUB_STATUS:
         return TransientStoreError(
             f"Cosmos DB answered {shown}: {detail}", retry_after_s=retry_after_s

@@ -11,9 +11,11 @@ rest:
 - ``errors``: every failure, classified by what a redelivery can fix;
 - ``retry``: how one delivery rides out a failure while it holds its lock;
 - ``message``: the checks every JSON message shares, the canonical fingerprint, ``ValidEvent``;
-- ``apply``: an effect in one partition committed once with its marker (``apply_once``);
+- ``apply``: an effect in one partition committed once with its marker, or behind a gate with
+  its version alone (``apply_once``);
 - ``consumer``: a consumer as a user writes one (``ConsumerDefinition``: its partitions, its
-  effect in each, an optional gate) and ``decide`` over its partitions;
+  effect in each, an optional gate) and ``decide`` over its partitions, behind a gate within
+  its write window;
 - ``external``: an effect outside the transaction (a payment): the in-progress record, the call
   with its idempotency key, the completed record (``CallingConsumerDefinition``, ``decide_call``);
 - ``service``: the delivery decided, retried, settled once and reported (``Consumer``).

@@ -15,8 +15,15 @@ what is stored refuses a write, nothing was written and the commit says which wr
   written, so its redelivery is a duplicate), or ``Reject`` (dead-letter with the consumer's
   reason, nothing written). It may also raise a store error the consumer classifies.
 
+A partition behind a gate (``shared.kit.consumer``) keeps **no marker** (``inbox`` None): the
+gate's marker already tells this MessageId's repeat and its mismatch, and the effect's own
+stored version tells a repeat in the partition: ``Stale`` at the message's own version is a
+duplicate, above it stale, and nothing is written for either. Such a partition holds what the
+effect keeps and nothing per message, so it never grows with the count of messages received.
+
 Every step is one atomic commit or a read, so a stop anywhere leaves either nothing or the whole
-effect with its marker; the redelivery then meets the marker or does the work. Racing deliveries
+effect with its marker (or its version); the redelivery then meets it or does the work. Racing
+deliveries
 are settled by the store: a commit whose condition no longer holds is refused whole and decided
 again from what is stored, at most ``MAX_ROUNDS`` times (each round means another writer
 committed; more is a storm, retried as transient).
@@ -93,7 +100,7 @@ class Effect(Protocol[M_contra]):
 
 async def apply_once[M: Handled](
     store: DocumentStore,
-    inbox: Inbox,
+    inbox: Inbox | None,
     message: M,
     partition_key: str,
     effect: Effect[M],
@@ -101,8 +108,9 @@ async def apply_once[M: Handled](
     now: datetime,
 ) -> Decision:
     """Apply ``effect`` of ``message`` in ``partition_key`` once; the decision says how it went
-    (processed, duplicate, mismatch, stale, or invalid with the effect's reason). Raises the
-    store's transient and systemic errors for the consumer's table."""
+    (processed, duplicate, mismatch, stale, or invalid with the effect's reason). ``inbox``
+    None: a partition without markers, the effect's version telling a repeat (module
+    docstring). Raises the store's transient and systemic errors for the consumer's table."""
 
     async def read(document_id: str) -> Mapping[str, Any] | None:
         return await store.read(partition_key, document_id)
@@ -113,15 +121,15 @@ async def apply_once[M: Handled](
             resolution: Resolution = plan  # what the effect read already decides
         else:
             writes = plan
-            marker = inbox.marker(message, partition_key, PROCESSED, now)
+            marked = [] if inbox is None else [inbox.marker(message, partition_key, PROCESSED, now)]
             try:
-                await store.commit(partition_key, [Create(marker), *writes])
+                await store.commit(partition_key, [*map(Create, marked), *writes])
                 return decided(Outcome.PROCESSED, message)
             except WriteRefused as refused:
-                if refused.index == 0 and isinstance(refused, DocumentExists):
+                if inbox is not None and refused.index == 0 and isinstance(refused, DocumentExists):
                     return await inbox.compare(store, message, partition_key)
-                # Index 0 is the marker; the effect's writes follow it.
-                failed_write = writes[refused.index - 1]
+                # The marker, if any, comes first; the effect's writes follow it.
+                failed_write = writes[refused.index - len(marked)]
                 resolution = await effect.resolve(message, refused, failed_write, read)
         match resolution:
             case Retry(writes=retried):
@@ -129,6 +137,10 @@ async def apply_once[M: Handled](
             case Again():
                 plan = await effect.writes(message, read)
             case Stale(stored_version=version):
+                if inbox is None:
+                    # The effect's own version is the record: nothing to write either way.
+                    outcome = Outcome.DUPLICATE if version == message.version else Outcome.STALE
+                    return decided(outcome, message, stored_version=version)
                 return await inbox.record_stale(
                     store, message, partition_key, stored_version=version, now=now
                 )

@@ -3,8 +3,9 @@
 - the message is wrong: its contract rejects it (the instance's ``InvalidMessage``), dead-letter;
 - the moment is wrong: ``TransientStoreError``, retry within the delivery, then abandon: a
   redelivery will likely succeed;
-- the system is wrong: ``SystemicStoreError`` / ``ConfigurationError``, hold and abandon, alert,
-  never dead-letter (a healthy message must not be parked because our RBAC or config is broken);
+- the system is wrong: ``SystemicStoreError`` (``PartitionFull`` a reason of its own) /
+  ``ConfigurationError``, hold and abandon, alert, never dead-letter (a healthy message must not
+  be parked because our RBAC, our config or a full partition is broken);
 - what is stored refused one write of an atomic commit (``WriteRefused`` and its kinds): not an
   error of anyone's, the information the kit and the instance decide on (duplicate, stale, a
   first arrival).
@@ -65,6 +66,23 @@ class TransientStoreError(StoreError):
 
 class SystemicStoreError(StoreError):
     """Authentication, authorisation or a missing database/container: an operator must fix it."""
+
+
+# The runbook of a full logical partition (docs/operations.md), named in every description of one.
+PARTITION_FULL_RUNBOOK = 'docs/operations.md, "A logical partition is filling (PartitionFull)"'
+
+
+class PartitionFull(SystemicStoreError):
+    """The logical partition a write goes to is at its storage limit, so the store refuses every
+    write there (Cosmos DB: 20 GB per logical partition, learn.microsoft.com/azure/cosmos-db/
+    concepts-limits; 403 with sub-status 1014). A systemic reason of its own: no redelivery can
+    fix it until an operator frees the partition, so every message writing there is held
+    (retried, abandoned, never dead-lettered by the consumer) and the partition's storage alert
+    should have fired before it. Its type name is the reason (``PartitionFull``, the outcome's
+    ``error.type`` and the start of its description); the message names the runbook."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}: the logical partition is full ({PARTITION_FULL_RUNBOOK})")
 
 
 class WriteRefused(StoreError):

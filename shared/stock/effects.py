@@ -1,22 +1,36 @@
 """The stock reservation's effects on the kit (``shared.kit.apply.Effect``): the order's index
-(the gate: one version check for the whole event, and the SKUs it concerns) and the reservation
-in one SKU's partition. No Azure imports.
+(the gate: one version and MessageId check for the whole event, and the SKUs it concerns) and
+the reservation in one SKU's partition. No Azure imports.
 
-In a SKU's partition one event is one transactional batch (``apply_once``): the consumer's marker
-for (this event, this SKU), the order's reservation changed only from the version it was read
-at, and the stock item's ``reserved`` moved by the difference (an increment). What an event
-reserves is what its version wants, as far as stock allows: ``reserved + difference <= onHand``
-is the increment's condition, checked by the store in the batch, so two orders racing for the
-last unit cannot both get it; the loser reads what is left, reserves that and records the rest
-as backordered. Shortfall is a business outcome (``Decision.measures["stock.shortfall"]``), not
-an error. A release is conditional on ``reserved`` holding at least what it gives back: a stock
-item with less reserved than an order's reservation says was changed by hand, and the event is
-held (systemic) rather than driving ``reserved`` below zero.
+In a SKU's partition one event is one transactional batch (``apply_once``, no marker): the
+order's reservation changed only from the version it was read at, and the stock item's
+``reserved`` moved by the difference (an increment). The reservation's version is the record of
+what was applied: the event's own version there is a duplicate, a higher one makes it stale, and
+neither writes anything. What an event reserves is what its version wants, as far as stock
+allows: ``reserved + difference <= onHand`` is the increment's condition, checked by the store in
+the batch, so two orders racing for the last unit cannot both get it; the loser reads what is
+left, reserves that and records the rest as backordered. Shortfall is a business outcome
+(``Decision.measures["stock.shortfall"]``), not an error. A release is conditional on
+``reserved`` holding at least what it gives back: a stock item with less reserved than an
+order's reservation says was changed by hand, and the event is held (systemic) rather than
+driving ``reserved`` below zero.
 
-Requests per event and SKU (make bench): an ``OrderAccepted`` in a SKU it first reaches, one
-batch (the floor); a change, a read of the reservation and one batch; a shortfall, one read of
-the stock item and one more batch. The index: one create for an ``OrderAccepted``, a read and a
-patch for a change.
+Why a reservation that holds nothing is a tombstone and not deleted (the gate's trap,
+``shared.kit.consumer``): v1 passes the order's index, then v2 passes it and releases SKU A; a
+delivery of v1 still running reads A and must find v2 there, or it would reserve for v1 again,
+for good: stock held by nobody. So the release writes v2's zero reservation with a ``ttl``
+(``inventory.RELEASED_TTL_S``) longer than any older delivery may still write after v2 passed
+the gate (the kit's write window, enforced by each delivery); a SKU the index knows and v2 does
+not want gets v2's tombstone even when nothing is there yet, since an older delivery may be on
+its way to it. Then the tombstone expires and the partition is back to the orders holding stock.
+
+Requests per event and SKU (make bench, target 9): an ``OrderAccepted`` in a SKU it first
+reaches, one batch (the floor); a change, a read of the reservation and one batch; a shortfall,
+one read of the stock item and one more batch; a duplicate, the read that finds its version
+(a redelivery reads first: ``shared.kit.consumer.Blind``). The index: one create for an
+``OrderAccepted``, a read and a patch for a change; a redelivery reads it once more to find it
+still at its version, and patches it (the same version set again) before its first write behind
+the gate.
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ from shared.kit.errors import (
     ConditionFailed,
     DocumentMissing,
     SystemicStoreError,
+    TransientStoreError,
     WriteRefused,
 )
 from shared.kit.message import ValidEvent
@@ -58,6 +73,7 @@ class OrderIndex:
         # An OrderAccepted is version 1: the common case is no index yet, so no read first.
         self._blind = event.message_type == ORDER_ACCEPTED
         self._skus: list[str] = list(wanted(event))
+        self._seen_version: int | None = None  # the index's version, as last read
 
     async def writes(self, event: ValidEvent, read: Read) -> Sequence[Write] | Stale:
         own = wanted(event)
@@ -66,11 +82,10 @@ class OrderIndex:
         stored = await read(ORDER_INDEX_ID)
         if stored is None:
             return [Create(order_index(event.order_id, event.version, own))]
-        version = stored_int(stored, Field.ORDER_VERSION)
-        skus = {*stored.get(Field.SKUS, ()), *own}
-        self._skus = sorted(skus)
+        version = self._saw(stored, event)
         if version >= event.version:
             return Stale(version)
+        skus = self._skus
         updated = order_index(event.order_id, event.version, skus)
         operations = [
             set_field(Field.ORDER_VERSION, event.version),
@@ -85,10 +100,43 @@ class OrderIndex:
         self._blind = False  # an index exists (or changed): read it
         return Again()
 
-    async def partitions(self, event: ValidEvent, read: Read) -> Sequence[str]:
+    async def partitions(
+        self, event: ValidEvent, read: Read, *, again: bool
+    ) -> Sequence[str] | None:
         # What the last plan saw (the stored index's SKUs with this version's): every SKU an
-        # earlier version could have reserved in.
+        # earlier version could have reserved in. A redelivery needs the index at its own
+        # version (its SKUs are then exactly those this version committed); read it unless the
+        # plan just did.
+        if not again:
+            return self._skus
+        if self._seen_version != event.version:
+            stored = await read(ORDER_INDEX_ID)
+            if stored is None:
+                raise TransientStoreError(
+                    f"the index of order {event.order_id} is not readable yet, though its "
+                    "marker is: a replica behind"
+                )
+            self._saw(stored, event)
+        if self._seen_version is not None and self._seen_version > event.version:
+            return None  # a later version passed the gate: it takes over every SKU
+        if self._seen_version != event.version:
+            raise TransientStoreError(
+                f"the index of order {event.order_id} reads version {self._seen_version}, "
+                f"behind version {event.version} its marker says it applied: a replica behind"
+            )
         return self._skus
+
+    def still_at(self, event: ValidEvent) -> Sequence[Write]:
+        # The version set again, on the condition that it is still this one.
+        at = Condition(equals={Field.ORDER_VERSION: event.version})
+        return [Patch(ORDER_INDEX_ID, [set_field(Field.ORDER_VERSION, event.version)], at)]
+
+    def _saw(self, stored: Mapping[str, Any], event: ValidEvent) -> int:
+        """Remember the stored index's version and its SKUs with this event's; its version."""
+        version = stored_int(stored, Field.ORDER_VERSION)
+        self._seen_version = version
+        self._skus = sorted({*stored.get(Field.SKUS, ()), *wanted(event)})
+        return version
 
 
 class Reserve:
@@ -103,6 +151,9 @@ class Reserve:
         self._record: Mapping[str, Any] | None = None
         self._stocked = True
         self.measures: dict[str, int] = {}
+
+    def read_first(self) -> None:
+        self._blind = False  # a redelivery (shared.kit.consumer.Blind)
 
     async def writes(self, event: ValidEvent, read: Read) -> Sequence[Write] | Stale:
         self._record = None if self._blind else await read(self._record_id)
@@ -120,9 +171,17 @@ class Reserve:
         record = reservation(self.sku, event.order_id, event.version, self.requested, granted)
         writes: list[Write]
         if self._record is None:
+            # Even a zero one: the tombstone an older delivery on its way here must meet.
             writes = [Create(record)]
         else:
-            changed = [Field.ORDER_VERSION, Field.REQUESTED, Field.RESERVED, Field.BACKORDERED]
+            # Its ttl too: a tombstone taken up again holds stock and must never expire.
+            changed = [
+                Field.ORDER_VERSION,
+                Field.REQUESTED,
+                Field.RESERVED,
+                Field.BACKORDERED,
+                Field.TTL,
+            ]
             read_at = {Field.ORDER_VERSION: stored_int(self._record, Field.ORDER_VERSION)}
             operations = [set_field(name, record[name]) for name in changed]
             writes = [Patch(self._record_id, operations, Condition(equals=read_at))]

@@ -1,18 +1,35 @@
 """The inventory container's documents, and the one owner of their shapes. The container is
-partitioned on ``/sku``; each SKU's partition holds:
+partitioned on ``/sku``; each SKU's partition holds what the business bounds, never a record per
+event received:
 
 - its **stock item**, id ``stock``: ``onHand`` (seeded by ``python -m ops stock``) and
   ``reserved`` (moved only by this consumer, by increments, never above ``onHand`` and never
   below zero: conditions in the same transactional batch);
-- one **reservation** per order that wanted the SKU, id ``reservation:<orderId>``: the order
+- one **reservation** per order that holds stock there, id ``reservation:<orderId>``: the order
   version it reflects, the quantity ``requested``, ``reserved`` and ``backordered`` (requested
-  and not reserved for lack of stock);
-- the consumer's inbox markers for the events it applied there (``shared.kit.inbox``).
+  and not reserved for lack of stock), ``ttl`` -1 (never expires). Each holds at least one
+  unit and together they hold at most ``onHand``, so there are at most ``onHand`` of them;
+- a reservation that holds **nothing** (released by an amendment, cancelled, or wholly
+  backordered) is a **tombstone** of the order's version with ``ttl`` ``RELEASED_TTL_S``: it
+  tells a delivery of an older version still running that it is stale, then Cosmos DB removes
+  it (per-item ttl from the item's last write, learn.microsoft.com/azure/cosmos-db/nosql/
+  time-to-live; the container's ``defaultTtl`` is -1, infra/app/cosmos.bicep, so items without
+  a positive ttl never expire). Its backorder is then kept only in the telemetry
+  (``stock.shortfall``): nothing here allocates a backorder later; the order's next event does.
+
+No inbox marker: the reservation's version tells a repeat from a change
+(``shared.kit.consumer``, the gate). A SKU's partition is therefore at most its stock item,
+``onHand`` holding reservations and the tombstones of the last ``RELEASED_TTL_S`` (docs/
+capacity.md, "Storage per logical partition"; ``make bench``, target 11). ``onHand`` bounds it
+as long as stock leaves it when it ships: the events carry no fulfilment, so a delivered order's
+reservation holds until an amendment or a cancellation releases it (capacity.md says the cost).
 
 And each order has an **index** in a partition of its own, ``order:<orderId>`` (the partition
 key value; no SKU partition holds a document of that id): the highest version of the order this
 consumer has seen and every SKU any of its versions wanted, so an amendment also releases the
-SKUs only an earlier version had, and a version lower than the index's is stale everywhere.
+SKUs only an earlier version had, and a version lower than the index's is stale everywhere. It
+holds the consumer's inbox markers too, one per event of the order (kept the marker window,
+``INBOX_MARKER_TTL_SECONDS``): bounded by the order's own versions.
 
 Pure data: no Azure, no I/O.
 """
@@ -28,6 +45,14 @@ ORDER_INDEX_ID = "orderIndex"
 STOCK_ITEM_TYPE = "stockItem"
 RESERVATION_TYPE = "reservation"
 ORDER_INDEX_TYPE = "orderIndex"
+# How long a reservation that holds nothing is kept after its last write: it must outlive every
+# delivery of an older version that could still write (shared.kit.consumer.OUTLIVES_DELIVERIES_S,
+# 90 s from the write that left it), plus the store's ``_ts`` in whole seconds; five minutes leaves
+# room to spare (tests/stock hold it above). A partition's tombstones are the last five minutes'
+# releases (docs/capacity.md).
+RELEASED_TTL_S = 300
+# A reservation that holds stock never expires ("ttl -1: the item never expires": the page above).
+HOLDING_TTL = -1
 
 
 class Field:
@@ -43,6 +68,7 @@ class Field:
     REQUESTED = "requested"
     BACKORDERED = "backordered"
     SKUS = "skus"
+    TTL = "ttl"
 
 
 def order_partition(order_id: str) -> str:
@@ -67,6 +93,8 @@ def stock_item(sku: str, on_hand: int, reserved: int = 0) -> dict[str, Any]:
 def reservation(
     sku: str, order_id: str, version: int, requested: int, reserved: int
 ) -> dict[str, Any]:
+    """The order's reservation at ``version``: kept while it holds stock, a tombstone that
+    expires (``RELEASED_TTL_S``) once it holds none."""
     return {
         Field.ID: reservation_id(order_id),
         Field.SKU: sku,
@@ -76,6 +104,7 @@ def reservation(
         Field.REQUESTED: requested,
         Field.RESERVED: reserved,
         Field.BACKORDERED: requested - reserved,
+        Field.TTL: HOLDING_TTL if reserved > 0 else RELEASED_TTL_S,
     }
 
 

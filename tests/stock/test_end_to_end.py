@@ -27,6 +27,7 @@ from local.standins.faults import FaultKind, FaultRule
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id, order_body
 from shared import bootstrap
 from shared.stock.consumer import CONSUMER_NAME
+from shared.stock.inventory import RELEASED_TTL_S
 from shared.telemetry.names import LOGGER_NAME
 from tests.conftest import ComposeApp, InstallFaulty
 from tests.payments.conftest import exported
@@ -145,11 +146,14 @@ async def test_an_accepted_order_reserves_each_sku_in_its_own_partition(world: W
     assert stored.held(ORDER) == {"A": (1, 2, 0), "B": (1, 3, 0)}
     assert stored.indexes[ORDER]["skus"] == ["A", "B"]
     accepted = event_id(ORDER, 1)
-    # One marker per partition the event changed, each the consumer's own key.
-    assert sorted(m["sku"] for m in stored.markers) == ["A", "B", f"order:{ORDER}"]
-    assert {m["messageId"] for m in stored.markers} == {accepted}
-    assert {m["id"] for m in stored.markers} == {f"inbox:{CONSUMER_NAME}:{accepted}"}
-    assert all(m["ttl"] > 14 * 86_400 for m in stored.markers)
+    # One marker, at the gate (the order's index), the consumer's own key; none in a SKU's
+    # partition, which every order shares: the reservation's version is the record there.
+    [marker] = stored.markers
+    assert (marker["sku"], marker["messageId"]) == (f"order:{ORDER}", accepted)
+    assert marker["id"] == f"inbox:{CONSUMER_NAME}:{accepted}"
+    assert marker["ttl"] > 14 * 86_400
+    # Reservations that hold stock never expire.
+    assert {stored.reservations[sku, ORDER]["ttl"] for sku in "AB"} == {-1}
 
 
 async def test_an_amendment_adjusts_and_releases_what_it_no_longer_wants(
@@ -184,6 +188,9 @@ async def test_a_cancellation_releases_exactly_what_the_order_reserved(
     assert stored.held("ord-1") == {"A": (2, 0, 0)}
     assert stored.held("ord-2") == {"A": (1, 1, 4)}
     assert stored.reserved() == {"A": 1}
+    # The cancelled order's reservation holds nothing: it expires; ord-2's holds 1: it stays.
+    ttls = {order: r["ttl"] for (_, order), r in stored.reservations.items()}
+    assert ttls == {"ord-1": RELEASED_TTL_S, "ord-2": -1}
 
 
 async def test_a_stop_between_sku_batches_leaves_the_first_complete_and_the_redelivery_finishes(
@@ -203,8 +210,7 @@ async def test_a_stop_between_sku_batches_leaves_the_first_complete_and_the_rede
     assert settled(world.inventory) == [("abandon", None)]
     stopped = await inventory(world)
     assert stopped.reserved() == {"A": 1, "B": 0, "C": 0, "D": 0, "E": 0}
-    assert stopped.held(ORDER) == {"A": (1, 1, 0)}  # A complete: reservation, stock, marker
-    assert stopped.outcomes("A") == {event_id(ORDER, 1): "processed"}
+    assert stopped.held(ORDER) == {"A": (1, 1, 0)}  # A complete: reservation and stock
     before = stopped.etags("A")
 
     transport.clear()
@@ -215,8 +221,8 @@ async def test_a_stop_between_sku_batches_leaves_the_first_complete_and_the_rede
     finished = await inventory(world)
     assert finished.reserved() == skus
     assert finished.held(ORDER) == {sku: (1, count, 0) for sku, count in skus.items()}
-    assert finished.etags("A") == before  # the redelivery never touched A's partition
-    assert all(len(finished.outcomes(sku)) == 1 for sku in skus)
+    assert finished.etags("A") == before  # the redelivery read A's version, wrote nothing
+    assert [m["sku"] for m in finished.markers] == [f"order:{ORDER}"]  # none per SKU
 
 
 async def test_a_duplicate_event_is_completed_and_changes_nothing(
@@ -431,6 +437,59 @@ async def test_a_message_id_that_would_forge_a_log_line_is_quoted_in_every_recor
     assert len([r for r in records if hasattr(r, "attempt_outcome")]) > 1  # the retries
     assert [r.getMessage() for r in records if repr(FORGING_ID) not in r.getMessage()] == []
     assert unquoted(records) == []
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        FaultRule(FaultKind.STATUS, status=403, sub_status=1014),
+        FaultRule(FaultKind.BATCH_OPERATION, status=403, sub_status=1014, failing_index=-1),
+    ],
+    ids=["403.1014-answer", "403.1014-batch-operation-in-a-207"],
+)
+async def test_a_full_logical_partition_is_held_as_partition_full_never_dead_lettered(
+    world: World,
+    install_faulty: InstallFaulty,
+    caplog: pytest.LogCaptureFixture,
+    answer: FaultRule,
+) -> None:
+    """A SKU's logical partition at its 20 GB refuses every write with 403 sub-status 1014,
+    the whole request's answer or the failing operation of a 207 (two SDK paths:
+    ``CosmosHttpResponseError``, ``CosmosBatchOperationError``): the system's fault, not the
+    event's. The delivery is held like every systemic failure (retried within its lock, then
+    abandoned, never dead-lettered by the consumer, nothing written in the SKU), and its reason
+    is ``PartitionFull``, naming the runbook, in the outcome's log record and description."""
+    transport = install_faulty()
+    await world.seed_stock({"A": 10})
+    world.inventory.send(order_event(ORDER, 1, {"A": 2}))
+    # The order's index is a single create; the SKU's reservation a batch: only it is refused.
+    answer.method, answer.batches_only, answer.times = "POST", True, None
+    answer.path_contains = f"/colls/{world.inventory_documents.id}/"
+    refused = transport.add(answer)
+    [first] = world.inventory.receive(1)
+
+    await world.stock_host.invoke(first)
+
+    assert settled(world.inventory) == [("abandon", None)]
+    assert refused.fired > 1  # retried within the delivery before giving it back
+    assert world.inventory.dead_letters == []
+    [outcome] = [
+        record
+        for record in caplog.records
+        if record.name == "orders.consumer" and hasattr(record, "outcome")
+    ]
+    assert outcome.outcome == "systemic"
+    assert outcome.levelname == "ERROR"
+    description = str(getattr(outcome, "description", ""))
+    assert description.startswith("PartitionFull: ")
+    assert "A logical partition is filling (PartitionFull)" in description
+    stored = await inventory(world)
+    assert stored.reserved() == {"A": 0}
+    assert stored.held(ORDER) == {}
+    transport.clear()
+    await world.stock_host.run_until_idle()
+    assert settled(world.inventory) == [("abandon", None), ("complete", None)]
+    assert (await inventory(world)).reserved() == {"A": 2}
 
 
 @pytest.mark.parametrize(

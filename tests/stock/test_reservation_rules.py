@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from local.standins.doubles import InMemoryDocumentStore
-from shared.kit.consumer import decide
+from shared.kit.consumer import WRITE_WINDOW_S, decide
 from shared.kit.decision import Decision, IncomingMessage, Outcome
+from shared.kit.inbox import is_marker
 from shared.stock.consumer import stock_reservation
-from shared.stock.inventory import RESERVATION_TYPE, STOCK_ITEM_ID, stock_item
+from shared.stock.inventory import RELEASED_TTL_S, RESERVATION_TYPE, STOCK_ITEM_ID, stock_item
 from tests.stock.events import event_message
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -63,7 +64,33 @@ async def test_an_amendment_adjusts_and_releases_what_it_no_longer_wants() -> No
     assert decision.outcome is Outcome.PROCESSED
     assert [reserved(store, sku) for sku in "ABC"] == [5, 0, 1]
     record = reservation(store, "B", "o-1")
+    # Released: a tombstone of version 2 that expires; what still holds stock never does.
     assert record is not None and (record["orderVersion"], record["reserved"]) == (2, 0)
+    assert record["ttl"] == RELEASED_TTL_S
+    held = reservation(store, "A", "o-1")
+    assert held is not None and held["ttl"] == -1
+    assert not any(
+        partition in "ABC" and is_marker(doc) for (partition, _), doc in store.documents.items()
+    )
+
+
+async def test_a_delivery_held_past_its_write_window_writes_nothing_behind_the_gate() -> None:
+    """The window is the delivery's to keep: it passed the gate at 0, and its first commit in a
+    SKU comes ``WRITE_WINDOW_S`` later (an answer that came late): refused before it leaves,
+    transient, and the redelivery (still the index's version) does the work."""
+    store = stocked(A=10)
+    accepted = event_message("o-1", 1, {"A": 2})
+    moments = iter([0.0, WRITE_WINDOW_S])
+
+    held = await decide(
+        stock_reservation, accepted, store, marker_ttl_s=600, now=NOW, clock=lambda: next(moments)
+    )
+
+    assert held.outcome is Outcome.TRANSIENT
+    assert "window" in (held.description or "")
+    assert reservation(store, "A", "o-1") is None and reserved(store, "A") == 0
+    assert (await handle(store, accepted)).outcome is Outcome.PROCESSED
+    assert reserved(store, "A") == 2
 
 
 async def test_a_cancellation_releases_exactly_what_was_reserved() -> None:
