@@ -45,7 +45,7 @@ _ORDER_ACCEPTED = TypeAdapter(OrderAccepted)
 def parse(message: IncomingMessage) -> ValidEvent:
     """The contract: an OrderAccepted event with its lines, or the reason it is not one."""
     if message.subject != "OrderAccepted":
-        raise unsupported_type(message.subject, reads="OrderAccepted")
+        raise unsupported_type(reads="OrderAccepted")
     message_id, body = read_json_object(message.body, message.message_id)
     try:
         payload = _ORDER_ACCEPTED.validate_python(body, strict=True)["payload"]

@@ -140,7 +140,7 @@ class SeenEvent:
         try:
             event = json.loads(read_body(body, body_type).content)
             payload = event.get(OutboxField.PAYLOAD, {})
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):  # nested past the parser's depth
             event, payload = {}, {}
         if not isinstance(payload, dict):
             payload = {}

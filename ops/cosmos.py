@@ -18,6 +18,7 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
 
 from ops.history import PartitionRead
+from shared.config import is_loopback_endpoint
 from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
 from shared.consumer.order import ORDER_TYPE, ORDER_VERSION, STATUS
 from shared.kit.inbox import INBOX_TYPE, InboxField
@@ -35,6 +36,10 @@ from shared.relay.outbox import (
 def container_client(
     endpoint: str, database: str, container: str, *, key: str | None, verify_tls: bool = True
 ) -> ContainerProxy:
+    if not verify_tls and not is_loopback_endpoint(endpoint):
+        # As the app's COSMOS_VERIFY_TLS (shared/config.py): a self-signed certificate is an
+        # emulator's, on this machine; an account's certificate is always checked.
+        raise ValueError("--no-verify-tls is for an emulator on a loopback endpoint only")
     credential: Any = key
     if not key:
         from azure.identity import DefaultAzureCredential

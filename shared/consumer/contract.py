@@ -45,6 +45,7 @@ from shared.kit.message import (
     fingerprint,
     read_json_object,
     schema_violations,
+    unsupported_type,
 )
 
 SCHEMA_VERSION = 1
@@ -372,11 +373,7 @@ def parse_message(
         return parse_order(body, message_id)
     validate = _CHANGE_VALIDATORS.get(message_type)
     if validate is None:
-        raise InvalidMessage(
-            DeadletterReason.UNSUPPORTED_MESSAGE_TYPE,
-            f"Subject {bound(message_type, 80)!r} is not a message type this consumer reads "
-            f"({ORDER_PLACED}, {ORDER_AMENDED}, {ORDER_CANCELLED})",
-        )
+        raise unsupported_type(reads=f"{ORDER_PLACED}, {ORDER_AMENDED}, {ORDER_CANCELLED}")
     message_id, document = _read_object(body, message_id)
     try:
         fields = validate(document)

@@ -39,17 +39,18 @@ rule: a claim confirmed late is withdrawn unsent). Where no processing bound is 
 attempt that may have been sent has an unknown outcome for good: it is never made again. The
 waiting side reads the ``clock`` it is given: in Azure the system clock; the local stand-in's
 manual clock jumps ahead of real time (backoff takes none), so there a waiter may act before a
-real attempt is over: the stand-in's limit, not the kit's (tests of the windows use real time). Such a
-call, or one the other side still says is in progress after that moment, is **inconclusive**:
-retried within the delivery and redelivered, and after ``park_after_deliveries`` deliveries the
-message is **parked**: dead-lettered ``NeedsReconciliation`` with that attempt (its key and
-start, nothing else: a newer call found there meanwhile is decided again) marked for an
-operator, counted (``RECONCILIATION_NEEDED``, by the delivery that marked it, whichever message
-it was) and alerted, never retried blindly. A lookup that says the operation was performed more
-than once is parked at once. Later messages of the same entity are parked behind it (the state
-cannot move past an unknown call) until an operator resolves it (``python -m ops payments``),
-and are resubmitted then; a message at or below the version the state has already applied is
-still answered as a duplicate or stale, never parked.
+real attempt is over: the stand-in's limit, not the kit's (tests of the windows use real time).
+Such a call, or one the other side still says is in progress after that moment, is
+**inconclusive**: retried within the delivery and redelivered, and after
+``park_after_deliveries`` deliveries the message is **parked**: dead-lettered
+``NeedsReconciliation`` with that attempt (its key and start, nothing else: a newer call found
+there meanwhile is decided again) marked for an operator, counted (``RECONCILIATION_NEEDED``, by
+the delivery that marked it, whichever message it was) and alerted, never retried blindly. A
+lookup that says the operation was performed more than once is parked at once. Later messages of
+the same entity are parked behind it (the state cannot move past an unknown call) until an
+operator resolves it (``python -m ops payments``), and are resubmitted then; a message at or
+below the version the state has already applied is still answered as a duplicate or stale, never
+parked.
 
 A version at or below the state's is stale, as in ``apply_once``: its marker alone. Results the
 other side gives about the request itself (a declined card, a refused refund) are outcomes the

@@ -102,7 +102,7 @@ def read_event[E: Mapping[str, object]](
     ``InvalidMessage`` (``UnsupportedMessageType``, the body's checks, ``InvalidPayload``)."""
     event_type = message.subject
     if event_type is None or event_type not in reads:
-        raise unsupported_type(event_type, reads=", ".join(reads))
+        raise unsupported_type(reads=", ".join(reads))
     message_id, body = read_json_object(message.body, message.message_id)
     try:
         event = schema.validate_python(body, strict=True)
@@ -129,11 +129,12 @@ def schema_violations(error: ValidationError) -> str:
     return bound("; ".join(problems) + (f"; and {more} more" if more > 0 else ""))
 
 
-def unsupported_type(subject: str | None, reads: str) -> InvalidMessage:
-    """The refusal of a message type the consumer does not read (``reads``: what it reads)."""
-    shown = bound(repr(subject), 80)
+def unsupported_type(reads: str) -> InvalidMessage:
+    """The refusal of a message type the consumer does not read (``reads``: what it reads). The
+    Subject is the sender's text: it stays out of the description (the dead letter keeps it,
+    ``python -m ops show`` prints it as text)."""
     return InvalidMessage(
-        KitReason.UNSUPPORTED_MESSAGE_TYPE, f"Subject {shown} is not a type it reads ({reads})"
+        KitReason.UNSUPPORTED_MESSAGE_TYPE, f"the Subject is not a type it reads ({reads})"
     )
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from local.standins.doubles import InMemoryDocumentStore
@@ -65,7 +65,7 @@ class Case:
     orders: list[list[Version]]
     deliveries: list[Version]
     store_stops: list[int]
-    store_delays: dict[int, float]  # request number -> seconds its answer arrives late
+    store_delays: dict[int, float]  # write number -> seconds its answer arrives late
     faults: list[tuple[Fault, int]]
     skews: list[float]  # each delivery slot's clock offset, within the margin
     honour_keys: bool
@@ -75,7 +75,7 @@ class Case:
 def cases(draw: st.DrawFn) -> Case:
     orders = [draw(history(f"o-{n}")) for n in range(draw(st.integers(1, 2)))]
     events = [v for h in orders for v in h]
-    deliveries = draw(st.permutations(events + draw(st.lists(st.sampled_from(events), max_size=2))))
+    deliveries = draw(st.permutations(events + draw(st.lists(st.sampled_from(events), max_size=3))))
     faults = draw(
         st.lists(
             st.tuples(
@@ -89,7 +89,7 @@ def cases(draw: st.DrawFn) -> Case:
     )
     stops = draw(st.lists(st.integers(1, 30), max_size=3, unique=True))
     # Late answers past the client's timeout: the in-progress write confirmed after its window.
-    delays = draw(st.dictionaries(st.integers(1, 16), st.sampled_from([0.25, 1.5]), max_size=2))
+    delays = draw(st.dictionaries(st.integers(1, 6), st.sampled_from([0.5, 1.5, 1.5]), max_size=2))
     half = CLOCK_SKEW_S / 2
     skews = draw(st.lists(st.floats(-half, half), min_size=3, max_size=3))
     return Case(orders, deliveries, stops, delays, faults, skews, draw(st.booleans()))
@@ -102,12 +102,13 @@ def provider() -> Iterator[PaymentProviderStandIn]:
 
 
 class Stopping(InMemoryDocumentStore):
-    """Fails its n-th requests (a stop), answers others late (done at once, the answer held:
-    a write the SDK retried, a slow store), and yields at each, so deliveries interleave."""
+    """Fails its n-th requests (a stop), answers its n-th writes late (done at once, the answer
+    held: a throttled write the SDK retried, a slow store), and yields at each request, so
+    deliveries interleave."""
 
     def __init__(self, stops: list[int], delays: dict[int, float]) -> None:
         super().__init__()
-        self.stops, self.delays, self.count = set(stops), delays, 0
+        self.stops, self.delays, self.count, self.writes = set(stops), delays, 0, 0
 
     def _request(self, name: str) -> None:
         self.count += 1
@@ -117,16 +118,16 @@ class Stopping(InMemoryDocumentStore):
 
     async def read(self, partition_key: str, document_id: str):  # type: ignore[no-untyped-def]
         await asyncio.sleep(0)
-        found = await super().read(partition_key, document_id)
-        await asyncio.sleep(self.delays.get(self.count, 0.0))
-        return found
+        return await super().read(partition_key, document_id)
 
     async def commit(self, partition_key: str, writes):  # type: ignore[no-untyped-def]
         await asyncio.sleep(0)
+        self.writes += 1
+        late = self.delays.get(self.writes, 0.0)
         try:
             await super().commit(partition_key, writes)
         finally:
-            await asyncio.sleep(self.delays.get(self.count, 0.0))
+            await asyncio.sleep(late)
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,20 @@ async def deliver_all(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(case=cases())
+# The review's history, pinned (random search reaches it rarely): the in-progress record of the
+# first delivery is answered 1.5 s late while a copy, without keys, waits out the attempt and
+# makes the call; the first must not send when it hears back.
+@example(
+    case=Case(
+        orders=[[Version("o-0", 1, 4200)]],
+        deliveries=[Version("o-0", 1, 4200), Version("o-0", 1, 4200)],
+        store_stops=[],
+        store_delays={1: 1.5},
+        faults=[],
+        skews=[0.0, 0.0, 0.0],
+        honour_keys=False,
+    )
+)
 async def test_the_ledger_holds_each_orders_highest_total_exactly(
     provider: PaymentProviderStandIn, case: Case
 ) -> None:

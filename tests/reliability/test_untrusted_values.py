@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -46,6 +47,23 @@ from tests.telemetry.kept_out import (
 )
 
 # ---- finding 6: no field value in a description, a span or a log record ----------------------
+
+
+async def test_an_unknown_subject_reaches_no_description(
+    host: LocalFunctionsHost, queue: PeekLockQueue
+) -> None:
+    """A Subject is the sender's text, markup and control characters included: the dead letter
+    keeps it, its description names only what the consumer reads."""
+    subject = f"[/]{MARK}\x1b]52;c;AAAA\x07"
+    queue.send(replace(message(order_body()), subject=subject))
+
+    await host.run_until_idle()
+
+    [dead] = queue.dead_letters
+    assert dead.reason == "UnsupportedMessageType"
+    assert dead.description == (
+        "the Subject is not a type it reads (OrderPlaced, OrderAmended, OrderCancelled)"
+    )
 
 
 async def test_an_invalid_order_s_values_reach_no_description_span_or_log(

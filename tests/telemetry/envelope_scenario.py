@@ -18,7 +18,8 @@ summary reports what Cosmos DB then holds (dispatched and parked outbox document
 Then the two subscription consumers of the ``order-events`` topic (``stock-reservation``,
 ``payment-capture``: the kit's ``Consumer`` on scripted decisions, ``scripted_consumers``), whose
 decisions carry business counts (``Decision.measures``): a shortfall of stock, a declined
-payment, a payment parked for reconciliation, and a measure no counter exists for.
+payment, a payment parked for reconciliation, an amendment naming another payer, and a
+measure no counter exists for.
 
 Then the relay's edges: an order whose event the change feed skips (its lease recreated and
 started "from now"), published by the outbox watchdog's timer through the worker, then a quiet
@@ -232,6 +233,14 @@ SUBSCRIPTION_SCRIPTS: dict[str, list[list[Decision]]] = {
                 order_id="ord-8",
                 deadletter_reason="NeedsReconciliation",
                 measures={"payments.reconciliation_needed": 1},
+            )
+        ],
+        [
+            Decision(
+                Outcome.INVALID,
+                order_id="ord-9",
+                deadletter_reason="PayerChanged",
+                measures={"payments.payer_changed": 1},
             )
         ],
     ],

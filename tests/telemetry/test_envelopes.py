@@ -466,6 +466,7 @@ def test_the_business_counters_arrive_with_their_values_per_consumer(capture: Ca
         "orders.payments.declined": {"payment-capture": 1},
         "orders.payments.refused": {"payment-capture": 1},
         "orders.payments.reconciliation_needed": {"payment-capture": 1},
+        "orders.payments.payer_changed": {"payment-capture": 1},
     }
     for metric in BUSINESS_MEASURES.values():
         arrived: Counter[str] = Counter()

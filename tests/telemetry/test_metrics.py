@@ -209,7 +209,7 @@ async def test_instruments_are_created_once_not_per_message(
 
         monkeypatch.setattr(Meter, method, spy)
     fresh = make_captured()
-    assert len(created) == 9  # the consumer's five, and the four business counters
+    assert len(created) == 10  # the consumer's five, and the five business counters
     install_consumer(telemetry=fresh.telemetry)
 
     for order_id in ("ord-1", "ord-2", "ord-3"):
@@ -227,6 +227,7 @@ async def test_instruments_are_created_once_not_per_message(
             "orders.payments.reconciliation_needed",
             "orders.payments.declined",
             "orders.payments.refused",
+            "orders.payments.payer_changed",
         ]
     )
     assert counter_values(fresh) == {("processed", "complete"): 3}
