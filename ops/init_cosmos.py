@@ -1,11 +1,12 @@
-"""``python -m ops init-cosmos``: create what both functions need in a Cosmos DB account or
+"""``python -m ops init-cosmos``: create what the functions need in a Cosmos DB account or
 emulator, from the app settings (``COSMOS_ENDPOINT``, ``COSMOS_KEY``, ``COSMOS_DATABASE``,
-``COSMOS_CONTAINER``, ``COSMOS_VERIFY_TLS``, as ``shared.config`` reads them): the database, the
-orders container (partition key ``/orderId``, the indexing policy the Bicep deploys:
-infra/orders-indexing.json, without which the watchdog's ordered query is refused) and the relay
-trigger's ``leases`` container
-(partition key ``/id``), which the trigger never creates (``createLeaseContainerIfNotExists`` is
-false). Needs the account key: Entra ID data-plane roles cannot create containers (in Azure, the
+``COSMOS_CONTAINER``, ``COSMOS_VERIFY_TLS``, ``INVENTORY_CONTAINER``, ``PAYMENTS_CONTAINER``, as
+``shared.config`` reads them): the database, the orders container (partition key ``/orderId``,
+the indexing policy the Bicep deploys: infra/orders-indexing.json, without which the watchdog's
+ordered query is refused), the stock reservation's ``inventory`` (``/sku``) and the payment
+capture's ``payments`` (``/orderId``), each with ``defaultTtl`` -1 as the Bicep sets it, and the
+relay trigger's ``leases`` container (partition key ``/id``), which the trigger never creates
+(``createLeaseContainerIfNotExists`` is false). Needs the account key: Entra ID data-plane roles cannot create containers (in Azure, the
 Bicep creates them). Creates only what is missing; never deletes or changes anything."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any, TextIO
 
-from shared.config import Settings
+from shared.config import INVENTORY_CONTAINER_SETTING, PAYMENTS_CONTAINER_SETTING, Settings
 from shared.kit.errors import ConfigurationError
 
 LEASES_CONTAINER = "leases"  # function_app.py's lease_container_name, infra's leasesContainerName
@@ -55,17 +56,31 @@ def run(out: TextIO) -> int:
         connection_verify=settings.cosmos_verify_tls,
     ) as client:
         database = client.create_database_if_not_exists(settings.cosmos_database)
-        database.create_container_if_not_exists(
-            settings.cosmos_container,
-            partition_key=PartitionKey(path=ORDERS_PARTITION_KEY),
-            indexing_policy=ORDERS_INDEXING_POLICY,
-        )
-        database.create_container_if_not_exists(
-            LEASES_CONTAINER, partition_key=PartitionKey(path=LEASES_PARTITION_KEY)
-        )
-    name = settings.cosmos_database
-    print(
-        f"{name}/{settings.cosmos_container} ready (partition key {ORDERS_PARTITION_KEY})", file=out
-    )
-    print(f"{name}/{LEASES_CONTAINER} ready (partition key {LEASES_PARTITION_KEY})", file=out)
+        # defaultTtl -1, as the Bicep (infra/app/cosmos.bicep): nothing expires by default, but
+        # an item's own ttl is honoured (the inbox markers, the stock's released reservations).
+        # Without it a container ignores every item's ttl (learn.microsoft.com/azure/cosmos-db/
+        # nosql/time-to-live: "If the container's TTL is not set ... TTL on the item is ignored").
+        containers = [
+            (settings.cosmos_container, ORDERS_PARTITION_KEY, ORDERS_INDEXING_POLICY, -1),
+            (_name(INVENTORY_CONTAINER_SETTING, "inventory"), "/sku", None, -1),
+            (_name(PAYMENTS_CONTAINER_SETTING, "payments"), "/orderId", None, -1),
+            (LEASES_CONTAINER, LEASES_PARTITION_KEY, None, None),
+        ]
+        for container, partition_key, indexing, ttl in containers:
+            options: dict[str, object] = {}
+            if indexing is not None:
+                options["indexing_policy"] = indexing
+            if ttl is not None:
+                options["default_ttl"] = ttl
+            database.create_container_if_not_exists(
+                container, partition_key=PartitionKey(path=partition_key), **options
+            )
+            print(
+                f"{settings.cosmos_database}/{container} ready (partition key {partition_key})",
+                file=out,
+            )
     return 0
+
+
+def _name(setting: str, default: str) -> str:
+    return os.environ.get(setting, "").strip() or default

@@ -115,13 +115,14 @@ resource ordersContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/con
 }
 
 // The stock reservation's container (names.md: consumer `stock-reservation`): one stock item per
-// SKU, the order-SKU records and the consumer's inbox markers, all in the SKU's partition, so that
-// each SKU's marker, record and stock item are one transactional batch (a batch is one logical
-// partition: learn.microsoft.com/azure/cosmos-db/nosql/transactional-batch). defaultTtl -1 as the
-// orders container: nothing expires but the markers, which carry their own ttl (Learn: time to
-// live, "container's TTL set to -1"). Throughput as the orders container: each order event is one
-// message for each consumer, so each container gets the orders container's RU/s of its own
-// (ordersOptions), and neither consumer can starve the other or the orders.
+// SKU and the order-SKU reservations in the SKU's partition, so that a reservation and its stock
+// item are one transactional batch (a batch is one logical partition: learn.microsoft.com/azure/
+// cosmos-db/nosql/transactional-batch); each order's index and its inbox markers in the order's own
+// partition. defaultTtl -1 as the orders container: nothing expires but what carries its own ttl,
+// the markers and the reservations that hold nothing (Learn: time to live, "container's TTL set to
+// -1"; docs/capacity.md, Storage per logical partition). Throughput as the orders container: each
+// order event is one message for each consumer, so each container gets the orders container's RU/s
+// of its own (ordersOptions), and neither consumer can starve the other or the orders.
 resource inventoryContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
   parent: database
   name: inventoryContainerName

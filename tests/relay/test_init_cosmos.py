@@ -18,7 +18,7 @@ from local.assembly.world import CosmosAccount
 REPO = Path(__file__).resolve().parents[2]
 
 
-async def test_init_cosmos_creates_the_orders_and_the_leases_containers(
+async def test_init_cosmos_creates_every_container_with_item_ttl_honoured(
     cosmos_account: CosmosAccount,
 ) -> None:
     assert cosmos_account.key is not None  # the local server or the emulator
@@ -50,7 +50,13 @@ async def test_init_cosmos_creates_the_orders_and_the_leases_containers(
         try:
             leases = await db.get_container_client("leases").read()
             orders = await db.get_container_client("orders").read()
+            inventory = await db.get_container_client("inventory").read()
+            payments = await db.get_container_client("payments").read()
         finally:
             await client.delete_database(database)
     assert leases["partitionKey"]["paths"] == ["/id"]
     assert orders["partitionKey"]["paths"] == ["/orderId"]
+    assert inventory["partitionKey"]["paths"] == ["/sku"]
+    assert payments["partitionKey"]["paths"] == ["/orderId"]
+    # Items' own ttl honoured (markers, released reservations), as the Bicep sets it.
+    assert [c.get("defaultTtl") for c in (orders, inventory, payments)] == [-1, -1, -1]
