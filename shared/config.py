@@ -98,7 +98,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -536,19 +536,28 @@ def _provider_honours_keys(env: Mapping[str, str]) -> bool:
 
 
 def _provider_timeout(env: Mapping[str, str]) -> float:
-    raw = env.get(PAYMENT_PROVIDER_TIMEOUT_SETTING, "").strip()
+    value = _seconds(
+        env,
+        PAYMENT_PROVIDER_TIMEOUT_SETTING,
+        lambda value: 0 < value <= MAX_PAYMENT_PROVIDER_TIMEOUT_S,
+        f"above 0 and at most {MAX_PAYMENT_PROVIDER_TIMEOUT_S:g}",
+    )
+    return DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S if value is None else value
+
+
+def _seconds(
+    env: Mapping[str, str], setting: str, allowed: Callable[[float], bool], rule: str
+) -> float | None:
+    """A number of seconds within ``rule`` (``allowed``), or None when unset."""
+    raw = env.get(setting, "").strip()
     if not raw:
-        return DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S
+        return None
     try:
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not 0 < value <= MAX_PAYMENT_PROVIDER_TIMEOUT_S:  # NaN and inf fail too
-        raise ConfigurationError(
-            PAYMENT_PROVIDER_TIMEOUT_SETTING,
-            f"must be a number of seconds above 0 and at most "
-            f"{MAX_PAYMENT_PROVIDER_TIMEOUT_S:g}, got {raw[:20]!r}",
-        )
+    if math.isnan(value) or math.isinf(value) or not allowed(value):
+        raise ConfigurationError(setting, f"must be a number of seconds {rule}, got {raw[:20]!r}")
     return value
 
 
@@ -610,17 +619,9 @@ def max_concurrent_calls(host_json: Path = HOST_JSON) -> int:
 
 
 def _provider_processing_bound(env: Mapping[str, str]) -> float | None:
-    raw = env.get(PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING, "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S:  # NaN and inf fail too
-        raise ConfigurationError(
-            PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING,
-            f"must be a number of seconds from 0 to {MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S:g} "
-            f"(unset: the provider states none), got {raw[:20]!r}",
-        )
-    return value
+    return _seconds(
+        env,
+        PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING,
+        lambda value: 0 <= value <= MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S,
+        f"from 0 to {MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S:g} (unset: the provider states none)",
+    )

@@ -488,12 +488,8 @@ async def _resume[M](
         revision = _int(state, StateField.REVISION)
         stamped = time.monotonic()
         restarted = {**pending, **_window(clock.now(), effect.call_deadline_s)}
-        operations = [
-            set_field(StateField.PENDING, restarted),
-            set_field(StateField.REVISION, revision + 1),
-        ]
         try:
-            await store.commit(partition_key, [Patch(effect.state_id, operations, _at(revision))])
+            await store.commit(partition_key, [_pending_set(effect, revision, restarted)])
         except WriteRefused:
             raise TransientStoreError(
                 f"call {call.key}: another delivery is making it again"
@@ -577,11 +573,7 @@ async def _begin[M](
         begun = created
     else:
         revision = _int(state, StateField.REVISION)
-        operations = [
-            set_field(StateField.PENDING, dict(pending)),
-            set_field(StateField.REVISION, revision + 1),
-        ]
-        writes = [Patch(effect.state_id, operations, _at(revision))]
+        writes = [_pending_set(effect, revision, dict(pending))]
         begun = {**state, StateField.PENDING: dict(pending), StateField.REVISION: revision + 1}
     try:
         await store.commit(partition_key, writes)
@@ -643,12 +635,8 @@ async def release_call[M](
     unsent, or an operator established it): its message, redelivered, makes it again under the
     same key. Conditional on the revision read; False if the state moved meanwhile."""
     revision = _int(state, StateField.REVISION)
-    operations = [
-        set_field(StateField.PENDING, None),
-        set_field(StateField.REVISION, revision + 1),
-    ]
     try:
-        await store.commit(partition_key, [Patch(effect.state_id, operations, _at(revision))])
+        await store.commit(partition_key, [_pending_set(effect, revision, None)])
     except WriteRefused:
         return False
     return True
@@ -707,12 +695,8 @@ async def _park[M: Handled](
         return _parked(message, pending, str(inconclusive))  # marked and counted already
     revision = _int(state, StateField.REVISION)
     marked = {**pending, CallField.RECONCILE: True}
-    operations = [
-        set_field(StateField.PENDING, marked),
-        set_field(StateField.REVISION, revision + 1),
-    ]
     try:
-        await store.commit(partition_key, [Patch(effect.state_id, operations, _at(revision))])
+        await store.commit(partition_key, [_pending_set(effect, revision, marked)])
     except WriteRefused:
         raise inconclusive from None  # it moved: decide again on the redelivery
     return _parked(message, pending, str(inconclusive), marked=True)
@@ -745,6 +729,18 @@ def _owner(pending: Mapping[str, Any]) -> _PendingMessage:
         request_hash=str(pending[CallField.REQUEST_HASH]),
         hash_algorithm=str(pending.get(CallField.HASH_ALGORITHM, HASH_ALGORITHM)),
     )
+
+
+def _pending_set[M](
+    effect: ExternalEffect[M], revision: int, pending: Mapping[str, Any] | None
+) -> Patch:
+    """The state's pending call set (or cleared) from the revision read: the one write that
+    begins, claims, marks and withdraws a call."""
+    operations = [
+        set_field(StateField.PENDING, None if pending is None else dict(pending)),
+        set_field(StateField.REVISION, revision + 1),
+    ]
+    return Patch(effect.state_id, operations, _at(revision))
 
 
 def _at(revision: int) -> Condition:
