@@ -76,7 +76,7 @@ settings and ``INBOX_MARKER_TTL_SECONDS``:
 | | | call deadline: an attempt is sent within it of its record or not at all |
 | | | (``shared.kit.external``) |
 | ``PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS`` | unset | the provider's stated bound on how |
-| | | long a request it received can still take effect (0-3600). Unset: not stated, so |
+| | | long a request it received can still take effect (0-300). Unset: not stated, so |
 | | | with ``ignored`` keys an attempt that may have been sent is never made again: parked |
 
 The outbox watchdog's (``WatchdogSettings``), read only when it runs; it publishes through the
@@ -434,7 +434,10 @@ DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S = 10.0
 # infra/messaging.json), so that the in-delivery retry can still look it up and complete.
 MAX_PAYMENT_PROVIDER_TIMEOUT_S = 30.0
 PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING = "PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS"
-MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S = 3600.0
+# A waiting delivery holds its lock about 55 s, and the broker redelivers 10 times: a bound
+# longer than the deliveries left after the third can wait out would dead-letter the event
+# MaxDeliveryCountExceeded, unmarked and uncounted, instead of making or parking its call.
+MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S = 300.0
 # What App Service leaves in a setting whose Key Vault reference it could not resolve: "If a
 # reference isn't resolved properly, the reference string is used instead"
 # (learn.microsoft.com/azure/app-service/app-service-key-vault-references, Troubleshoot).
@@ -488,6 +491,14 @@ def _provider_base_url(env: Mapping[str, str]) -> str:
         raise ConfigurationError(
             PAYMENT_PROVIDER_BASE_URL_SETTING,
             "must be an https:// URL with a host and no user information",
+        )
+    if parsed.path not in ("", "/") or parsed.query or parsed.fragment:
+        # The API's paths (/v1/captures ...) are the provider profile's: a base URL with a path
+        # of its own would be joined into another one (https://host/v1 + /v1/captures).
+        raise ConfigurationError(
+            PAYMENT_PROVIDER_BASE_URL_SETTING,
+            "must be the provider's origin, scheme://host[:port] with no path: the API's paths "
+            "are the provider profile's (shared/adapters/payment_profile.py)",
         )
     if parsed.scheme == "https" or (parsed.scheme == "http" and _is_loopback(host)):
         return raw
