@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.relay import tier_needs
+from bench.stock import event
 from local.standins.cosmos_server import ensure_container
 from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.kit.consumer import decide
@@ -64,29 +65,6 @@ LOGICAL_PARTITION_BYTES = 20 * 1024**3  # learn.microsoft.com/azure/cosmos-db/co
 # The most orders per second one SKU's partition takes: a logical partition is served by one
 # physical partition of at most 10,000 RU/s, and an event costs it about 12 RU (docs/capacity.md).
 PARTITION_ORDERS_PER_S = 800
-
-
-def event(
-    order_id: str, version: int, lines: Mapping[str, int] | None, *, cancelled: bool = False
-) -> IncomingMessage:
-    """An order event as the relay publishes it (docs/events.md), what the consumer reads."""
-    event_type = (
-        "OrderCancelled" if cancelled else "OrderAccepted" if version == 1 else "OrderAmended"
-    )
-    payload: dict[str, Any] = {"orderId": order_id, "orderVersion": version}
-    if not cancelled:
-        payload["lines"] = [
-            {"sku": sku, "quantity": quantity, "unitPriceMinor": 1250}
-            for sku, quantity in (lines or {}).items()
-        ]
-    body: dict[str, Any] = {
-        "schemaVersion": 1,
-        "eventId": f"{order_id}:v{version}",
-        "eventType": event_type,
-        "occurredAt": "2026-12-01T10:00:00.000000Z",
-        "payload": payload,
-    }
-    return IncomingMessage(body["eventId"], json.dumps(body).encode(), subject=event_type)
 
 
 def mix(orders: int, prefix: str, rng: random.Random) -> list[IncomingMessage]:

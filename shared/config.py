@@ -76,7 +76,7 @@ settings and ``INBOX_MARKER_TTL_SECONDS``:
 | | | call deadline: an attempt is sent within it of its record or not at all |
 | | | (``shared.kit.external``) |
 | ``PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS`` | unset | the provider's stated bound on how |
-| | | long a request it received can still take effect (0-3600). Unset: not stated, so |
+| | | long a request it received can still take effect (0-300). Unset: not stated, so |
 | | | with ``ignored`` keys an attempt that may have been sent is never made again: parked |
 
 The outbox watchdog's (``WatchdogSettings``), read only when it runs; it publishes through the
@@ -98,7 +98,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -434,7 +434,10 @@ DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S = 10.0
 # infra/messaging.json), so that the in-delivery retry can still look it up and complete.
 MAX_PAYMENT_PROVIDER_TIMEOUT_S = 30.0
 PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING = "PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS"
-MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S = 3600.0
+# A waiting delivery holds its lock about 55 s, and the broker redelivers 10 times: a bound
+# longer than the deliveries left after the third can wait out would dead-letter the event
+# MaxDeliveryCountExceeded, unmarked and uncounted, instead of making or parking its call.
+MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S = 300.0
 # What App Service leaves in a setting whose Key Vault reference it could not resolve: "If a
 # reference isn't resolved properly, the reference string is used instead"
 # (learn.microsoft.com/azure/app-service/app-service-key-vault-references, Troubleshoot).
@@ -489,6 +492,14 @@ def _provider_base_url(env: Mapping[str, str]) -> str:
             PAYMENT_PROVIDER_BASE_URL_SETTING,
             "must be an https:// URL with a host and no user information",
         )
+    if parsed.path not in ("", "/") or parsed.query or parsed.fragment:
+        # The API's paths (/v1/captures ...) are the provider profile's: a base URL with a path
+        # of its own would be joined into another one (https://host/v1 + /v1/captures).
+        raise ConfigurationError(
+            PAYMENT_PROVIDER_BASE_URL_SETTING,
+            "must be the provider's origin, scheme://host[:port] with no path: the API's paths "
+            "are the provider profile's (shared/adapters/payment_profile.py)",
+        )
     if parsed.scheme == "https" or (parsed.scheme == "http" and _is_loopback(host)):
         return raw
     raise ConfigurationError(
@@ -536,19 +547,28 @@ def _provider_honours_keys(env: Mapping[str, str]) -> bool:
 
 
 def _provider_timeout(env: Mapping[str, str]) -> float:
-    raw = env.get(PAYMENT_PROVIDER_TIMEOUT_SETTING, "").strip()
+    value = _seconds(
+        env,
+        PAYMENT_PROVIDER_TIMEOUT_SETTING,
+        lambda value: 0 < value <= MAX_PAYMENT_PROVIDER_TIMEOUT_S,
+        f"above 0 and at most {MAX_PAYMENT_PROVIDER_TIMEOUT_S:g}",
+    )
+    return DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S if value is None else value
+
+
+def _seconds(
+    env: Mapping[str, str], setting: str, allowed: Callable[[float], bool], rule: str
+) -> float | None:
+    """A number of seconds within ``rule`` (``allowed``), or None when unset."""
+    raw = env.get(setting, "").strip()
     if not raw:
-        return DEFAULT_PAYMENT_PROVIDER_TIMEOUT_S
+        return None
     try:
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not 0 < value <= MAX_PAYMENT_PROVIDER_TIMEOUT_S:  # NaN and inf fail too
-        raise ConfigurationError(
-            PAYMENT_PROVIDER_TIMEOUT_SETTING,
-            f"must be a number of seconds above 0 and at most "
-            f"{MAX_PAYMENT_PROVIDER_TIMEOUT_S:g}, got {raw[:20]!r}",
-        )
+    if math.isnan(value) or math.isinf(value) or not allowed(value):
+        raise ConfigurationError(setting, f"must be a number of seconds {rule}, got {raw[:20]!r}")
     return value
 
 
@@ -610,17 +630,9 @@ def max_concurrent_calls(host_json: Path = HOST_JSON) -> int:
 
 
 def _provider_processing_bound(env: Mapping[str, str]) -> float | None:
-    raw = env.get(PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING, "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S:  # NaN and inf fail too
-        raise ConfigurationError(
-            PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING,
-            f"must be a number of seconds from 0 to {MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S:g} "
-            f"(unset: the provider states none), got {raw[:20]!r}",
-        )
-    return value
+    return _seconds(
+        env,
+        PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING,
+        lambda value: 0 <= value <= MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S,
+        f"from 0 to {MAX_PAYMENT_PROVIDER_PROCESSING_BOUND_S:g} (unset: the provider states none)",
+    )

@@ -24,33 +24,34 @@ while the first is still running: retried within the delivery).
 
 **Time is a premise, so each side enforces its own.** An attempt carries its window in its
 record: ``startedAt`` (the sender's clock, read just before the record is written, so never
-later than the commit), ``sendBy`` (``startedAt`` + ``call_deadline_s``) and ``overBy``
-(``sendBy`` + ``call_deadline_s``). The sender sends only within ``call_deadline_s`` of reading
-its start, by the time that really passed (a monotonic clock: no wall-clock step moves it):
-a record the store took longer than that to confirm (a throttled write the SDK retried, a slow
-store) is withdrawn unsent and the delivery decides again, so an attempt never leaves after its
-window, however late the store answers. The client's timeout (``call_deadline_s``) ends it on
-our side by ``overBy``. A side that honours **no** key is called again only when an attempt
-that may have been sent can provably no longer take effect: its lookup, asked after ``overBy``
-+ the other side's stated processing bound (``processing_bound_s``) + a margin for clock skew
-between instances (``clock_skew_s``), says it has no such operation; and only by the one
-delivery that claims the new attempt (a conditional write of a new window, held to the same
-rule: a claim confirmed late is withdrawn unsent). Where no processing bound is configured an
-attempt that may have been sent has an unknown outcome for good: it is never made again. The
-waiting side reads the ``clock`` it is given: in Azure the system clock; the local stand-in's
-manual clock jumps ahead of real time (backoff takes none), so there a waiter may act before a
-real attempt is over: the stand-in's limit, not the kit's (tests of the windows use real time).
-Such a call, or one the other side still says is in progress after that moment, is
-**inconclusive**: retried within the delivery and redelivered, and after
-``park_after_deliveries`` deliveries the message is **parked**: dead-lettered
-``NeedsReconciliation`` with that attempt (its key and start, nothing else: a newer call found
-there meanwhile is decided again) marked for an operator, counted (``RECONCILIATION_NEEDED``, by
-the delivery that marked it, whichever message it was) and alerted, never retried blindly. A
-lookup that says the operation was performed more than once is parked at once. Later messages of
-the same entity are parked behind it (the state cannot move past an unknown call) until an
-operator resolves it (``python -m ops payments``), and are resubmitted then; a message at or
-below the version the state has already applied is still answered as a duplicate or stale, never
-parked.
+later than the commit) and ``overBy`` (``startedAt`` + twice ``call_deadline_s``). The sender
+starts its send only within ``call_deadline_s`` of reading its start, by the time that really
+passed (a monotonic clock: no wall-clock step moves it), and the client's timeout ends it one
+``call_deadline_s`` later, so by ``overBy`` on the sender's clock. A record the store took
+longer than the deadline to confirm (a throttled write the SDK retried, a slow store) is
+withdrawn unsent and the delivery decides again, so an attempt never leaves after its window,
+however late the store answers. A side that honours **no** key is called again only when an
+attempt that may have been sent can provably no longer take effect: its lookup, asked after
+``overBy`` + the other side's stated processing bound (``processing_bound_s``) + a margin for
+clock skew between instances (``clock_skew_s``), says it has no such operation; and only by the
+one delivery that claims the new attempt (a conditional write of a new window, held to the same
+rule: a claim confirmed late is withdrawn unsent). An attempt the other side provably did not
+perform (it never reached it, or refused it before processing: ``NotMade``) is withdrawn at
+once, so nothing waits for it. Where no processing bound is configured an attempt that may have
+been sent has an unknown outcome for good: it is never made again. The waiting side reads the
+``clock`` it is given: in Azure the system clock; the local stand-in's manual clock jumps ahead
+of real time (backoff takes none), so there a waiter may act before a real attempt is over: the
+stand-in's limit, not the kit's (tests of the windows use real time). Such a call, or one the
+other side still says is in progress after that moment, is **inconclusive**: retried within the
+delivery and redelivered, and after ``park_after_deliveries`` deliveries the message is
+**parked**: dead-lettered ``NeedsReconciliation`` with that attempt (its key and start, nothing
+else: a newer call found there meanwhile is decided again) marked for an operator, counted
+(``RECONCILIATION_NEEDED``, by the delivery that marked it, whichever message it was) and
+alerted, never retried blindly. A lookup that says the operation was performed more than once is
+parked at once. Later messages of the same entity are parked behind it (the state cannot move
+past an unknown call) until an operator resolves it (``python -m ops payments``), and are
+resubmitted then; a message at or below the version the state has already applied is still
+answered as a duplicate or stale, never parked.
 
 A version at or below the state's is stale, as in ``apply_once``: its marker alone. Results the
 other side gives about the request itself (a declined card, a refused refund) are outcomes the
@@ -76,7 +77,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from shared.clock import Clock, document_timestamp
-from shared.kit.consumer import classified
+from shared.kit.consumer import Monotonic, classified
 from shared.kit.decision import (
     Decision,
     DocumentStore,
@@ -85,7 +86,13 @@ from shared.kit.decision import (
     decided,
     refused,
 )
-from shared.kit.errors import InvalidMessage, TransientStoreError, WriteRefused, bound
+from shared.kit.errors import (
+    InvalidMessage,
+    StoreError,
+    TransientStoreError,
+    WriteRefused,
+    bound,
+)
 from shared.kit.inbox import PROCESSED, Handled, Inbox
 from shared.kit.message import HASH_ALGORITHM
 from shared.kit.writes import Condition, Create, Patch, PatchOperation, Write, set_field
@@ -119,7 +126,6 @@ class CallField:
     KEY = "key"
     REQUEST = "request"
     STARTED_AT = "startedAt"  # the attempt's window (module docstring): its start,
-    SEND_BY = "sendBy"  # the last moment its sender may send it,
     OVER_BY = "overBy"  # and when it is over on our side (the client's timeout)
     RECONCILE = "reconcile"
     RESULT = "result"
@@ -259,10 +265,12 @@ async def decide_call[M: Handled](
     *,
     marker_ttl_s: int,
     clock: Clock,
+    monotonic: Monotonic = time.monotonic,
 ) -> Decision:
     """Validate, apply through the call once, and classify (``shared.kit.consumer.classified``).
-    ``clock`` is read wherever a moment matters (a window's start, a check before a send), never
-    once for the whole delivery. Never raises for anything a message can cause."""
+    ``clock`` is read wherever a moment matters (a window's start, a waiter's lookup), never once
+    for the whole delivery; ``monotonic`` times the sender's own window. Never raises for
+    anything a message can cause."""
     try:
         message = definition.parse(incoming)
     except InvalidMessage as invalid:
@@ -277,8 +285,21 @@ async def decide_call[M: Handled](
         effect,
         incoming=incoming,
         clock=clock,
+        monotonic=monotonic,
     )
     return await classified(message, work)
+
+
+class NotMade(Exception):
+    """Raised by ``ExternalEffect.perform`` for an attempt the other side provably did not
+    perform (it never reached its processing, or it refused the request before processing):
+    the kit withdraws the attempt's in-progress record, so the next delivery makes it afresh
+    instead of waiting out a window for nothing, and raises ``error`` for the consumer's
+    table."""
+
+    def __init__(self, error: StoreError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class Inconclusive(TransientStoreError):
@@ -320,12 +341,13 @@ async def apply_with_call[M: Handled](
     *,
     incoming: IncomingMessage,
     clock: Clock,
+    monotonic: Monotonic = time.monotonic,
 ) -> Decision:
     """Apply ``message`` through ``effect`` once (module docstring). Raises the store's and the
     effect's transient and systemic errors for the consumer's table; an inconclusive call is
     transient until ``park_after_deliveries``, then parked."""
     try:
-        return await _apply(store, inbox, message, partition_key, effect, clock)
+        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic)
     except Inconclusive as inconclusive:
         parking = inconclusive.park_now or (
             (incoming.delivery_count or 1) >= effect.park_after_deliveries
@@ -342,6 +364,7 @@ async def _apply[M: Handled](
     partition_key: str,
     effect: ExternalEffect[M],
     clock: Clock,
+    monotonic: Monotonic,
 ) -> Decision:
     # The business counts of the calls this delivery completed, its own and any it finished on
     # another message's behalf: counted once, by the delivery whose completion committed.
@@ -350,14 +373,21 @@ async def _apply[M: Handled](
         state = await store.read(partition_key, effect.state_id)
         pending = state.get(StateField.PENDING) if state is not None else None
         version = _int(state, StateField.VERSION) if state is not None else 0
+        if version >= message.version:
+            # A duplicate or stale whatever call is pending: a pending call is always a later
+            # version's, so this message neither waits for it nor is parked behind it.
+            decision = await inbox.record_stale(
+                store, message, partition_key, stored_version=version, now=clock.now()
+            )
+            return replace(decision, measures=_positive(counted))
         if state is not None and pending and pending.get(CallField.RECONCILE):
-            # A parked call holds back the versions after the state's, never one it has
-            # already applied: that one is a duplicate or stale whatever the call did.
-            if message.version > version or _owns(pending, message):
-                return _parked(message, pending, "its call is parked for reconciliation")
-        elif state is not None and pending:
+            # A parked call holds back every version after the state's.
+            return _parked(message, pending, "its call is parked for reconciliation")
+        if state is not None and pending:
             # Finish whoever's call is in progress first: nothing waits for it to expire.
-            result, state = await _resume(store, partition_key, effect, state, pending, clock)
+            result, state = await _resume(
+                store, partition_key, effect, state, pending, clock, monotonic
+            )
             done = await complete_call(
                 store, inbox, partition_key, effect, state, pending, result, clock.now()
             )
@@ -366,11 +396,6 @@ async def _apply[M: Handled](
             if done and _owns(pending, message):
                 return decided(Outcome.PROCESSED, message, measures=_positive(counted))
             continue  # another message's call, or completed meanwhile: read again
-        if version >= message.version:
-            decision = await inbox.record_stale(
-                store, message, partition_key, stored_version=version, now=clock.now()
-            )
-            return replace(decision, measures=_positive(counted))
         call = effect.plan(message, state)
         if isinstance(call, Escalation):
             return decided(
@@ -384,13 +409,13 @@ async def _apply[M: Handled](
             if await _move(store, inbox, message, partition_key, effect, state, clock.now()):
                 return decided(Outcome.PROCESSED, message, measures=_positive(counted))
             continue
-        stamped = time.monotonic()
+        stamped = monotonic()
         pending = _pending(message, call, clock.now(), effect.call_deadline_s)
         begun = await _begin(store, inbox, partition_key, effect, message, state, pending)
         if begun is None:
             continue  # another delivery began or moved it meanwhile: read again
-        await _within_window(store, partition_key, effect, begun, stamped)
-        result = await effect.perform(_call(pending))
+        await _within_window(store, partition_key, effect, begun, monotonic() - stamped)
+        result = await _perform(store, partition_key, effect, begun)
         if await complete_call(
             store, inbox, partition_key, effect, begun, pending, result, clock.now()
         ):
@@ -416,12 +441,11 @@ def _call(pending: Mapping[str, Any]) -> Call:
 
 def _window(start: datetime, call_deadline_s: float) -> dict[str, str]:
     """An attempt's window from ``start``, the sender's clock read before its record is
-    written: sent by ``start`` + the deadline or not at all, over on our side one deadline
-    after that (module docstring)."""
+    written: its send starts within the deadline of ``start`` or not at all, so it is over on
+    our side by twice the deadline after it (module docstring)."""
     deadline = timedelta(seconds=call_deadline_s)
     return {
         CallField.STARTED_AT: document_timestamp(start),
-        CallField.SEND_BY: document_timestamp(start + deadline),
         CallField.OVER_BY: document_timestamp(start + 2 * deadline),
     }
 
@@ -431,16 +455,16 @@ async def _within_window[M](
     partition_key: str,
     effect: ExternalEffect[M],
     state: Mapping[str, Any],
-    stamped: float,
+    elapsed_s: float,
 ) -> None:
     """Before sending: the attempt ``state`` records is still within its send window, or it is
     withdrawn unsent and the delivery decides again. The waiting side's rule rests on this.
-    ``stamped`` is ``time.monotonic()`` when its window's start was read: the sender measures its
+    ``elapsed_s``: monotonic time since its window's start was read: the sender measures its
     own window by the time that really passed since (no wall-clock step, and no stand-in's
-    manual clock, moves it); its wall-clock ``sendBy`` is what the others read, the skew margin
-    covering the difference."""
+    manual clock, moves it); the others read its wall-clock ``overBy``, the skew margin covering
+    the difference. The send starts right after this check; the adapter's timeout bounds it."""
     pending = state[StateField.PENDING]
-    if time.monotonic() - stamped < effect.call_deadline_s:
+    if elapsed_s < effect.call_deadline_s:
         return
     # Unsent, so clearing it is safe; if the state moved meanwhile, its new owner decides.
     await release_call(store, partition_key, effect, state)
@@ -457,6 +481,7 @@ async def _resume[M](
     state: Mapping[str, Any],
     pending: Mapping[str, Any],
     clock: Clock,
+    monotonic: Monotonic,
 ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """The result of a call found in progress, and the state to complete it from: found at the
     other side, or made again when that is safe (module docstring)."""
@@ -474,7 +499,7 @@ async def _resume[M](
         return looked.result, state
     if effect.honours_keys:
         # The same key: the other side answers the first result, or 409 while it runs.
-        return await effect.perform(call), state
+        return await _perform(store, partition_key, effect, state), state
     over_here, bound_s = _over_on_our_side(pending, effect)
     if asked_at < over_here:
         # An attempt of ours may still be on its way or running: wait until it is over.
@@ -486,21 +511,17 @@ async def _resume[M](
         # new attempt (a new window, from the revision read): of two deliveries that both
         # found nothing, only one calls; the other finds a fresh attempt and waits for it.
         revision = _int(state, StateField.REVISION)
-        stamped = time.monotonic()
+        stamped = monotonic()
         restarted = {**pending, **_window(clock.now(), effect.call_deadline_s)}
-        operations = [
-            set_field(StateField.PENDING, restarted),
-            set_field(StateField.REVISION, revision + 1),
-        ]
         try:
-            await store.commit(partition_key, [Patch(effect.state_id, operations, _at(revision))])
+            await store.commit(partition_key, [_pending_set(effect, revision, restarted)])
         except WriteRefused:
             raise TransientStoreError(
                 f"call {call.key}: another delivery is making it again"
             ) from None
         claimed = {**state, StateField.PENDING: restarted, StateField.REVISION: revision + 1}
-        await _within_window(store, partition_key, effect, claimed, stamped)
-        return await effect.perform(call), claimed
+        await _within_window(store, partition_key, effect, claimed, monotonic() - stamped)
+        return await _perform(store, partition_key, effect, claimed), claimed
     what = "is still in progress" if isinstance(looked, InProgress) else "has no record of it"
     unknown = "" if bound_s is not None else " and no processing bound is configured"
     raise Inconclusive(
@@ -508,6 +529,18 @@ async def _resume[M](
         f"not have happened: the other side {what}{unknown}",
         pending,
     )
+
+
+async def _perform[M](
+    store: DocumentStore, partition_key: str, effect: ExternalEffect[M], state: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    """Make the call ``state`` has pending; one the other side provably did not perform is
+    withdrawn (conditional on the revision: if the state moved, its new owner decides)."""
+    try:
+        return await effect.perform(_call(state[StateField.PENDING]))
+    except NotMade as not_made:
+        await release_call(store, partition_key, effect, state)
+        raise not_made.error from not_made
 
 
 def _over_on_our_side[M](
@@ -577,11 +610,7 @@ async def _begin[M](
         begun = created
     else:
         revision = _int(state, StateField.REVISION)
-        operations = [
-            set_field(StateField.PENDING, dict(pending)),
-            set_field(StateField.REVISION, revision + 1),
-        ]
-        writes = [Patch(effect.state_id, operations, _at(revision))]
+        writes = [_pending_set(effect, revision, dict(pending))]
         begun = {**state, StateField.PENDING: dict(pending), StateField.REVISION: revision + 1}
     try:
         await store.commit(partition_key, writes)
@@ -643,12 +672,8 @@ async def release_call[M](
     unsent, or an operator established it): its message, redelivered, makes it again under the
     same key. Conditional on the revision read; False if the state moved meanwhile."""
     revision = _int(state, StateField.REVISION)
-    operations = [
-        set_field(StateField.PENDING, None),
-        set_field(StateField.REVISION, revision + 1),
-    ]
     try:
-        await store.commit(partition_key, [Patch(effect.state_id, operations, _at(revision))])
+        await store.commit(partition_key, [_pending_set(effect, revision, None)])
     except WriteRefused:
         return False
     return True
@@ -707,12 +732,8 @@ async def _park[M: Handled](
         return _parked(message, pending, str(inconclusive))  # marked and counted already
     revision = _int(state, StateField.REVISION)
     marked = {**pending, CallField.RECONCILE: True}
-    operations = [
-        set_field(StateField.PENDING, marked),
-        set_field(StateField.REVISION, revision + 1),
-    ]
     try:
-        await store.commit(partition_key, [Patch(effect.state_id, operations, _at(revision))])
+        await store.commit(partition_key, [_pending_set(effect, revision, marked)])
     except WriteRefused:
         raise inconclusive from None  # it moved: decide again on the redelivery
     return _parked(message, pending, str(inconclusive), marked=True)
@@ -747,6 +768,18 @@ def _owner(pending: Mapping[str, Any]) -> _PendingMessage:
     )
 
 
+def _pending_set[M](
+    effect: ExternalEffect[M], revision: int, pending: Mapping[str, Any] | None
+) -> Patch:
+    """The state's pending call set (or cleared) from the revision read: the one write that
+    begins, claims, marks and withdraws a call."""
+    operations = [
+        set_field(StateField.PENDING, None if pending is None else dict(pending)),
+        set_field(StateField.REVISION, revision + 1),
+    ]
+    return Patch(effect.state_id, operations, _at(revision))
+
+
 def _at(revision: int) -> Condition:
     """From the revision read: one writer at a time moves the state."""
     return Condition(equals={StateField.REVISION: revision})
@@ -771,6 +804,7 @@ __all__ = [
     "Inconclusive",
     "Looked",
     "NotFound",
+    "NotMade",
     "apply_with_call",
     "call_key",
     "complete_call",

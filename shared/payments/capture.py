@@ -36,7 +36,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.kit.errors import SystemicStoreError, TransientStoreError
-from shared.kit.external import Call, Escalation, Found, InProgress, Looked, NotFound, call_key
+from shared.kit.external import (
+    Call,
+    Escalation,
+    Found,
+    InProgress,
+    Looked,
+    NotFound,
+    NotMade,
+    call_key,
+)
 from shared.kit.message import ValidEvent
 from shared.kit.writes import PatchOperation, set_field
 from shared.payments.contract import charged, target_minor
@@ -129,12 +138,12 @@ class CapturePayment:
         return Call(operation, key, request)
 
     async def perform(self, call: Call) -> Mapping[str, Any]:
-        with _classified(call):
+        with _classified(call, performing=True):
             result = await self.provider.perform(_request(call))
         return result_record(result)
 
     async def look_up(self, call: Call) -> Looked:
-        with _classified(call):
+        with _classified(call, performing=False):
             looked = await self.provider.lookup(str(call.request["reference"]))
         if looked.status is LookupStatus.FOUND and looked.result is not None:
             # Repeats (a provider that honours no key performed it again): never accepted
@@ -197,14 +206,23 @@ def result_record(result: ProviderResult) -> dict[str, Any]:
 
 
 @contextmanager
-def _classified(call: Call) -> Iterator[None]:
-    """The provider's errors as the kit's: the moment, or the system."""
+def _classified(call: Call, *, performing: bool) -> Iterator[None]:
+    """The provider's errors as the kit's: the moment, or the system; an attempt the provider
+    provably did not perform (``ProviderError.performed_nothing``), when ``performing`` it, as
+    ``NotMade``, so that the kit withdraws it rather than wait out its window (with no
+    processing bound: park it). A lookup's errors are never ``NotMade``: it performs nothing."""
     what = f"{call.operation} {call.key}"
     try:
         yield
     except (ProviderUnavailable, ProviderBusy) as error:
-        raise TransientStoreError(
+        transient = TransientStoreError(
             f"provider, {what}: {error.description}", retry_after_s=error.retry_after_s
-        ) from error
+        )
+        if performing and error.performed_nothing:
+            raise NotMade(transient) from error
+        raise transient from error
     except SystemicProviderError as error:
-        raise SystemicStoreError(f"provider, {what}: {error.description}") from error
+        systemic = SystemicStoreError(f"provider, {what}: {error.description}")
+        if performing and error.performed_nothing:
+            raise NotMade(systemic) from error
+        raise systemic from error

@@ -120,6 +120,13 @@ class ProviderError(Exception):
         self.description = bound(description)
         super().__init__(self.description)
 
+    @property
+    def performed_nothing(self) -> bool:
+        """Whether this attempt provably took no effect at the provider (it never reached its
+        processing, or the provider refused it before processing: a 4xx): its caller may
+        withdraw the attempt and make it afresh. False whenever the outcome is unknown."""
+        return False
+
 
 class ProviderUnavailable(ProviderError):
     """Timeout, connection error, 5xx or 429: a retry with the same key can fix it.
@@ -135,6 +142,10 @@ class ProviderUnavailable(ProviderError):
         super().__init__(description)
         self.may_have_committed = may_have_committed
         self.retry_after_s = retry_after_s
+
+    @property
+    def performed_nothing(self) -> bool:
+        return not self.may_have_committed
 
 
 class ProviderBusy(ProviderError):
@@ -154,9 +165,17 @@ class KeyReused(SystemicProviderError):
     """422 for the key: the same key came with another payload. Keys are derived from the
     message and the operation, so this is a bug of ours, and it would refuse every attempt."""
 
+    @property
+    def performed_nothing(self) -> bool:
+        return True  # a 4xx: refused before processing (RFC 9110 section 15.5)
+
 
 class ProviderRejectedCredentials(SystemicProviderError):
     """401/403: the credential is missing, wrong or not allowed (configuration)."""
+
+    @property
+    def performed_nothing(self) -> bool:
+        return True  # a 4xx: refused before processing (RFC 9110 section 15.5)
 
 
 class UnexpectedProviderAnswer(SystemicProviderError):
@@ -176,6 +195,10 @@ class UnrecognisedRefusal(UnexpectedProviderAnswer):
     outcome: nothing is recorded as the operation's result, and nothing moved that the adapter
     knows of; an operator reads the provider's answer (in the description) and fixes the
     adapter's mapping or the request."""
+
+    @property
+    def performed_nothing(self) -> bool:
+        return True  # a 4xx: refused before processing (RFC 9110 section 15.5)
 
 
 class PaymentProvider(Protocol):

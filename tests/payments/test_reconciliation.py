@@ -238,3 +238,37 @@ async def test_a_total_cosmos_db_could_not_store_exactly_is_refused_and_writes_n
     largest = await deliveries.deliver(payment_event("o-2", 1, 10**15))
     assert largest.outcome is Outcome.PROCESSED
     assert (await cosmos_payments.read_state("o-2"))["capturedMinor"] == 10**15
+
+
+async def test_an_attempt_the_provider_refused_before_processing_is_withdrawn_not_waited_for(
+    deliveries: Deliveries, cosmos_payments: CosmosPayments
+) -> None:
+    """A 429 performed nothing (the provider says so): without keys and with no processing
+    bound, keeping its in-progress record would park a call that never happened."""
+    deliveries.definition = payment_capture(
+        cosmos_payments.client, call_deadline_s=COSMOS_PAYMENTS_TIMEOUT_S, clock_skew_s=0.1
+    )
+    accepted = payment_event("o-1", 1, 4200)
+    cosmos_payments.provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=429))
+
+    throttled = await deliveries.deliver(accepted)
+
+    assert throttled.outcome is Outcome.TRANSIENT
+    assert (await cosmos_payments.read_state("o-1"))["pending"] is None  # withdrawn
+    assert (await deliveries.deliver(third(accepted))).outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in cosmos_payments.provider.ledger] == [4200]
+
+
+async def test_a_duplicate_of_an_applied_version_never_waits_for_a_later_call(
+    deliveries: Deliveries, cosmos_payments: CosmosPayments
+) -> None:
+    """A later version's call in progress and inconclusive: a copy of the applied version, on
+    its third delivery, is a duplicate at once; it neither looks the call up nor parks it."""
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await deliveries.deliver(accepted)).outcome is Outcome.PROCESSED
+    await deliveries.inconclusive(payment_event("o-1", 2, 5000))
+
+    again = await deliveries.deliver(third(accepted))
+
+    assert (again.outcome, again.measures) == (Outcome.DUPLICATE, {})
+    assert "reconcile" not in (await cosmos_payments.read_state("o-1"))["pending"]

@@ -66,6 +66,8 @@ def test_plain_http_is_accepted_to_a_loopback_host_only(url: str) -> None:
         ("PAYMENT_PROVIDER_BASE_URL", "ftp://api.provider.example"),
         ("PAYMENT_PROVIDER_BASE_URL", "api.provider.example"),
         ("PAYMENT_PROVIDER_BASE_URL", "https://api.provider.example:99999"),
+        ("PAYMENT_PROVIDER_BASE_URL", "https://api.provider.example/v1"),  # joined: /v1/v1/...
+        ("PAYMENT_PROVIDER_BASE_URL", "https://api.provider.example/?version=1"),
         ("PAYMENT_PROVIDER_BASE_URL", None),
         ("PAYMENT_PROVIDER_API_KEY", None),
         ("PAYMENT_PROVIDER_API_KEY", f"{KEY}\r\nX-Injected: 1"),
@@ -78,6 +80,10 @@ def test_plain_http_is_accepted_to_a_loopback_host_only(url: str) -> None:
         ("PAYMENT_PROVIDER_TIMEOUT_SECONDS", "nan"),
         ("PAYMENT_PROVIDER_TIMEOUT_SECONDS", "45"),
         ("PAYMENT_PROVIDER_TIMEOUT_SECONDS", "ten"),
+        ("PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS", "-1"),
+        ("PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS", "301"),  # past what redeliveries wait out
+        ("PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS", "inf"),
+        ("PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS", "soon"),
         ("PAYMENTS_SUBSCRIPTION_NAME", None),
         ("PAYMENTS_SUBSCRIPTION_NAME", "order-events/subscriptions/payments"),
         ("PAYMENTS_CONTAINER", "not/a/container"),
@@ -97,3 +103,12 @@ def test_a_bad_setting_is_a_configuration_error_naming_it_and_never_showing_the_
     assert raised.value.setting == setting
     assert str(raised.value).startswith(f"{setting}: ")
     assert KEY not in str(raised.value)
+
+
+@pytest.mark.parametrize(("raw", "bound"), [(None, None), ("0", 0.0), ("2.5", 2.5), ("300", 300.0)])
+def test_the_processing_bound_is_unset_or_within_what_redeliveries_wait_out(
+    raw: str | None, bound: float | None
+) -> None:
+    env = dict(ENV) if raw is None else {**ENV, "PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS": raw}
+
+    assert PaymentSettings.from_env(env).provider_processing_bound_s == bound

@@ -6,17 +6,15 @@ records carry that trace id. Without the setting the consumer span starts a trac
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 
 from local.standins.broker import PeekLockQueue
 from local.standins.host import LocalFunctionsHost
-from shared.telemetry import names as telemetry
 from tests.orders import message, order_body
+from tests.telemetry import kept_out
 from tests.telemetry.conftest import Captured
 
 PRODUCER_TRACE_ID = "1" * 32
@@ -42,20 +40,8 @@ def app_env(app_env: dict[str, str], worker_opentelemetry: bool) -> dict[str, st
 @pytest.fixture
 def exported_logs() -> Iterator[InMemoryLogRecordExporter]:
     """What ``configure_exporters`` wires: an OpenTelemetry handler on the ``orders`` logger."""
-    exporter = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
-    provider = LoggerProvider()
-    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
-    handler = LoggingHandler(level=logging.INFO, logger_provider=provider)
-    exported = logging.getLogger(telemetry.EXPORTED_LOGGER_NAME)
-    consumer_logger = logging.getLogger(telemetry.LOGGER_NAME)
-    level = consumer_logger.level
-    exported.addHandler(handler)
-    consumer_logger.setLevel(logging.INFO)
-    try:
+    with kept_out.exported_logs() as exporter:
         yield exporter
-    finally:
-        exported.removeHandler(handler)
-        consumer_logger.setLevel(level)
 
 
 def ids(trace_parent: str) -> tuple[int, int]:
