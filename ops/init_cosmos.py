@@ -6,8 +6,9 @@ the indexing policy the Bicep deploys: infra/orders-indexing.json, without which
 ordered query is refused), the stock reservation's ``inventory`` (``/sku``) and the payment
 capture's ``payments`` (``/orderId``), each with ``defaultTtl`` -1 as the Bicep sets it, and the
 relay trigger's ``leases`` container (partition key ``/id``), which the trigger never creates
-(``createLeaseContainerIfNotExists`` is false). Needs the account key: Entra ID data-plane roles cannot create containers (in Azure, the
-Bicep creates them). Creates only what is missing; never deletes or changes anything."""
+(``createLeaseContainerIfNotExists`` is false). Needs the account key: Entra ID data-plane
+roles cannot create containers (in Azure, the Bicep creates them). Creates only what is
+missing; never deletes or changes anything."""
 
 from __future__ import annotations
 
