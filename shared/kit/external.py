@@ -540,7 +540,8 @@ async def _perform[M](
         return await effect.perform(_call(state[StateField.PENDING]))
     except NotMade as not_made:
         await release_call(store, partition_key, effect, state)
-        raise not_made.error from not_made
+        # Caused by what the other side said (NotMade is only the kit's signal).
+        raise not_made.error from not_made.__cause__
 
 
 def _over_on_our_side[M](

@@ -163,11 +163,9 @@ class SystemicProviderError(ProviderError):
 
 class KeyReused(SystemicProviderError):
     """422 for the key: the same key came with another payload. Keys are derived from the
-    message and the operation, so this is a bug of ours, and it would refuse every attempt."""
-
-    @property
-    def performed_nothing(self) -> bool:
-        return True  # a 4xx: refused before processing (RFC 9110 section 15.5)
+    message and the operation, so this is a bug of ours, and it would refuse every attempt.
+    This attempt performed nothing, but the provider holds *something* under the key: the
+    in-progress record stays for an operator (``performed_nothing`` is False)."""
 
 
 class ProviderRejectedCredentials(SystemicProviderError):
