@@ -16,6 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from local.assembly.world import CosmosAccount, local_world
 from local.standins.http_host import (
     DEFAULT_ROUTE_PREFIX,
     FUNCTIONS_KEY_HEADER,
@@ -25,6 +26,7 @@ from local.standins.http_host import (
     route_prefix_of,
 )
 from local.standins.worker import FunctionsWorker, HttpRequestData, HttpResponseData
+from tests.local.test_worker import SERVICE_BUS_TRIGGER, write_app
 
 APP = Path(__file__).resolve().parent / "http_app"
 KEYS = HostKeys(
@@ -259,3 +261,45 @@ def test_a_route_template_beyond_those_reproduced_is_refused_at_start(template: 
     # a catch-all before the end.
     with pytest.raises(ValueError, match=r"not reproduced|must be the last segment"):
         parse_template(template)
+
+
+async def test_the_world_serves_an_apps_http_functions_with_a_key_of_its_own(
+    tmp_path: Path, cosmos_account: CosmosAccount, client: aiohttp.ClientSession
+) -> None:
+    app = write_app(
+        tmp_path,
+        SERVICE_BUS_TRIGGER,
+        """
+        async def consume_order(
+            msg: servicebus.ServiceBusReceivedMessage,
+            message_actions: servicebus.ServiceBusMessageActions,
+        ) -> None:
+            pass
+
+
+        @app.route(route="ping", methods=["GET"])
+        def ping(req: func.HttpRequest) -> func.HttpResponse:
+            return func.HttpResponse("pong")
+        """,
+    )
+    async with local_world(account=cosmos_account, app_directory=app) as world:
+        assert world.http_url.startswith("http://127.0.0.1:")
+        url = f"{world.http_url}/api/ping"  # no host.json routePrefix: the default, api
+        async with client.get(url) as refused:
+            assert refused.status == 401  # FunctionApp's default auth level is function
+        async with client.get(url, headers={FUNCTIONS_KEY_HEADER: world.function_key}) as answer:
+            assert answer.status == 200
+            assert await answer.text() == "pong"
+
+    with pytest.raises(aiohttp.ClientConnectionError):  # stopped with the world
+        async with client.get(url):
+            pass  # pragma: no cover - nothing listens any more
+
+
+async def test_the_world_of_an_app_without_http_functions_has_no_http_host(
+    cosmos_account: CosmosAccount,
+) -> None:
+    async with local_world(account=cosmos_account) as world:
+        assert world.http_host is None
+        with pytest.raises(LookupError, match="no HTTP-triggered function"):
+            _ = world.http_url
