@@ -3,8 +3,9 @@
 127.0.0.1 and a free port that serves the app's HTTP-triggered functions, one invocation request
 per HTTP request, as ``local.standins.host`` serves the Service Bus triggers.
 
-It keeps only the host's side, each step from the host's source (Azure/azure-functions-host,
-src/, and the HTTP extension Azure/azure-webjobs-sdk-extensions, src/WebJobs.Extensions.Http/):
+It keeps only the host's side, each step from the host's source (Azure/azure-functions-host src/,
+read at commit 89dc438d, and the HTTP extension, Azure/azure-webjobs-sdk-extensions
+src/WebJobs.Extensions.Http/):
 - routes: each ``httpTrigger`` binding the worker reported (``route``, ``methods``, ``authLevel``)
   under the route prefix, ``api`` unless host.json's ``extensions.http.routePrefix`` says otherwise
   ("" for none) (WebScriptHostHttpRoutesManager.cs ``InitializeHttpFunctionRoutes``, an empty route
@@ -28,19 +29,20 @@ src/, and the HTTP extension Azure/azure-webjobs-sdk-extensions, src/WebJobs.Ext
   ``PrincipalHasAuthLevelClaim``; WebHost/Middleware/FunctionInvocationMiddleware.cs
   ``GetResultAsync``: route, then authorization, then the invocation). Anonymous passes. The keys
   are this host's own (``HostKeys``), given to it as the real host reads its own secrets.
-- the request, as ``RpcHttp`` typed data for the trigger binding, shaped by what the worker
-  declared at init (Grpc/MessageExtensions/GrpcMessageConversionExtensions.cs ``ToRpcHttp``): the
-  runtime declares ``RpcHttpBodyOnly`` and ``RawHttpBodyBytes``, so ``body`` is the request's
-  bytes and no ``rawBody`` is sent (``PopulateBody``), and only when ``Content-Length`` is above
-  zero (a chunked body without one reaches the function as ``b""``, as in the host); ``url`` is
-  scheme, host, path and query string; ``headers`` by lower-cased name, a repeated header's values
-  joined with ","; ``query`` by name ignoring case (ASP.NET Core's ``QueryCollection``, the first
-  spelling kept), values joined the same way, a parameter with an empty value left out;
-  ``params`` the route values (an optional one that is absent left out). No trigger metadata: the
-  runtime declares ``RpcHttpTriggerMetadataRemoved`` (Grpc/Extensions/
-  ScriptInvocationContextExtensions.cs ``ShouldSkipBindingData``) and its ``HttpRequestConverter``
-  reads none (azure/functions/http.py). The invocation continues the caller's W3C
-  ``traceparent`` (a new span of its trace) or starts a trace.
+- the request, as ``RpcHttp`` typed data for the trigger binding, shaped by what the worker declared
+  at init (Grpc/MessageExtensions/GrpcMessageConversionExtensions.cs ``ToRpcHttp``): the runtime
+  declares ``RpcHttpBodyOnly`` and ``RawHttpBodyBytes``, so ``body`` is the request's bytes and no
+  ``rawBody`` is sent (``PopulateBody``), and only when ``Content-Length`` is above zero: a chunked
+  body without one reaches the function as ``b""``, as the host's code reads (whether Azure's front
+  ends add a ``Content-Length`` before the host is not known here); ``url`` is scheme, host, path
+  and query string; ``headers`` by lower-cased name, a repeated header's values joined with ",";
+  ``query`` by name ignoring case (ASP.NET Core's ``QueryCollection``, the first spelling kept),
+  values joined the same way, a parameter with an empty value left out; ``params`` the route values
+  (an optional one that is absent left out). No trigger metadata: the runtime declares
+  ``RpcHttpTriggerMetadataRemoved`` (Grpc/Extensions/ScriptInvocationContextExtensions.cs
+  ``ShouldSkipBindingData``) and its ``HttpRequestConverter`` reads none (azure/functions/http.py).
+  The invocation continues the caller's W3C ``traceparent`` (a new span of its trace) or starts a
+  trace.
 - the answer: the HTTP output binding's value (``$return``: ``InvocationResponse.return_value``, or
   a named one in ``output_data``) as the host's ``RawScriptResult`` writes it
   (Script/Binding/Http/HttpBinding.cs ``CreateResult``/``ParseResponseObject``,

@@ -191,6 +191,24 @@ async def test_a_path_or_method_no_route_takes_is_404(
     assert http.stats.invocations == invocations
 
 
+async def test_a_body_reaches_the_function_as_bytes_only_with_a_content_length(
+    http: LocalHttpHost, client: aiohttp.ClientSession
+) -> None:
+    payload = bytes(range(256))  # not UTF-8: the body travels as bytes (RawHttpBodyBytes)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield payload[:100]
+        yield payload[100:]
+
+    async with client.put(http.function_url("echo"), data=payload) as sized:
+        assert sized.status == 200
+        assert await sized.read() == payload
+    # Transfer-Encoding: chunked, no Content-Length: the host's ToRpcHttp sends no body.
+    async with client.put(http.function_url("echo"), data=chunks()) as chunked:
+        assert chunked.status == 200
+        assert await chunked.read() == b""
+
+
 async def test_a_str_return_is_plain_text_and_a_constraint_that_holds_matches(
     http: LocalHttpHost, client: aiohttp.ClientSession
 ) -> None:

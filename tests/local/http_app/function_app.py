@@ -63,3 +63,8 @@ def boom(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="purge", methods=["POST"], auth_level=func.AuthLevel.ADMIN)
 def purge(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse(status_code=204)
+
+
+@app.route(route="echo", methods=["PUT"])
+def echo(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse(req.get_body(), mimetype="application/octet-stream")
