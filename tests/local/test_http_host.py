@@ -38,8 +38,10 @@ CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{CALLER_TRACE}-00f067aa0ba902b7-01"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 async def http() -> AsyncIterator[LocalHttpHost]:
+    # A worker per test: the runtime's state is the process's, and any other worker started
+    # meanwhile (a world) would replace this one's functions.
     worker = await FunctionsWorker.start(APP)
     try:
         async with LocalHttpHost(worker, keys=KEYS) as host:
