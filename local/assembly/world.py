@@ -16,7 +16,10 @@ items. The payment capture's side: the ``payments`` subscription and the host's 
 the payment provider stand-in (``local.standins.payment_provider``), started with the world on
 its clock, its URL and key in the app settings the world composes (``World.env``). The
 watchdog's side: the host's timer trigger (``local.standins.timer``)
-for the app's timer-triggered function, ticked by the caller on the world's clock. ``World.compose``
+for the app's timer-triggered function, ticked by the caller on the world's clock. The HTTP side,
+when the app has HTTP-triggered functions: the host's HTTP trigger (``local.standins.http_host``)
+started on a free port with keys of its own (``World.http_url``, ``World.function_key``); none
+otherwise. ``World.compose``
 is the only place in ``local/`` that calls the app's composition root.
 
 It must never reach into the app past the composition root's parameters: the app runs as in
@@ -42,6 +45,7 @@ from local.standins.broker import ManualClock, PeekLockQueue, QueueSettings
 from local.standins.change_feed import ChangeFeedEmulator, Lease
 from local.standins.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure_container
 from local.standins.host import LocalFunctionsHost, resolve_setting
+from local.standins.http_host import HTTP_TRIGGER, HostKeys, LocalHttpHost
 from local.standins.payment_provider import PaymentProviderStandIn
 from local.standins.settlement_server import (
     SettlementServer,
@@ -177,6 +181,26 @@ class World:
     consumer_containers: dict[str, ContainerProxy] = dataclasses.field(default_factory=dict)
     # The payment provider stand-in, when the app captures payments: the tests' referee.
     provider: PaymentProviderStandIn | None = None
+    # The host's HTTP trigger, started when the app has HTTP-triggered functions.
+    http_host: LocalHttpHost | None = None
+
+    @property
+    def http(self) -> LocalHttpHost:
+        """The host's HTTP trigger: ``world.http.function_url("orders")``."""
+        if self.http_host is None:
+            raise LookupError("the app has no HTTP-triggered function")
+        return self.http_host
+
+    @property
+    def http_url(self) -> str:
+        """The HTTP host's origin, ``http://127.0.0.1:<port>`` (routes under its prefix)."""
+        return self.http.url
+
+    @property
+    def function_key(self) -> str:
+        """The host key ``default``: what a caller of a function-level function presents in
+        ``x-functions-key`` (or ``code``)."""
+        return self.http.keys.default
 
     def subscription_host(self, function: str) -> LocalFunctionsHost:
         """The host's trigger of ``function`` on its subscription of the topic."""
@@ -413,7 +437,11 @@ async def local_world(
                 container_name(settings_env),
                 partition_key,
             )
+        has_http = any(f.trigger["type"] == HTTP_TRIGGER for f in worker.functions.values())
+        http_host = LocalHttpHost(worker, keys=HostKeys.generate()) if has_http else None
         try:
+            if http_host is not None:
+                await http_host.start()
             yield World(
                 settings_env,
                 clock,
@@ -427,14 +455,19 @@ async def local_world(
                 subscription_hosts,
                 consumer_containers,
                 provider,
+                http_host,
             )
         finally:
             try:
-                await bootstrap.close()
+                if http_host is not None:
+                    await http_host.stop()
             finally:
-                await trigger_client.close()
-                if credential is not None:
-                    await credential.close()
+                try:
+                    await bootstrap.close()
+                finally:
+                    await trigger_client.close()
+                    if credential is not None:
+                        await credential.close()
 
 
 def _subscription_hosts(

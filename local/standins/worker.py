@@ -4,9 +4,11 @@ function, then one invocation request per call.
 
 Owns the host's side of that conversation: the protobuf module the host supplies (generated from
 ``local/standins/protos/function_rpc.proto`` by ``make install``), the request messages, and reading
-the responses. It must never do the worker's part: no indexing of the app, no decoding of binding
-data, no parameter binding, no calling of a user function. The runtime does all of that, and refuses
-what the real worker refuses.
+the responses: the status, and an invocation's return value and output bindings decoded from their
+typed data (an HTTP function's ``$return`` is an ``RpcHttp``: ``HttpResponseData``), and the
+capabilities the worker declared at init. It must never do the worker's part: no indexing of the
+app, no decoding of binding data, no parameter binding, no calling of a user function. The runtime
+does all of that, and refuses what the real worker refuses.
 
 One worker runs in a process in Azure; here several start one after another (a test each). Each
 start therefore does what a new worker process would find: the app's script module imported
@@ -25,7 +27,7 @@ import secrets
 import sys
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -67,10 +69,89 @@ class Json:
     value: Any
 
 
+@dataclass(frozen=True)
+class HttpRequestData:
+    """Typed data ``http`` as the host sends an HTTP trigger's request (``RpcHttp``): the fields
+    the runtime reads (azure_functions_runtime/bindings/datumdef.py ``Datum.from_typed_data``).
+    ``body`` None: no body field at all (the runtime then binds ``b""``)."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    query: Mapping[str, str]
+    params: Mapping[str, str]
+    body: bytes | None = None
+
+
+@dataclass(frozen=True)
+class HttpResponseData:
+    """An ``RpcHttp`` the worker answered (an HTTP output binding, ``$return`` or named), as the
+    runtime builds it (datumdef.py ``datum_as_proto``): ``status_code`` a string ("" when unset),
+    ``body`` decoded as any typed data (bytes from ``func.HttpResponse``), ``cookies`` the raw
+    ``RpcHttpCookie`` messages (the worker moves ``Set-Cookie`` headers there)."""
+
+    status_code: str
+    headers: Mapping[str, str]
+    body: TypedOutput
+    cookies: tuple[Any, ...] = ()
+    enable_content_negotiation: bool = False
+
+
 # What the host puts in a ``TypedData``. Numbers and dates travel as ``json`` (the host serialises
 # every value that is not a string, bytes or an SDK binding as JSON; the runtime cannot even read
 # an ``int`` field: ``Datum.from_typed_data`` raises on it).
-type TypedValue = str | bytes | Json | ModelBindingData
+type TypedValue = str | bytes | Json | ModelBindingData | HttpRequestData
+
+# What the worker answers in a ``TypedData`` (a return value, an output binding), decoded: None for
+# no data; ``int`` and ``float`` for the runtime's ``int``/``double`` (a ``bool`` is an ``int``:
+# ``datum_as_proto``); the collections as lists.
+type TypedOutput = (
+    str
+    | bytes
+    | Json
+    | int
+    | float
+    | HttpResponseData
+    | list[str]
+    | list[bytes]
+    | list[float]
+    | list[int]
+    | None
+)
+
+
+def decode_typed_data(data: Any) -> TypedOutput:
+    """The host's reading of a ``TypedData`` the worker sent."""
+    kind = data.WhichOneof("data")
+    match kind:
+        case None:
+            return None
+        case "string" | "bytes" | "int" | "double":
+            value: str | bytes | int | float = getattr(data, kind)
+            return value
+        case "stream":
+            stream: bytes = data.stream
+            return stream
+        case "json":
+            return Json(json.loads(data.json))
+        case "http":
+            http = data.http
+            return HttpResponseData(
+                status_code=http.status_code,
+                headers=dict(http.headers),
+                body=decode_typed_data(http.body) if http.HasField("body") else None,
+                cookies=tuple(http.cookies),
+                enable_content_negotiation=http.enable_content_negotiation,
+            )
+        case "collection_string":
+            return list(data.collection_string.string)
+        case "collection_bytes":
+            return list(data.collection_bytes.bytes)
+        case "collection_double":
+            return list(data.collection_double.double)
+        case "collection_sint64":
+            return list(data.collection_sint64.sint64)
+    raise ValueError(f"typed data {kind!r} is not one a worker answers with")
 
 
 def typed_data(protos: Any, value: TypedValue) -> Any:
@@ -85,6 +166,17 @@ def typed_data(protos: Any, value: TypedValue) -> Any:
         )
     if isinstance(value, Json):
         return protos.TypedData(json=json.dumps(value.value, default=str))
+    if isinstance(value, HttpRequestData):
+        return protos.TypedData(
+            http=protos.RpcHttp(
+                method=value.method,
+                url=value.url,
+                headers=dict(value.headers),
+                query=dict(value.query),
+                params=dict(value.params),
+                body=None if value.body is None else protos.TypedData(bytes=value.body),
+            )
+        )
     if isinstance(value, str):
         return protos.TypedData(string=value)
     return protos.TypedData(bytes=value)
@@ -117,6 +209,10 @@ class InvocationResult:
     succeeded: bool
     error: str | None  # the worker's RpcException message, e.g. "ValueError: ..."
     stack_trace: str
+    # The function's ``$return`` (``InvocationResponse.return_value``) and its output bindings
+    # (``output_data``) by name, decoded; None and empty when it failed or answered nothing.
+    return_value: TypedOutput = None
+    outputs: Mapping[str, TypedOutput] = field(default_factory=dict)
 
 
 def new_trace_parent() -> str:
@@ -146,10 +242,19 @@ class _WorkerRequest:
 class FunctionsWorker:
     """A started worker: its indexed functions, and invocation by function name."""
 
-    def __init__(self, protos: Any, app_directory: Path, functions: list[IndexedFunction]):
+    def __init__(
+        self,
+        protos: Any,
+        app_directory: Path,
+        functions: list[IndexedFunction],
+        capabilities: Mapping[str, str] | None = None,
+    ):
         self.protos = protos
         self.app_directory = app_directory
         self.functions = {function.name: function for function in functions}
+        # What the worker declared in its init response (``RawHttpBodyBytes``, ``RpcHttpBodyOnly``
+        # ...): the host shapes what it sends by them.
+        self.capabilities: Mapping[str, str] = dict(capabilities or {})
 
     @classmethod
     async def start(cls, app_directory: Path = REPO_ROOT) -> FunctionsWorker:
@@ -222,7 +327,7 @@ class FunctionsWorker:
             )
         if not functions:
             raise WorkerStartError(f"the worker indexed no function in {directory}")
-        return cls(protos, app_directory, functions)
+        return cls(protos, app_directory, functions, dict(init.capabilities))
 
     def triggered_function(
         self, trigger_type: str, function_name: str | None = None
@@ -251,7 +356,8 @@ class FunctionsWorker:
     ) -> InvocationResult:
         """One invocation request: ``inputs`` by binding name (the trigger's included), as the
         host sends them; the worker decodes, binds and calls. A function's exception comes
-        back as a failed result, never raised here."""
+        back as a failed result, never raised here; what it returned and wrote to its output
+        bindings comes back decoded (``return_value``, ``outputs``)."""
         protos = self.protos
         function = self.functions[function_name]
         invocation_id = str(uuid.uuid4())
@@ -290,6 +396,14 @@ class FunctionsWorker:
             succeeded=succeeded,
             error=None if succeeded else response.result.exception.message,
             stack_trace=response.result.exception.stack_trace,
+            return_value=(
+                decode_typed_data(response.return_value)
+                if response.HasField("return_value")
+                else None
+            ),
+            outputs={
+                binding.name: decode_typed_data(binding.data) for binding in response.output_data
+            },
         )
 
 
