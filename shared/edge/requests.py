@@ -12,7 +12,10 @@ One container, ``requests`` (partition key ``/orderId``), holds in each order's 
   "request:<client>:<key>"``, escaped as inbox markers are: ``shared.kit.inbox.keyed_id``): the
   request's fingerprint, the version and MessageId it was given, the message to send (Subject
   and the exact body text), the response to replay, ``sent`` (false until the message was
-  handed to the queue), ``startedAt`` and a per-item ``ttl`` of ``KEY_EXPIRY_S``.
+  handed to the queue), ``startedAt`` and a per-item ``ttl``: -1 (never expires) until the
+  message is sent, then ``KEY_EXPIRY_S``, set by the sent mark. An intent whose message was
+  never sent (its instance stopped, its client never retried) is thus never lost to the ttl:
+  its record waits, ``sent: false``, for a retry or a sweep to send it.
 
 The record, the head's create or version move, and so the message to send, are one atomic
 commit (``shared.kit.writes``; on Cosmos DB one transactional batch): an intent is recorded
@@ -30,7 +33,9 @@ The Idempotency-Key (draft-ietf-httpapi-idempotency-key-header-06, the revision
   change it; every value, an unknown field included, does: the same key with another payload
   is the draft's 422 (section 2.7).
 - its expiry (section 2.3, "The resource server SHOULD define such expiration policy and
-  publish it"): ``KEY_EXPIRY_S``, 24 hours after the record's last write (its ``sent`` mark).
+  publish it"): ``KEY_EXPIRY_S``, 24 hours after the request was answered (the record's sent
+  mark: a per-item ttl counts from the item's last write, learn.microsoft.com/azure/cosmos-db/
+  nosql/time-to-live); a request never answered keeps its key until it is.
   The horizon a client may keep retrying one intent: a mobile client offline overnight, a batch
   job re-run the next day; longer than the queue's and the consumer's own duplicate windows
   need, since the queue's duplicate detection and the consumer's inbox absorb a resend anyway.
@@ -77,6 +82,7 @@ STATUS_CANCELLED = "cancelled"
 # The key's published lifetime (module docstring): a per-item ttl, counted from the last write.
 KEY_EXPIRY = timedelta(hours=24)
 KEY_EXPIRY_S = int(KEY_EXPIRY.total_seconds())
+NEVER_EXPIRES = -1  # a per-item ttl of -1: the item never expires (the ttl page above)
 # How long a committed record whose message is not yet marked sent counts as being processed
 # by the instance that committed it (the draft's concurrent request, section 2.6: 409). Past
 # it, the instance is taken as stopped and whoever retries sends the stored message. Longer
@@ -215,7 +221,7 @@ def new_request_record(intent: Intent, now: datetime) -> dict[str, Any]:
         RequestField.RESPONSE: intent.response.as_json(),
         RequestField.SENT: False,
         RequestField.STARTED_AT: document_timestamp(now),
-        RequestField.TTL: KEY_EXPIRY_S,
+        RequestField.TTL: NEVER_EXPIRES,  # until it is sent (module docstring)
     }
 
 
@@ -238,8 +244,12 @@ def read_request_record(document: Mapping[str, Any]) -> RequestRecord:
 
 
 def mark_sent(client_id: str, key: str) -> Patch:
-    """The record's message was handed to the queue: a repeat replays without resending."""
-    return Patch(request_id(client_id, key), [set_field(RequestField.SENT, True)])
+    """The record's message was handed to the queue: a repeat replays without resending, and
+    the key's expiry starts."""
+    return Patch(
+        request_id(client_id, key),
+        [set_field(RequestField.SENT, True), set_field(RequestField.TTL, KEY_EXPIRY_S)],
+    )
 
 
 def new_head(intent: Intent, placed_at: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Every crash window of a request, then the client's retry: the intent's one MessageId sent
-at most once more, and the first answer returned. Faults are the in-memory store's scripted
-failures (``fail_next``) and a sender that fails; ``Stopped`` is the instance stopping there."""
+at most once more, and the first answer returned. ``Stopped`` is the instance stopping there:
+raised by ``StoppingStore`` around either store, by the in-memory store's scripted failures
+(``fail_next``) or by a sender that fails; the queue's refusal is ``SendFailed``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from local.standins.doubles import InMemoryDocumentStore
 from shared.edge import OrdersEdge, SendFailed
 from shared.edge.requests import HEAD_ID, KEY_EXPIRY, order_id_for, request_id
 from shared.edge.responses import EdgeResponse, ProblemType
+from shared.kit.decision import DocumentStore
 from shared.kit.errors import TransientStoreError
 from tests.edge.conftest import (
     CLIENT,
@@ -36,16 +38,11 @@ def amend(edge: OrdersEdge) -> Awaitable[EdgeResponse]:
     return edge.amend(CLIENT, "key-2", ORDER, amend_body(7))
 
 
-# (the call, its MessageId, its answer's status and ETag, the store requests before its batch)
+# The call, its MessageId, its answer's status and ETag.
 OPERATIONS = {
-    "place": (place, ORDER, 201, '"1"', 1),  # read the record; then the batch
-    "amend": (amend, f"{ORDER}:v2", 200, '"2"', 2),  # read the record, the head; the batch
+    "place": (place, ORDER, 201, '"1"'),
+    "amend": (amend, f"{ORDER}:v2", 200, '"2"'),
 }
-
-
-async def _given(operation: str, edge: OrdersEdge) -> None:
-    if operation == "amend":
-        assert (await place(edge)).status == 201
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)
@@ -54,53 +51,71 @@ async def _given(operation: str, edge: OrdersEdge) -> None:
     ["before the batch", "batch committed, answer lost", "before the send", "before the mark"],
 )
 async def test_a_stop_in_any_window_then_a_retry_sends_the_message_at_most_once_more(
-    memory_edge: OrdersEdge,
-    memory_store: InMemoryDocumentStore,
+    store: DocumentStore,
     sender: RecordingSender,
     clock: ManualClock,
     operation: str,
     window: str,
 ) -> None:
-    call, message_id, status, tag, reads = OPERATIONS[operation]
-    await _given(operation, memory_edge)
-    stopping = StoppingStore(memory_store)
+    """Over both stores: the stops are ``StoppingStore``'s, around the in-memory store or
+    around azure-cosmos (the ambiguous write commits on the server, its answer dropped)."""
+    call, message_id, status, tag = OPERATIONS[operation]
+    stopping = StoppingStore(store)
     edge = OrdersEdge(stopping, sender, clock)
+    if operation == "amend":
+        assert (await place(edge)).status == 201
     sent_before = len(sender.sent)
-    if window == "before the batch":
-        memory_store.fail_next = [None] * reads + [Stopped()]
-    elif window == "batch committed, answer lost":
-        stopping.stop = "after the batch"
-    elif window == "before the send":
+    if window == "before the send":
         sender.fail_next = [Stopped()]
     else:
-        memory_store.fail_next = [None] * (reads + 1) + [Stopped()]
+        stopping.stop = "after the batch" if window.startswith("batch") else window
 
     with pytest.raises(Stopped):
         await call(edge)
-    committed = await memory_store.read(ORDER, request_id(CLIENT, _key(operation)))
+    committed = await store.read(ORDER, request_id(CLIENT, _key(operation)))
     assert (committed is not None) == (window != "before the batch")
 
-    soon = await call(memory_edge)
-    if committed is not None and window != "before the mark":
-        assert soon.status == 409  # not sent yet, and too young to tell from in progress
+    soon = await call(edge)
+    if committed is not None:
+        # Not marked sent, and too young to be told from a request in progress.
+        assert soon.status == 409
         assert soon.body is not None and soon.body["type"] == ProblemType.IDEMPOTENCY_KEY
         clock.advance(PAST_THE_WINDOW)
-        soon = await call(memory_edge)
-    if window == "before the mark":
-        # Sent, not marked: too young to be told from in progress; then sent once more.
-        assert soon.status == 409
-        clock.advance(PAST_THE_WINDOW)
-        soon = await call(memory_edge)
+        soon = await call(edge)
 
     assert soon.status == status and soon.headers["ETag"] == tag
     clock.advance(PAST_THE_WINDOW)
-    assert await call(memory_edge) == soon  # the first answer, replayed
+    assert await call(edge) == soon  # the first answer, replayed
     copies = [m for m in sender.sent[sent_before:] if m.message_id == message_id]
     assert len(sender.sent) - sent_before == len(copies)  # nothing else was sent
     assert 1 <= len(copies) <= (2 if window == "before the mark" else 1)
     assert len({copy.body for copy in copies}) == 1  # every copy the same bytes
-    head = await memory_store.read(ORDER, HEAD_ID)
+    head = await store.read(ORDER, HEAD_ID)
     assert head is not None and head["orderVersion"] == int(tag.strip('"'))
+    record = await store.read(ORDER, request_id(CLIENT, _key(operation)))
+    assert record is not None and record["sent"] is True
+
+
+async def test_a_stop_scripted_in_the_stores_requests_then_a_retry_places_once(
+    memory_edge: OrdersEdge,
+    memory_store: InMemoryDocumentStore,
+    sender: RecordingSender,
+    clock: ManualClock,
+) -> None:
+    """The same windows scripted as the in-memory store's failures: its second request (the
+    batch) and its third (the sent mark)."""
+    memory_store.fail_next = [None, Stopped()]
+    with pytest.raises(Stopped):
+        await place(memory_edge)
+    assert memory_store.documents == {}
+
+    memory_store.fail_next = [None, None, Stopped()]
+    with pytest.raises(Stopped):
+        await place(memory_edge)
+    clock.advance(PAST_THE_WINDOW)
+    answer = await place(memory_edge)
+
+    assert answer.status == 201 and sender.message_ids() == [ORDER, ORDER]
 
 
 def _key(operation: str) -> str:
@@ -162,3 +177,21 @@ async def test_a_place_after_its_key_expired_is_409_order_exists_and_sends_nothi
     assert late.status == 409 and late.headers["Location"] == f"/orders/{ORDER}"
     assert late.body is not None and late.body["type"] == ProblemType.ORDER_EXISTS
     assert sender.message_ids() == [ORDER]
+
+
+async def test_an_intent_never_sent_keeps_its_key_past_the_expiry_and_its_retry_sends_it(
+    memory_store: InMemoryDocumentStore, sender: RecordingSender, clock: ManualClock
+) -> None:
+    """The record's ttl starts with the sent mark: an unsent intent is never lost to it."""
+    stopping = StoppingStore(memory_store)
+    edge = OrdersEdge(stopping, sender, clock)
+    sender.fail_next = [Stopped()]
+    with pytest.raises(Stopped):
+        await place(edge)
+    clock.advance(KEY_EXPIRY * 2)
+
+    late = await place(edge)
+
+    assert late.status == 201 and sender.message_ids() == [ORDER]
+    clock.advance(KEY_EXPIRY)  # answered: now its key expires
+    assert (await place(edge)).status == 409
