@@ -76,6 +76,7 @@ from shared.consumer.contract import (
     lifecycle_message_id,
     parse_message,
 )
+from shared.edge import responses
 from shared.edge.requests import (
     HEAD_ID,
     IN_PROGRESS_WINDOW,
@@ -91,7 +92,14 @@ from shared.edge.requests import (
     request_fingerprint,
     request_id,
 )
-from shared.edge.responses import JSON, EdgeResponse, ProblemType, etag, problem
+from shared.edge.responses import (
+    JSON,
+    ORDERS_PATH,
+    EdgeResponse,
+    change_path,
+    etag,
+    order_location,
+)
 from shared.edge.sender import MessageSender, SendFailed
 from shared.kit.decision import DocumentStore
 from shared.kit.errors import (
@@ -104,7 +112,6 @@ from shared.kit.errors import (
     WriteRefused,
 )
 
-ORDERS_PATH = "/orders"
 # The fields the edge assigns; a body that carries one is refused (a client cannot choose an
 # order's id, version or times, nor the message's schema).
 EDGE_FIELDS = ("schemaVersion", "orderId", "orderVersion", "placedAt", "amendedAt", "cancelledAt")
@@ -139,15 +146,6 @@ class _Refused(Exception):
     def __init__(self, response: EdgeResponse) -> None:
         super().__init__(response.status)
         self.response = response
-
-
-def order_location(order_id: str) -> str:
-    return f"{ORDERS_PATH}/{order_id}"
-
-
-def change_path(order_id: str, change: str) -> str:
-    """The path of a change's request: ``/orders/<orderId>/amendments`` or ``/cancellations``."""
-    return f"{order_location(order_id)}/{change}"
 
 
 class OrdersEdge:
@@ -196,7 +194,7 @@ class OrdersEdge:
             except DocumentExists as error:
                 if error.index == 0:  # a concurrent repeat committed first
                     return await self._repeat_found(client_id, key, order_id, fingerprint)
-                return _order_exists(order_id)
+                return responses.order_exists(order_id)
             return await self._deliver(intent)
         except _Refused as refused:
             return refused.response
@@ -241,7 +239,7 @@ class OrdersEdge:
             fields = _client_fields(body)
             expected = _if_match(if_match)
             if _ORDER_ID.fullmatch(order_id) is None:
-                raise _Refused(_not_found())  # no order can have this id
+                raise _Refused(responses.not_found())  # no order can have this id
             fingerprint = _fingerprint("POST", change_path(order_id, change.path_suffix), body)
             # Validated before anything is read: bad input is refused whatever is stored.
             _changed(change, fields, order_id, 2, document_timestamp(self._clock.now()), "")
@@ -252,11 +250,11 @@ class OrdersEdge:
                 stored = await self._store.read(order_id, HEAD_ID)
                 head = read_head(stored) if stored is not None else None
                 if head is None or head.client_id != client_id:
-                    return _not_found()
+                    return responses.not_found()
                 if head.cancelled:
-                    return _cancelled(order_id, head.version)
+                    return responses.cancelled(order_id, head.version)
                 if expected is not None and head.version not in expected:
-                    return _precondition_failed(order_id, head.version)
+                    return responses.version_mismatch(order_id, head.version)
                 now = self._clock.now()
                 version = head.version + 1
                 valid = _changed(
@@ -283,16 +281,9 @@ class OrdersEdge:
                 except ConditionFailed:
                     continue  # another change moved the head: read it again
                 except DocumentMissing:
-                    return _not_found()
+                    return responses.not_found()
                 return await self._deliver(intent)
-            return problem(
-                503,
-                ProblemType.UNAVAILABLE,
-                "The order is changing too often",
-                f"Concurrent changes of this order won {MAX_COMMIT_ATTEMPTS} times in a row; "
-                "retry with the same Idempotency-Key.",
-                headers={"Retry-After": str(RETRY_AFTER_S)},
-            )
+            return responses.contention(MAX_COMMIT_ATTEMPTS, RETRY_AFTER_S)
         except _Refused as refused:
             return refused.response
         except WriteRefused:
@@ -309,25 +300,13 @@ class OrdersEdge:
             return None
         record = read_request_record(stored)
         if record.fingerprint != fingerprint:
-            return problem(
-                422,
-                ProblemType.IDEMPOTENCY_KEY,
-                "Idempotency-Key is already used",
-                "This Idempotency-Key was used with another request payload; a key must not be "
-                "reused across different payloads.",
-            )
+            return responses.key_reused()
         if record.sent:
             return _replayed(record.response)
         age = self._clock.now() - record.started_at
         if age < IN_PROGRESS_WINDOW:
             wait = math.ceil((IN_PROGRESS_WINDOW - age).total_seconds())
-            return problem(
-                409,
-                ProblemType.IDEMPOTENCY_KEY,
-                "A request is outstanding for this Idempotency-Key",
-                "A request with the same Idempotency-Key is being processed; retry later.",
-                headers={"Retry-After": str(max(wait, 1))},
-            )
+            return responses.outstanding(wait)
         # Its first handling stopped between the commit and the sent mark: finish it.
         return await self._deliver(
             Intent(
@@ -357,13 +336,7 @@ class OrdersEdge:
         try:
             await self._sender.send(intent.message_id, intent.subject, intent.message_body)
         except SendFailed:
-            return problem(
-                503,
-                ProblemType.UNAVAILABLE,
-                "The order is recorded but not yet sent",
-                "The request was recorded; retry with the same Idempotency-Key to complete it.",
-                headers={"Retry-After": str(math.ceil(IN_PROGRESS_WINDOW.total_seconds()))},
-            )
+            return responses.not_yet_sent(math.ceil(IN_PROGRESS_WINDOW.total_seconds()))
         # The message is sent: the answer is true. Unmarked, a repeat sends it once more,
         # which the queue and the consumer absorb (module docstring, step 6).
         with contextlib.suppress(StoreError):
@@ -376,33 +349,21 @@ def _checked_key(client_id: str, key: str | None) -> str:
         # Set by authentication, never by the client: a wrong one is the wiring's bug.
         raise ValueError("the client id must be 1 to 128 visible ASCII characters")
     if key is None:
-        raise _Refused(
-            problem(
-                400,
-                ProblemType.IDEMPOTENCY_KEY,
-                "Idempotency-Key is missing",
-                "This operation requires an Idempotency-Key header.",
-            )
-        )
+        raise _Refused(responses.missing_key())
     if not is_valid_key(key):
-        raise _Refused(
-            problem(
-                400,
-                ProblemType.IDEMPOTENCY_KEY,
-                "Idempotency-Key is invalid",
-                "An Idempotency-Key is a String of 1 to 255 visible ASCII characters.",
-            )
-        )
+        raise _Refused(responses.invalid_key())
     return key
 
 
 def _client_fields(body: Any) -> dict[str, Any]:
     if not isinstance(body, Mapping):
-        raise _Refused(_invalid("The body must be a JSON object."))
+        raise _Refused(responses.invalid_order("The body must be a JSON object."))
     assigned = [name for name in EDGE_FIELDS if name in body]
     if assigned:
         # Our own field names, never the client's text.
-        raise _Refused(_invalid(f"{', '.join(assigned)}: assigned by the API, not the client."))
+        raise _Refused(
+            responses.invalid_order(f"{', '.join(assigned)}: assigned by the API, not the client.")
+        )
     return dict(body)
 
 
@@ -410,7 +371,7 @@ def _fingerprint(method: str, path: str, body: Any) -> str:
     try:
         return request_fingerprint(method, path, body)
     except (TypeError, ValueError):  # not JSON values: the HTTP layer parses JSON only
-        raise _Refused(_invalid("The body must be JSON.")) from None
+        raise _Refused(responses.invalid_order("The body must be JSON.")) from None
 
 
 def _if_match(header: str | None) -> frozenset[int] | None:
@@ -426,14 +387,7 @@ def _if_match(header: str | None) -> frozenset[int] | None:
             continue  # a weak tag never matches under the strong comparison
         match = _ENTITY_TAG.fullmatch(tag)
         if match is None:
-            raise _Refused(
-                problem(
-                    400,
-                    ProblemType.INVALID_PRECONDITION,
-                    "If-Match is invalid",
-                    'If-Match takes the order\'s ETag, "<version>", or *.',
-                )
-            )
+            raise _Refused(responses.invalid_precondition())
         versions.add(int(match.group(1)))
     return frozenset(versions)
 
@@ -480,7 +434,7 @@ def _validated(
         return parse_message(_encode(message), message_id, subject)
     except InvalidMessage as invalid:
         # The contract's description: field paths and rules, never a value (kit.message).
-        raise _Refused(_invalid(invalid.description)) from None
+        raise _Refused(responses.invalid_order(invalid.description)) from None
 
 
 def _encode(fields: Mapping[str, Any]) -> bytes:
@@ -504,53 +458,6 @@ def _replayed(response: StoredResponse) -> EdgeResponse:
     return EdgeResponse(response.status, dict(response.headers), response.body)
 
 
-def _invalid(detail: str) -> EdgeResponse:
-    return problem(400, ProblemType.INVALID_ORDER, "The order is not valid", detail)
-
-
-def _not_found() -> EdgeResponse:
-    return problem(
-        404, ProblemType.ORDER_NOT_FOUND, "No such order", "This client has no order of this id."
-    )
-
-
-def _cancelled(order_id: str, version: int) -> EdgeResponse:
-    return problem(
-        409,
-        ProblemType.ORDER_CANCELLED,
-        "The order is cancelled",
-        f"The order was cancelled at version {version}; a cancelled order changes no more.",
-        headers={"Location": order_location(order_id), "ETag": etag(version)},
-    )
-
-
-def _precondition_failed(order_id: str, version: int) -> EdgeResponse:
-    return problem(
-        412,
-        ProblemType.VERSION_MISMATCH,
-        "The order has another version",
-        f"If-Match does not name the order's current version, {version}.",
-        headers={"Location": order_location(order_id), "ETag": etag(version)},
-    )
-
-
-def _order_exists(order_id: str) -> EdgeResponse:
-    return problem(
-        409,
-        ProblemType.ORDER_EXISTS,
-        "The order exists",
-        "The order this Idempotency-Key names was placed, and the key's record has expired "
-        "(keys are kept 24 hours); use a new key for a new order.",
-        headers={"Location": order_location(order_id)},
-    )
-
-
 def _unavailable(error: StoreError) -> EdgeResponse:
     wait = error.retry_after_s if isinstance(error, TransientStoreError) else None
-    return problem(
-        503,
-        ProblemType.UNAVAILABLE,
-        "The service is unavailable",
-        "The request could not be completed now; retry with the same Idempotency-Key.",
-        headers={"Retry-After": str(max(RETRY_AFTER_S, math.ceil(wait or 0)))},
-    )
+    return responses.unavailable(max(RETRY_AFTER_S, math.ceil(wait or 0)))

@@ -36,10 +36,15 @@ The Idempotency-Key (draft-ietf-httpapi-idempotency-key-header-06, the revision
   publish it"): ``KEY_EXPIRY_S``, 24 hours after the request was answered (the record's sent
   mark: a per-item ttl counts from the item's last write, learn.microsoft.com/azure/cosmos-db/
   nosql/time-to-live); a request never answered keeps its key until it is.
-  The horizon a client may keep retrying one intent: a mobile client offline overnight, a batch
-  job re-run the next day; longer than the queue's and the consumer's own duplicate windows
-  need, since the queue's duplicate detection and the consumer's inbox absorb a resend anyway.
-  Advertised as ``KEY_EXPIRY`` for the API's documentation and headers.
+  Why 24 hours: it bounds how long a client may retry one intent and still be answered its
+  first response (a browser tab reopened the next morning, a job re-run the next day), and it
+  is what the key protects that needs it, not the messages: a resent message is absorbed by
+  the queue's duplicate detection and the consumer whatever the key's age. Past it, a retry
+  is still safe for a place (its order id is its key's: 409, the order exists, nothing sent)
+  and for a cancellation (409, cancelled); an amendment's retry would become a new version
+  with that amendment's state, over any later one: a client that may retry that late sends
+  If-Match with the version it amended, and its late retry is refused (412) instead. Kept as
+  ``KEY_EXPIRY``, the value the API advertises (documentation, headers).
 - its scope (section 2.2, "Uniqueness of the key MUST be defined by the resource owner";
   section 5, "a unique composite key ... combining the idempotency key sent by the client with
   other client specific attributes known only to the resource server"): (the authenticated

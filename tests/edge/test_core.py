@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -19,9 +21,11 @@ from shared.consumer.contract import (
     parse_message,
 )
 from shared.edge import OrdersEdge
+from shared.edge.core import MAX_COMMIT_ATTEMPTS
 from shared.edge.requests import HEAD_ID, order_id_for, request_id
 from shared.edge.responses import PROBLEM_JSON, ProblemType
 from shared.kit.decision import DocumentStore
+from shared.kit.writes import Patch, Write, increment
 from tests.edge.conftest import (
     CLIENT,
     PAST_THE_WINDOW,
@@ -268,3 +272,36 @@ async def test_one_key_is_scoped_to_its_client(edge: OrdersEdge, sender: Recordi
     assert mine.status == theirs.status == 201
     assert mine.headers["Location"] != theirs.headers["Location"]
     assert len(set(sender.message_ids())) == 2
+
+
+class _AlwaysOvertaken:
+    """A store on which another change commits just before each of this one's batches."""
+
+    def __init__(self, inner: DocumentStore) -> None:
+        self.inner = inner
+        self.overtaken = 0
+
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        if any(isinstance(write, Patch) and write.document_id == HEAD_ID for write in writes):
+            await self.inner.commit(partition_key, [Patch(HEAD_ID, [increment("orderVersion", 1)])])
+            self.overtaken += 1
+        await self.inner.commit(partition_key, writes)
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        return await self.inner.read(partition_key, document_id)
+
+
+async def test_a_change_overtaken_at_every_attempt_is_503_after_bounded_retries_unwritten(
+    store: DocumentStore, sender: RecordingSender, clock: ManualClock
+) -> None:
+    overtaking = _AlwaysOvertaken(store)
+    edge = OrdersEdge(overtaking, sender, clock)
+    await edge.place(CLIENT, "key-1", place_body())
+    order_id = order_id_for(CLIENT, "key-1")
+
+    answer = await edge.amend(CLIENT, "key-2", order_id, amend_body())
+
+    assert answer.status == 503 and answer.headers["Retry-After"] == "1"
+    assert overtaking.overtaken == MAX_COMMIT_ATTEMPTS
+    assert await store.read(order_id, request_id(CLIENT, "key-2")) is None
+    assert sender.message_ids() == [order_id]
