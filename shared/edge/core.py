@@ -198,6 +198,8 @@ class OrdersEdge:
             return await self._deliver(intent)
         except _Refused as refused:
             return refused.response
+        except WriteRefused:
+            raise  # a refusal this flow does not expect: a bug, not the moment
         except StoreError as error:
             return _unavailable(error)
 

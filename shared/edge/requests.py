@@ -152,9 +152,14 @@ def request_id(client_id: str, key: str) -> str:
 
 
 def request_fingerprint(method: str, path: str, body: Any) -> str:
-    """SHA-256 of the request (module docstring); ``body`` holds only JSON values."""
+    """SHA-256 of the request (module docstring); ``body`` holds only JSON values (NaN and the
+    infinities are not: ``ValueError``)."""
     canonical = json.dumps(
-        [method, path, body], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        [method, path, body],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -121,8 +121,9 @@ async def test_the_longest_key_is_taken(memory_edge: OrdersEdge, sender: Recordi
         place_body(lines=[{"sku": "SKU-1", "quantity": 1.0, "unitPriceMinor": 5}]),
         place_body(orderId="ord-mine"),
         ["not", "an", "object"],
+        place_body(note=float("nan")),
     ],
-    ids=["currency", "no-lines", "float-quantity", "client-order-id", "array"],
+    ids=["currency", "no-lines", "float-quantity", "client-order-id", "array", "nan"],
 )
 async def test_a_body_that_is_not_the_contract_is_a_bounded_problem_and_writes_nothing(
     edge: OrdersEdge, sender: RecordingSender, store: DocumentStore, body: object
