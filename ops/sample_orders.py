@@ -8,6 +8,11 @@ import random
 from datetime import datetime
 from typing import Any
 
+# The MessageId producers are advised to give a change, re-exported: the contract owns it.
+from shared.consumer.contract import lifecycle_message_id
+
+__all__ = ["amended_body", "cancelled_body", "lifecycle_message_id", "order_body", "random_order"]
+
 
 def order_body(order_id: str = "ord-1001", **fields: Any) -> dict[str, Any]:
     """A valid OrderPlaced v1 body: two lines, EUR. ``fields`` (wire names) replace or add
@@ -79,8 +84,3 @@ def cancelled_body(
     }
     body.update(fields)
     return body
-
-
-def lifecycle_message_id(order_id: str, version: int) -> str:
-    """The MessageId producers are advised to give a change: ``{orderId}:v{orderVersion}``."""
-    return f"{order_id}:v{version}"

@@ -362,6 +362,14 @@ def message_id_problem(
     return f"MessageId {bound(message_id, 80)!r} {problem}"
 
 
+def lifecycle_message_id(order_id: str, version: int) -> str:
+    """The MessageId of a change: ``{orderId}:v{orderVersion}`` (docs/events.md, "MessageId of
+    a change"), what producers are advised to give one and what the public edge
+    (``shared.edge``) gives each amendment and cancellation it sends. Never the orderId, at most
+    ``MAX_MESSAGE_ID_CHARS`` for an orderId of the contract (64 + 11)."""
+    return f"{order_id}:v{version}"
+
+
 def parse_message(
     body: bytes, message_id: str | None, subject: str | None
 ) -> ValidOrder | ValidChange:

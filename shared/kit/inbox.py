@@ -39,6 +39,7 @@ HASH_MISMATCH = "HashMismatch"
 # "id ... cannot contain '/', '\\', '?' or '#'"); '%' is escaped too so the escaping is
 # reversible. Ids are at most 255 characters: a longer key is hashed.
 _ESCAPED = {"%": "%25", "/": "%2F", "\\": "%5C", "?": "%3F", "#": "%23"}
+_ESCAPED_SCOPE = {**_ESCAPED, ":": "%3A"}
 _MAX_ID_CHARS = 255
 _MAX_DESCRIPTION_CHARS = 1024
 
@@ -73,12 +74,23 @@ class Handled(AboutMessage, Protocol):
 def marker_id(consumer: str, message_id: str) -> str:
     """``inbox:<consumer>:<MessageId>``, the MessageId's forbidden characters escaped; the
     SHA-256 of the key instead when that would be longer than an id may be."""
-    escaped = "".join(_ESCAPED.get(character, character) for character in message_id)
-    readable = f"{INBOX_TYPE}:{consumer}:{escaped}"
+    return keyed_id(INBOX_TYPE, consumer, message_id)
+
+
+def keyed_id(kind: str, scope: str, key: str) -> str:
+    """``<kind>:<scope>:<key>``, a document id for a key that is someone else's text (a
+    MessageId, an Idempotency-Key): the characters Cosmos DB refuses in an id escaped in both,
+    and ``:`` too in ``scope``, so that no (scope, key) pair reads as another; the SHA-256 of
+    ``scope`` and ``key`` instead when that would be longer than an id may be. ``kind`` and the
+    scopes the consumers use (their names) have none of these characters, so a marker's id is
+    what it always was."""
+    scope_text = "".join(_ESCAPED_SCOPE.get(character, character) for character in scope)
+    escaped = "".join(_ESCAPED.get(character, character) for character in key)
+    readable = f"{kind}:{scope_text}:{escaped}"
     if len(readable) <= _MAX_ID_CHARS:
         return readable
-    digest = hashlib.sha256(f"{consumer}\n{message_id}".encode()).hexdigest()
-    return f"{INBOX_TYPE}:{consumer}:sha256:{digest}"
+    digest = hashlib.sha256(f"{scope}\n{key}".encode()).hexdigest()
+    return f"{kind}:{scope_text}:sha256:{digest}"
 
 
 def is_marker(document: Mapping[str, Any]) -> bool:

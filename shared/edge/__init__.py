@@ -1,0 +1,31 @@
+"""The public edge: the orders API's core, pure. A client's request (place, amend, cancel, each
+under an Idempotency-Key) becomes one recorded intent and one message on the ``orders`` queue,
+with one identity from the client's first click to every consumer's record.
+
+- ``core``: ``OrdersEdge``, the application service (its docstring: each step and why);
+- ``requests``: the ``requests`` container's documents, their one owner (the order's head, the
+  request records), the key's format, fingerprint, expiry and scope;
+- ``responses``: ``EdgeResponse`` and the RFC 9457 problem documents;
+- ``sender``: the ``MessageSender`` port to the ``orders`` queue.
+
+Imports the kit (its ``DocumentStore`` port and writes), the order contract
+(``shared.consumer.contract``) and ``shared.clock``; never an adapter, telemetry, config,
+Azure, OpenTelemetry or aiohttp (``make lint``). Its store port is implemented by
+``shared.adapters.cosmos_orders.CosmosDocumentStore``; its sender's adapter comes with the HTTP
+functions.
+"""
+
+from shared.edge.core import OrdersEdge
+from shared.edge.requests import CONTAINER_NAME, KEY_EXPIRY, PARTITION_KEY_PATH
+from shared.edge.responses import EdgeResponse
+from shared.edge.sender import MessageSender, SendFailed
+
+__all__ = [
+    "CONTAINER_NAME",
+    "KEY_EXPIRY",
+    "PARTITION_KEY_PATH",
+    "EdgeResponse",
+    "MessageSender",
+    "OrdersEdge",
+    "SendFailed",
+]
