@@ -384,7 +384,7 @@ async def test_an_invalid_event_s_values_reach_no_description_span_or_log(
     )
     assert places == []
     # The host runs deliveries concurrently: the dead letters' order is not the sends'.
-    assert sorted(descriptions) == [
+    assert sorted(str(description) for description in descriptions) == [
         "eventType is not the Subject 'OrderAccepted'",
         "payload.orderId: Field required; "
         "payload.lines.0.sku: String should have at most 64 characters",
