@@ -308,6 +308,7 @@ module cosmos 'app/cosmos.bicep' = {
     leasesContainerName: 'leases'
     inventoryContainerName: 'inventory'
     paymentsContainerName: 'payments'
+    requestsContainerName: 'requests'
     serverless: cosmosServerless
     autoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
     leasesAutoscaleMaxThroughput: cosmosLeasesAutoscaleMaxThroughput
@@ -369,6 +370,7 @@ module functionApp 'app/function.bicep' = {
     cosmosContainerName: cosmos.outputs.containerName
     inventoryContainerName: cosmos.outputs.inventoryContainerName
     paymentsContainerName: cosmos.outputs.paymentsContainerName
+    requestsContainerName: cosmos.outputs.requestsContainerName
     paymentProviderBaseUrl: paymentProviderBaseUrl
     paymentProviderIdempotencyKeys: paymentProviderIdempotencyKeys
     paymentProviderApiKeySecretUri: keyVault.outputs.paymentProviderApiKeySecretUri
@@ -466,6 +468,7 @@ output INVENTORY_SUBSCRIPTION_NAME string = serviceBus.outputs.inventorySubscrip
 output INVENTORY_CONTAINER string = cosmos.outputs.inventoryContainerName
 output PAYMENTS_SUBSCRIPTION_NAME string = serviceBus.outputs.paymentsSubscriptionName
 output PAYMENTS_CONTAINER string = cosmos.outputs.paymentsContainerName
+output REQUESTS_CONTAINER string = cosmos.outputs.requestsContainerName
 // The vault's name, for an operator rotating the provider's key (never the key itself).
 output AZURE_KEY_VAULT_NAME string = keyVault.outputs.name
 // Written once: azd writes every output into .azure/<env>/.env (azure-dev,

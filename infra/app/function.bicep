@@ -27,6 +27,7 @@ param cosmosDatabaseName string
 param cosmosContainerName string
 param inventoryContainerName string
 param paymentsContainerName string
+param requestsContainerName string
 
 param applicationInsightsConnectionString string
 
@@ -130,12 +131,12 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 // http20Enabled nor scmMinTlsVersion (Azure-Samples/functions-quickstart-dotnet-azd,
 // infra/app/api.bicep, sets siteConfig to alwaysOn false only), so neither is set here.
 resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
-  //checkov:skip=CKV_AZURE_17: no HTTP function (Service Bus trigger only); client certificates would not protect anything
+  //checkov:skip=CKV_AZURE_17: the orders API's callers authenticate with function keys (no anonymous write: tests/infra/test_orders_api_bicep.py), not client certificates
   //checkov:skip=CKV_AZURE_212: Flex Consumption scales out per queue length (and to zero); always-ready instances are the alwaysReadyInstances parameter, not a plan minimum
-  //checkov:skip=CKV_AZURE_213: no HTTP endpoint to probe; health is observed through the alerts in alerts.bicep
+  //checkov:skip=CKV_AZURE_213: no health endpoint: the only HTTP routes are the orders API's, behind keys; health is observed through the alerts in alerts.bicep
   //checkov:skip=CKV_AZURE_222: `azd deploy` reaches the app's deployment endpoint over the public network, also with vnetEnabled (outbound traffic then goes through the VNet)
-  //checkov:skip=CKV_AZURE_67: http20Enabled is not set: the official Flex Consumption azd samples set no HTTP version, and this app serves no HTTP traffic
-  //checkov:skip=CKV_AZURE_18: same check as CKV_AZURE_67 for web apps: no http20Enabled on Flex Consumption (see above), no HTTP traffic
+  //checkov:skip=CKV_AZURE_67: http20Enabled is not set: the official Flex Consumption azd samples set no HTTP version (see above)
+  //checkov:skip=CKV_AZURE_18: same check as CKV_AZURE_67 for web apps: no http20Enabled on Flex Consumption (see above)
   //checkov:skip=CKV_AZURE_78: Flex Consumption rejects siteConfig.ftpsState (ARM 51021); FTP basic-auth publishing is off through the ftp basicPublishingCredentialsPolicies resource
   name: functionAppName
   location: location
@@ -194,10 +195,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
 // settings: ManagedIdentityCredential with the user-assigned client id
 // (shared/adapters/identity.py), so no AZURE_CLIENT_ID (the default chain's setting) is set.
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
-  //checkov:skip=CKV_AZURE_13: false positive, this config resource holds app settings only (no HTTP function to authenticate)
-  //checkov:skip=CKV_AZURE_63: false positive, app settings resource; HTTP logging is a web config setting and there is no HTTP traffic
-  //checkov:skip=CKV_AZURE_65: false positive, app settings resource; detailed error pages concern HTTP traffic, which the app has none of
-  //checkov:skip=CKV_AZURE_66: false positive, app settings resource; failed request tracing concerns HTTP traffic, which the app has none of
+  //checkov:skip=CKV_AZURE_13: false positive, this config resource holds app settings only; App Service authentication is not an app setting
+  //checkov:skip=CKV_AZURE_63: false positive, app settings resource; HTTP logging is a web config setting, not an app setting
+  //checkov:skip=CKV_AZURE_65: false positive, app settings resource; detailed error pages are a web config setting, not an app setting
+  //checkov:skip=CKV_AZURE_66: false positive, app settings resource; failed request tracing is a web config setting, not an app setting
   //checkov:skip=CKV_AZURE_80: false positive, Python app; .NET Framework version does not apply
   //checkov:skip=CKV_AZURE_88: Flex Consumption has no Azure Files content share; the package lives in blob storage
   //checkov:skip=CKV_AZURE_222: false positive, app settings resource; public network access is set on the site (see above)
@@ -212,6 +213,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     INVENTORY_CONTAINER: inventoryContainerName
     PAYMENTS_SUBSCRIPTION_NAME: paymentsSubscriptionName
     PAYMENTS_CONTAINER: paymentsContainerName
+    // The public orders API (issue 33): its heads and Idempotency-Key records (cosmos.bicep).
+    REQUESTS_CONTAINER: requestsContainerName
     PAYMENT_PROVIDER_BASE_URL: paymentProviderBaseUrlMustBeHttps
     // A Key Vault reference, never the key (tests/infra: the only form this setting may take).
     PAYMENT_PROVIDER_API_KEY: paymentProviderApiKeyReference
