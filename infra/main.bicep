@@ -227,6 +227,14 @@ param paymentProviderApiKey string = ''
 ])
 param paymentProviderIdempotencyKeys string = 'honoured'
 
+// ---- The public orders API's authentication (issue 33; docs/infrastructure.md, The orders API).
+
+@description('Application (client) id of the Entra ID app registration of the orders API (`az ad app create`, docs/infrastructure.md). Set = App Service authentication (Entra ID) in front of the function keys, the production default; empty (the default, as no template can create an app registration) = the function keys alone protect the API. API_AUTH_CLIENT_ID.')
+param apiAuthClientId string = ''
+
+@description('Entra ID tenant of that app registration; empty = the tenant of the deployment. API_AUTH_TENANT_ID.')
+param apiAuthTenantId string = ''
+
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 // The replay horizon in seconds, the way servicebus.bicep reads messaging.json's durations (an
 // ISO 8601 duration added to the epoch, read back as epoch seconds; Bicep date functions).
@@ -308,6 +316,7 @@ module cosmos 'app/cosmos.bicep' = {
     leasesContainerName: 'leases'
     inventoryContainerName: 'inventory'
     paymentsContainerName: 'payments'
+    requestsContainerName: 'requests'
     serverless: cosmosServerless
     autoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
     leasesAutoscaleMaxThroughput: cosmosLeasesAutoscaleMaxThroughput
@@ -369,6 +378,7 @@ module functionApp 'app/function.bicep' = {
     cosmosContainerName: cosmos.outputs.containerName
     inventoryContainerName: cosmos.outputs.inventoryContainerName
     paymentsContainerName: cosmos.outputs.paymentsContainerName
+    requestsContainerName: cosmos.outputs.requestsContainerName
     paymentProviderBaseUrl: paymentProviderBaseUrl
     paymentProviderIdempotencyKeys: paymentProviderIdempotencyKeys
     paymentProviderApiKeySecretUri: keyVault.outputs.paymentProviderApiKeySecretUri
@@ -379,6 +389,8 @@ module functionApp 'app/function.bicep' = {
     virtualNetworkSubnetId: vnetEnabled ? network.outputs.appSubnetId : ''
     inboxRedeliveryHorizonSeconds: serviceBus.outputs.redeliveryHorizonSeconds
     deadLetterReplayHorizonSeconds: deadLetterReplayHorizonSeconds
+    apiAuthClientId: apiAuthClientId
+    apiAuthTenantId: apiAuthTenantId
   }
   dependsOn: [
     rbac
@@ -466,6 +478,10 @@ output INVENTORY_SUBSCRIPTION_NAME string = serviceBus.outputs.inventorySubscrip
 output INVENTORY_CONTAINER string = cosmos.outputs.inventoryContainerName
 output PAYMENTS_SUBSCRIPTION_NAME string = serviceBus.outputs.paymentsSubscriptionName
 output PAYMENTS_CONTAINER string = cosmos.outputs.paymentsContainerName
+output REQUESTS_CONTAINER string = cosmos.outputs.requestsContainerName
+// How the orders API authenticates its callers: entra-id-and-function-keys, or
+// function-keys-only (API_AUTH_CLIENT_ID not set: docs/infrastructure.md warns of it).
+output API_AUTHENTICATION string = functionApp.outputs.apiAuthentication
 // The vault's name, for an operator rotating the provider's key (never the key itself).
 output AZURE_KEY_VAULT_NAME string = keyVault.outputs.name
 // Written once: azd writes every output into .azure/<env>/.env (azure-dev,

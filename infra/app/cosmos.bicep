@@ -2,7 +2,9 @@
 // partitioned by /orderId), the `leases` container of the change-feed outbox relay, and the
 // containers of the two downstream consumers: `inventory` (stock items, order-SKU records and
 // the stock reservation's inbox markers, partitioned by /sku) and `payments` (the payment
-// capture's records and inbox markers, partitioned by /orderId).
+// capture's records and inbox markers, partitioned by /orderId), and the public orders API's
+// `requests` container (each order's head and its Idempotency-Key records, partitioned by
+// /orderId: shared/edge/requests.py).
 // Keys are disabled (disableLocalAuth): the app uses Entra ID + a data-plane role assignment (rbac.bicep).
 param accountName string
 param location string
@@ -12,11 +14,12 @@ param containerName string = 'orders'
 param leasesContainerName string = 'leases'
 param inventoryContainerName string = 'inventory'
 param paymentsContainerName string = 'payments'
+param requestsContainerName string = 'requests'
 
 @description('Serverless (pay per request, default). Set to false for provisioned autoscale throughput, per container.')
 param serverless bool = true
 
-@description('Maximum autoscale RU/s of the orders container, and of each of the inventory and payments containers, when serverless = false (it scales between 10% and 100% of it; a multiple of 1000).')
+@description('Maximum autoscale RU/s of the orders container, and of each of the inventory, payments and requests containers, when serverless = false (it scales between 10% and 100% of it; a multiple of 1000).')
 @minValue(1000)
 @maxValue(1000000)
 param autoscaleMaxThroughput int = 1000
@@ -164,6 +167,41 @@ resource paymentsContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/c
   }
 }
 
+// The public orders API's container (shared/edge/requests.py owns its documents): in each order's
+// partition the order's head (no ttl: it lives as long as the order may change) and one record per
+// (client, Idempotency-Key), which carries its own ttl (-1 until its message is sent, then the
+// key's published expiry). defaultTtl -1 so that those per-item ttls count and nothing else
+// expires (Learn: time to live, "container's TTL set to -1"). Throughput as the other containers
+// (ordersOptions): every accepted request is one write here and one message on the orders queue,
+// so the container gets the orders container's RU/s of its own.
+// Indexing: nothing. The edge only point-reads (id + partition key) and writes (create, batch,
+// patch): it runs no query, a point read needs no secondary index (Learn: index-policy, indexing
+// mode None, "a pure key-value store without the need for secondary indexes"), and every indexed
+// path costs RU on each write. So every path is excluded ("/*"), as the orders container does
+// for all but its watchdog's fields. The mode stays consistent, as on the other containers, so
+// that a path can be included later by a policy update alone. A query over this container (a
+// sweep of unsent records, say) would have no index to use: include its paths with it.
+// The policy is infra/requests-indexing.json, so that the local containers can get it too.
+resource requestsContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
+  parent: database
+  name: requestsContainerName
+  properties: {
+    resource: {
+      id: requestsContainerName
+      partitionKey: {
+        paths: [
+          '/orderId'
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+      defaultTtl: -1
+      indexingPolicy: loadJsonContent('../requests-indexing.json')
+    }
+    options: ordersOptions
+  }
+}
+
 // Lease documents of the change-feed processor that relays outbox entries to the topic.
 resource leasesContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
   parent: database
@@ -191,3 +229,4 @@ output containerName string = ordersContainer.name
 output leasesContainerName string = leasesContainer.name
 output inventoryContainerName string = inventoryContainer.name
 output paymentsContainerName string = paymentsContainer.name
+output requestsContainerName string = requestsContainer.name

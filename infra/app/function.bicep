@@ -27,6 +27,7 @@ param cosmosDatabaseName string
 param cosmosContainerName string
 param inventoryContainerName string
 param paymentsContainerName string
+param requestsContainerName string
 
 param applicationInsightsConnectionString string
 
@@ -80,6 +81,12 @@ param alwaysReadyInstances int = 0
 @description('Resource id of the subnet (delegated to Microsoft.App/environments) the app integrates with; empty = no VNet integration.')
 param virtualNetworkSubnetId string = ''
 
+@description('Application (client) id of the Entra ID app registration that represents the orders API (docs/infrastructure.md, The orders API). Empty = App Service authentication stays off and the function keys alone protect the API.')
+param apiAuthClientId string = ''
+
+@description('Entra ID tenant that issues the API\'s tokens; empty = the tenant of the deployment.')
+param apiAuthTenantId string = ''
+
 // Flex Consumption names always-ready groups "function:<function name>" (Learn: Flex Consumption
 // plan, always ready instances); the SDK model is FunctionsAlwaysReadyConfig (name, instanceCount).
 var alwaysReady = (alwaysReadyInstances > 0) ? [
@@ -130,12 +137,12 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 // http20Enabled nor scmMinTlsVersion (Azure-Samples/functions-quickstart-dotnet-azd,
 // infra/app/api.bicep, sets siteConfig to alwaysOn false only), so neither is set here.
 resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
-  //checkov:skip=CKV_AZURE_17: no HTTP function (Service Bus trigger only); client certificates would not protect anything
+  //checkov:skip=CKV_AZURE_17: the orders API's callers authenticate with function keys (no anonymous write: tests/infra/test_orders_api_bicep.py) and, when configured, Entra ID tokens (apiAuthentication below), not client certificates
   //checkov:skip=CKV_AZURE_212: Flex Consumption scales out per queue length (and to zero); always-ready instances are the alwaysReadyInstances parameter, not a plan minimum
-  //checkov:skip=CKV_AZURE_213: no HTTP endpoint to probe; health is observed through the alerts in alerts.bicep
+  //checkov:skip=CKV_AZURE_213: no health endpoint: the only HTTP routes are the orders API's, behind keys; health is observed through the alerts in alerts.bicep
   //checkov:skip=CKV_AZURE_222: `azd deploy` reaches the app's deployment endpoint over the public network, also with vnetEnabled (outbound traffic then goes through the VNet)
-  //checkov:skip=CKV_AZURE_67: http20Enabled is not set: the official Flex Consumption azd samples set no HTTP version, and this app serves no HTTP traffic
-  //checkov:skip=CKV_AZURE_18: same check as CKV_AZURE_67 for web apps: no http20Enabled on Flex Consumption (see above), no HTTP traffic
+  //checkov:skip=CKV_AZURE_67: http20Enabled is not set: the official Flex Consumption azd samples set no HTTP version (see above)
+  //checkov:skip=CKV_AZURE_18: same check as CKV_AZURE_67 for web apps: no http20Enabled on Flex Consumption (see above)
   //checkov:skip=CKV_AZURE_78: Flex Consumption rejects siteConfig.ftpsState (ARM 51021); FTP basic-auth publishing is off through the ftp basicPublishingCredentialsPolicies resource
   name: functionAppName
   location: location
@@ -194,10 +201,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
 // settings: ManagedIdentityCredential with the user-assigned client id
 // (shared/adapters/identity.py), so no AZURE_CLIENT_ID (the default chain's setting) is set.
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
-  //checkov:skip=CKV_AZURE_13: false positive, this config resource holds app settings only (no HTTP function to authenticate)
-  //checkov:skip=CKV_AZURE_63: false positive, app settings resource; HTTP logging is a web config setting and there is no HTTP traffic
-  //checkov:skip=CKV_AZURE_65: false positive, app settings resource; detailed error pages concern HTTP traffic, which the app has none of
-  //checkov:skip=CKV_AZURE_66: false positive, app settings resource; failed request tracing concerns HTTP traffic, which the app has none of
+  //checkov:skip=CKV_AZURE_13: false positive, this config resource holds app settings only; authentication is the authsettingsV2 resource (apiAuthentication)
+  //checkov:skip=CKV_AZURE_63: false positive, app settings resource; HTTP logging is a web config setting, not an app setting
+  //checkov:skip=CKV_AZURE_65: false positive, app settings resource; detailed error pages are a web config setting, not an app setting
+  //checkov:skip=CKV_AZURE_66: false positive, app settings resource; failed request tracing is a web config setting, not an app setting
   //checkov:skip=CKV_AZURE_80: false positive, Python app; .NET Framework version does not apply
   //checkov:skip=CKV_AZURE_88: Flex Consumption has no Azure Files content share; the package lives in blob storage
   //checkov:skip=CKV_AZURE_222: false positive, app settings resource; public network access is set on the site (see above)
@@ -212,6 +219,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     INVENTORY_CONTAINER: inventoryContainerName
     PAYMENTS_SUBSCRIPTION_NAME: paymentsSubscriptionName
     PAYMENTS_CONTAINER: paymentsContainerName
+    // The public orders API (issue 33): its heads and Idempotency-Key records (cosmos.bicep).
+    REQUESTS_CONTAINER: requestsContainerName
     PAYMENT_PROVIDER_BASE_URL: paymentProviderBaseUrlMustBeHttps
     // A Key Vault reference, never the key (tests/infra: the only form this setting may take).
     PAYMENT_PROVIDER_API_KEY: paymentProviderApiKeyReference
@@ -248,6 +257,83 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   }, extraAppSettings)
 }
 
+// ---- The orders API's authentication (issue 33) ----------------------------------------------
+// Two layers. The function keys: the API's functions are auth level FUNCTION and none takes a
+// write anonymously (tests/infra/test_orders_api_bicep.py), so the host refuses a write without a
+// key with 401, whatever this resource says. And, when apiAuthClientId is given, App Service
+// authentication (Easy Auth, authsettingsV2) in front of the host: a request without a valid Entra
+// ID token for the API's app registration is answered 401 before it reaches a function
+// (requireAuthentication + Return401: an API, so no redirect to a sign-in page). A caller then
+// sends both: the token (who it is) and a function key. Entra ID is the production default of the
+// docs; an app registration cannot be created by Bicep, hence the parameter, and without it the
+// resource is not deployed (docs/infrastructure.md says how to create one and warns of the
+// keys-only mode).
+// Flex Consumption: its preview documentation said "EasyAuth isn't currently supported.
+// Unauthenticated callers currently aren't blocked when EasyAuth is enabled" (MicrosoftDocs/
+// azure-docs, articles/azure-functions/flex-consumption-plan.md, Considerations, commit
+// ab021c0); the current page no longer lists it among the plan's considerations (same file,
+// commit 1dd74df, 2026), and says nothing positive either. Not verified on a live app here (no
+// Azure account): docs/infrastructure.md gives the check to run after each deployment (a request
+// without a token must get 401). Should it not, the function keys still stand.
+// No excluded path: nothing of the app is meant to be reachable anonymously. The OpenAPI
+// document, if the app serves one, is served to callers as the API is (a caller has credentials
+// before it needs the contract); the host's admin endpoints take the master key anyway.
+// Bearer tokens only: no sign-in flow, so no client secret, no token store.
+var apiAuthEnabled = !empty(apiAuthClientId)
+var apiAuthTenant = empty(apiAuthTenantId) ? tenant().tenantId : apiAuthTenantId
+
+// checkov runs its checks of the `web` config (siteConfig) on every Microsoft.Web/sites/config
+// resource, whatever its name (bridgecrewio/checkov#6555): on this one they read properties the
+// authsettingsV2 schema does not have, as on appSettings above, whose skips these are.
+resource apiAuthentication 'Microsoft.Web/sites/config@2024-04-01' = if (apiAuthEnabled) {
+  //checkov:skip=CKV_AZURE_13: false positive, reads V1 authsettings' properties.enabled; this is authsettingsV2, enabled by platform.enabled and requireAuthentication (tests/infra)
+  //checkov:skip=CKV_AZURE_63: false positive, authentication settings resource; HTTP logging is a web config setting, not an authentication setting
+  //checkov:skip=CKV_AZURE_65: false positive, authentication settings resource; detailed error pages are a web config setting, not an authentication setting
+  //checkov:skip=CKV_AZURE_66: false positive, authentication settings resource; failed request tracing is a web config setting, not an authentication setting
+  //checkov:skip=CKV_AZURE_80: false positive, Python app; .NET Framework version does not apply (and is no authentication setting)
+  //checkov:skip=CKV_AZURE_88: Flex Consumption has no Azure Files content share; the package lives in blob storage (not an authentication setting)
+  //checkov:skip=CKV_AZURE_222: false positive, authentication settings resource; public network access is set on the site (see above)
+  parent: functionApp
+  name: 'authsettingsV2'
+  properties: {
+    platform: {
+      enabled: true
+    }
+    globalValidation: {
+      requireAuthentication: true
+      unauthenticatedClientAction: 'Return401'
+      excludedPaths: []
+    }
+    httpSettings: {
+      requireHttps: true
+    }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          clientId: apiAuthClientId
+          // v2.0 issuer of the tenant (Learn: "Configure your App Service or Azure Functions
+          // app to use Microsoft Entra sign-in", Issuer URL).
+          openIdIssuer: '${environment().authentication.loginEndpoint}${apiAuthTenant}/v2.0'
+        }
+        validation: {
+          // The audience of the API's access tokens: its Application ID URI (v1 tokens) or its
+          // client id (v2 tokens); docs/infrastructure.md sets the URI to api://<client id>.
+          allowedAudiences: [
+            'api://${apiAuthClientId}'
+            apiAuthClientId
+          ]
+        }
+      }
+    }
+    login: {
+      tokenStore: {
+        enabled: false
+      }
+    }
+  }
+}
+
 // Basic-auth (publishing credential) access to FTP and SCM is off: azd deploys with Entra ID.
 resource ftpPolicy 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
   parent: functionApp
@@ -269,3 +355,4 @@ output id string = functionApp.id
 output name string = functionApp.name
 output defaultHostName string = functionApp.properties.defaultHostName
 output planId string = plan.id
+output apiAuthentication string = apiAuthEnabled ? 'entra-id-and-function-keys' : 'function-keys-only'

@@ -186,6 +186,21 @@ resource appQueueReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' =
   }
 }
 
+// Send on the orders queue only: the public orders API (issue 33) hands each accepted request to
+// the queue that consume_order reads (shared/edge/sender.py). Azure Service Bus Data Sender
+// (69a216fc-b8fb-44d8-bc22-1f3c2cd27a39, Learn: Azure built-in roles, Integration) at the queue's
+// scope, not the namespace's: the app can send to this queue and to the topic (appTopicSender)
+// and nowhere else.
+resource appQueueSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(queue.id, managedIdentityPrincipalId, serviceBusDataSenderRoleId)
+  scope: queue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSenderRoleId)
+    principalId: managedIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
 // Queue-length reads for target-based scaling (Data Owner includes Manage): on by default,
 // scoped to the orders queue only (docs/capacity.md#scaling-permission).
 resource appQueueOwnerForScaling 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantQueueDataOwnerForScaling) {
@@ -246,8 +261,8 @@ resource appTopicSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   }
 }
 
-// The app's data role on the orders database: its four containers (orders, leases, inventory,
-// payments). Database scope, not container scope, although Cosmos DB role assignments may be
+// The app's data role on the orders database: its five containers (orders, leases, inventory,
+// payments, requests). Database scope, not container scope, although Cosmos DB role assignments may be
 // scoped to a container (Learn: "Configure role-based access control with Microsoft Entra ID for
 // your Azure Cosmos DB account": account, database or container): the relay's Cosmos DB trigger
 // is a change feed processor, which reads the database's metadata and is refused with a role

@@ -70,6 +70,8 @@ EXPECTED_ROLE_ASSIGNMENTS: dict[str, tuple[str, str, bool]] = {
     "appQueueReceiver": (SERVICE_BUS_DATA_RECEIVER, QUEUE_TYPE, False),
     "appQueueOwnerForScaling": (SERVICE_BUS_DATA_OWNER, QUEUE_TYPE, False),
     "appTopicSender": (SERVICE_BUS_DATA_SENDER, TOPIC_TYPE, False),
+    # The public orders API sends accepted requests to the orders queue (issue 33).
+    "appQueueSender": (SERVICE_BUS_DATA_SENDER, QUEUE_TYPE, False),
     "appInventorySubscriptionReceiver": (SERVICE_BUS_DATA_RECEIVER, SUBSCRIPTION_TYPE, False),
     "appPaymentsSubscriptionReceiver": (SERVICE_BUS_DATA_RECEIVER, SUBSCRIPTION_TYPE, False),
     "appPaymentProviderApiKeyReader": (KEY_VAULT_SECRETS_USER, SECRET_TYPE, False),
@@ -498,7 +500,7 @@ def test_basic_publishing_credentials_are_disabled() -> None:
 
 
 def _app_settings() -> tuple[dict[str, Any], Any]:
-    settings = body(only_resource(doc("function"), "Microsoft.Web/sites/config"))
+    settings = body(doc("function")["resources"]["appSettings"])
     assert settings["name"] == "appsettings"
     union = settings["properties"]["function"]
     assert union["type"] == "union"
