@@ -29,7 +29,8 @@ The limit: without App Service authentication, every function-key holder is the 
 (they share one key namespace and can see and change each other's orders), and the header is the
 caller's own words: whoever holds a key can claim any principal id. Per-client isolation
 therefore needs App Service authentication on (or API Management in front, setting the header
-itself); the Bicep does not turn it on yet.
+itself); the Bicep does not turn it on yet, and whether the Flex Consumption plan offers it was
+not checked here.
 
 Untrusted input: nothing of the request is logged here or echoed back (the problem documents are
 the edge's own words). Never decides anything about an order (``shared.edge``).
