@@ -5,6 +5,7 @@ import azurefunctions.extensions.bindings.servicebus as servicebus
 
 from shared.bootstrap import (
     handle_order_message,
+    handle_orders_request,
     handle_outbox_changes,
     handle_payment_message,
     handle_stock_message,
@@ -112,3 +113,33 @@ async def relay_outbox(documents: func.DocumentList, context: func.Context) -> N
 )
 async def outbox_watchdog(timer: func.TimerRequest) -> None:
     await handle_watchdog_tick(timer)
+
+
+# The orders API (shared/edge, README "The orders API"): each route a function-level key, its
+# request handed to the edge as it came (shared/adapters/http_in.py translates).
+@app.function_name("place_order")
+@app.route(route="orders", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+async def place_order(req: func.HttpRequest) -> func.HttpResponse:
+    return await handle_orders_request("place", req)
+
+
+@app.function_name("amend_order")
+@app.route(
+    route="orders/{orderId}/amendments", methods=["POST"], auth_level=func.AuthLevel.FUNCTION
+)
+async def amend_order(req: func.HttpRequest) -> func.HttpResponse:
+    return await handle_orders_request("amend", req)
+
+
+@app.function_name("cancel_order")
+@app.route(
+    route="orders/{orderId}/cancellations", methods=["POST"], auth_level=func.AuthLevel.FUNCTION
+)
+async def cancel_order(req: func.HttpRequest) -> func.HttpResponse:
+    return await handle_orders_request("cancel", req)
+
+
+@app.function_name("get_order")
+@app.route(route="orders/{orderId}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+async def get_order(req: func.HttpRequest) -> func.HttpResponse:
+    return await handle_orders_request("get", req)

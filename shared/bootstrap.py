@@ -1,6 +1,7 @@
 """Composition root: the one place that builds the app's functions (the order consumer, the stock
 reservation and payment capture consumers, the outbox relay and the relay's watchdog, which
-shares the relay's publisher, store and telemetry) and their adapters from app settings.
+shares the relay's publisher, store and telemetry, and the orders API: ``OrdersEdge`` on the
+``requests`` container and the ``orders`` queue's sender) and their adapters from app settings.
 
 One shape for all: ``Composition`` lists everything a caller may choose (the app settings
 mapping, the ``Clock``, extra Cosmos client options, the telemetry adapters, the jitter source,
@@ -19,18 +20,20 @@ production this is one Cosmos client, and one ``ServiceBusClient`` and topic sen
 process). The relay is built on its first change batch, so a consumer-only deployment never
 needs the relay's settings; each consumer of a topic subscription on its first event, so a
 deployment without the inventory's or the payment provider's settings still runs
-``consume_order``. The consumers are the kit's ``Consumer`` (``shared.kit.service``) with one
-retry policy, clock, jitter and settler, built by one function (``_kit_consumer``) on their own
-container of the same Cosmos client: the stock reservation decides with the kit's ``decide`` over
-its definition (``shared.stock.consumer``), the payment capture with ``decide_call`` over
-``payment_capture`` (``shared.payments.consumer``) on the provider's HTTP adapter, whose client
-timeout is the kit's call deadline.
+``consume_order``; the orders API on its first request (``edge``), so a consumer-only
+deployment never needs its container. The consumers are the kit's ``Consumer``
+(``shared.kit.service``) with one retry policy, clock, jitter and settler, built by one function
+(``_kit_consumer``) on their own container of the same Cosmos client: the stock reservation
+decides with the kit's ``decide`` over its definition (``shared.stock.consumer``), the payment
+capture with ``decide_call`` over ``payment_capture`` (``shared.payments.consumer``) on the
+provider's HTTP adapter, whose client timeout is the kit's call deadline.
 
 It owns what it builds and closes it: the Cosmos client, the credential the client does not
-close, the payment provider's HTTP session, the relay's Service Bus client, sender and
-credential (not a sender passed in: that stays the caller's), and the settlement pool. It must
-never decide anything about a message or an event: that is ``shared.consumer``, ``shared.stock``
-and ``shared.payments`` (on ``shared.kit``) and ``shared.relay``.
+close, the payment provider's HTTP session, the relay's and the edge's Service Bus clients,
+senders and credentials (not a sender passed in: that stays the caller's), and the settlement
+pool. It must never decide anything about a message, an event or a request: that is
+``shared.consumer``, ``shared.stock`` and ``shared.payments`` (on ``shared.kit``),
+``shared.relay`` and ``shared.edge``.
 """
 
 from __future__ import annotations
@@ -45,20 +48,30 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+import azure.functions as func
 from azure.cosmos.aio import CosmosClient
 
 from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
+from shared.adapters.http_in import ORDER_ID_ROUTE_PARAM, read_order_request, to_http_response
+from shared.adapters.http_in import client_id as http_client_id
 from shared.adapters.identity import credential as identity_credential
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.adapters.servicebus_in import HungSettlements, MessageActions, Settler, to_incoming
-from shared.adapters.servicebus_out import MessageBatchSender, ServiceBusEventPublisher
+from shared.adapters.servicebus_out import (
+    MessageBatchSender,
+    ServiceBusEventPublisher,
+    ServiceBusOrderSender,
+)
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.config import (
     INVENTORY_SUBSCRIPTION_SETTING,
     PAYMENTS_SUBSCRIPTION_SETTING,
+    QUEUE_SETTING,
     SERVICE_BUS_CONNECTION_STRING_SETTING,
     TOPIC_SETTING,
+    EdgeSettings,
+    IdentitySettings,
     InventorySettings,
     PaymentSettings,
     RelaySettings,
@@ -66,6 +79,9 @@ from shared.config import (
     WatchdogSettings,
 )
 from shared.consumer.service import OrderConsumer
+from shared.edge import EdgeResponse, OrdersEdge
+from shared.edge import responses as edge_responses
+from shared.edge.view import order_view
 from shared.kit.consumer import decide
 from shared.kit.decision import Decision, DocumentStore, IncomingMessage
 from shared.kit.errors import ConfigurationError
@@ -88,6 +104,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("orders.consumer")
 relay_logger = logging.getLogger("orders.relay")
+edge_logger = logging.getLogger("orders.edge")
 
 Closer = Callable[[], Awaitable[None]]
 
@@ -95,6 +112,8 @@ Closer = Callable[[], Awaitable[None]]
 _UNKNOWN_QUEUE = "(unset)"
 _UNKNOWN_TOPIC = "(unset)"
 _UNKNOWN_SUBSCRIPTION = "(unset)"
+# Seconds a client is asked to wait while the orders API's settings are wrong (an operator's fix).
+_MISCONFIGURED_RETRY_AFTER_S = 60
 
 
 class _DecideOne(Protocol):
@@ -128,6 +147,10 @@ class _Wiring:
     relay_closers: tuple[Closer, ...] = ()
     outbox_store: CosmosOutboxStore | None = None
     watchdog: OutboxWatchdog | None = None
+    edge: OrdersEdge | None = None
+    edge_requests: DocumentStore | None = None
+    edge_orders: DocumentStore | None = None
+    edge_closers: tuple[Closer, ...] = ()
 
     async def close(self) -> None:
         if self.loop is not asyncio.get_running_loop() and self.loop.is_closed():
@@ -139,6 +162,8 @@ class _Wiring:
                 await _closed_quietly(self.payment_provider.close, "the payment provider's client")
             for close_one in self.relay_closers:
                 await _closed_quietly(close_one, "the relay's Service Bus sender")
+            for close_one in self.edge_closers:
+                await _closed_quietly(close_one, "the edge's Service Bus sender")
             await self.client.close()
         finally:
             if self.credential is not None:
@@ -166,6 +191,8 @@ class Composition:
       surface); default, one built from the relay's settings, identity-based
       (``shared.adapters.identity``).
     - ``relay_policy``: when the relay parks an event instead of retrying it.
+    - ``queue_sender``: the public edge's sender to the ``orders`` queue (the same surface);
+      default, one built from the edge's settings like the topic's.
     """
 
     env: Mapping[str, str] | None = None
@@ -178,6 +205,7 @@ class Composition:
     topic_sender: MessageBatchSender | None = None
     relay_telemetry: RelayTelemetry | None = None
     relay_policy: RelayPolicy | None = None
+    queue_sender: MessageBatchSender | None = None
 
 
 class Runtime:
@@ -196,6 +224,7 @@ class Runtime:
         self._topic_sender = chosen.topic_sender
         self._relay_telemetry = chosen.relay_telemetry
         self._relay_policy = chosen.relay_policy
+        self._queue_sender = chosen.queue_sender
         self._retry_policy = RetryPolicy()
         self._settler = Settler(watcher=self._settlements_hung)
         self._exporters_configured = False
@@ -421,6 +450,68 @@ class Runtime:
         )
         return wiring.watchdog
 
+    async def edge(self) -> OrdersEdge:
+        """This event loop's public edge, on the requests container of the one Cosmos client
+        and the ``orders`` queue's sender, built on first use; raises ``ConfigurationError``."""
+        wiring = await self._wired()
+        if wiring.edge is not None:
+            return wiring.edge
+        edge_settings = EdgeSettings.from_env(self._env)
+        sender = self._queue_sender
+        closers: tuple[Closer, ...] = ()  # a sender passed in stays the caller's to close
+        if sender is None:
+            sender, closers = _service_bus_sender(
+                edge_settings.fully_qualified_namespace,
+                edge_settings.connection_string,
+                edge_settings.identity,
+                queue=edge_settings.queue_name,
+            )
+        database = wiring.client.get_database_client(wiring.settings.cosmos_database)
+        wiring.edge_requests = CosmosDocumentStore(
+            database.get_container_client(edge_settings.requests_container)
+        )
+        wiring.edge_orders = CosmosDocumentStore(
+            database.get_container_client(wiring.settings.cosmos_container)
+        )
+        wiring.edge = OrdersEdge(wiring.edge_requests, ServiceBusOrderSender(sender), self._clock)
+        wiring.edge_closers = closers
+        return wiring.edge
+
+    async def orders_request(self, action: str, request: func.HttpRequest) -> func.HttpResponse:
+        """An HTTP function's body: ``action`` is ``place``, ``amend``, ``cancel`` or ``get``.
+        A request the HTTP layer refuses (403, 415, 413, 400) never reaches the core; an edge
+        that cannot be built answers 503, logged at critical level naming the setting."""
+        parsed = http_client_id(request) if action == "get" else read_order_request(request)
+        if isinstance(parsed, EdgeResponse):
+            return to_http_response(parsed)
+        try:
+            edge = await self.edge()
+        except ConfigurationError as error:
+            edge_logger.critical(
+                "invalid configuration (%s), the orders API cannot answer: %s",
+                error.setting,
+                error,
+                extra={"setting": error.setting},
+            )
+            return to_http_response(edge_responses.unavailable(_MISCONFIGURED_RETRY_AFTER_S))
+        if isinstance(parsed, str):  # a GET: the order as the consumer recorded it
+            wiring = await self._wired()
+            assert wiring.edge_requests is not None and wiring.edge_orders is not None
+            order_id = request.route_params.get(ORDER_ID_ROUTE_PARAM, "")
+            answer = await order_view(wiring.edge_requests, wiring.edge_orders, parsed, order_id)
+        elif action == "place":
+            answer = await edge.place(parsed.client_id, parsed.idempotency_key, parsed.body)
+        else:
+            change = edge.amend if action == "amend" else edge.cancel
+            answer = await change(
+                parsed.client_id,
+                parsed.idempotency_key,
+                parsed.order_id,
+                parsed.body,
+                parsed.if_match,
+            )
+        return to_http_response(answer)
+
     async def _wired(self) -> _Wiring:
         loop = asyncio.get_running_loop()
         if self._wiring is not None and self._wiring.loop is loop:
@@ -490,7 +581,7 @@ class Runtime:
         """The injected telemetry, or one on the global providers named after the queue (from
         the raw setting: the configuration-error path has no validated settings)."""
         if self._telemetry is None:
-            queue = self._env.get("ORDERS_QUEUE_NAME", "").strip() or _UNKNOWN_QUEUE
+            queue = self._env.get(QUEUE_SETTING, "").strip() or _UNKNOWN_QUEUE
             self._telemetry = ConsumerTelemetry(queue)
         return self._telemetry
 
@@ -572,6 +663,14 @@ async def handle_watchdog_tick(timer: Any) -> None:
     await current().watch_outbox()
 
 
+async def handle_orders_request(action: str, request: func.HttpRequest) -> func.HttpResponse:
+    """The orders API's HTTP functions' body (``function_app.py``): ``action`` is ``place``,
+    ``amend``, ``cancel`` or ``get``."""
+    if _retired:
+        await _close_retired()
+    return await current().orders_request(action, request)
+
+
 async def close() -> None:
     """Close the process's runtime and any it replaced (worker or stand-in shutdown)."""
     global _runtime
@@ -595,26 +694,51 @@ async def _closed_quietly(close: Callable[[], Awaitable[None]], what: str) -> No
 
 
 def _topic_sender(settings: RelaySettings) -> tuple[MessageBatchSender, tuple[Closer, ...]]:
-    """The topic sender and what closes it, in order (sender, client, credential). Opens no
-    connection: the client connects on its first send."""
+    """The topic sender and what closes it, in order (sender, client, credential)."""
+    return _service_bus_sender(
+        settings.fully_qualified_namespace,
+        settings.connection_string,
+        settings.identity,
+        topic=settings.topic_name,
+    )
+
+
+def _service_bus_sender(
+    namespace: str | None,
+    connection_string: str | None,
+    identity: IdentitySettings,
+    *,
+    topic: str | None = None,
+    queue: str | None = None,
+) -> tuple[MessageBatchSender, tuple[Closer, ...]]:
+    """A sender to ``topic`` or ``queue`` and what closes it, in order (sender, client,
+    credential), identity-based on ``namespace`` or on an emulator's connection string. Opens
+    no connection: the client connects on its first send."""
     from azure.servicebus.aio import ServiceBusClient  # only where it is used
 
-    if settings.fully_qualified_namespace is not None:
-        credential = identity_credential(settings.identity)
-        client = ServiceBusClient(settings.fully_qualified_namespace, credential)
-        sender = client.get_topic_sender(settings.topic_name)
-        return sender, (sender.close, client.close, credential.close)
-    assert settings.connection_string is not None  # RelaySettings guarantees one of them
-    try:
-        client = ServiceBusClient.from_connection_string(settings.connection_string)
-    except ValueError as error:
-        # The SDK's parser refuses it (azure/servicebus/_base_handler.py:61, _parse_conn_str):
-        # a configuration error naming the setting, never the SDK's bare ValueError. Its
-        # messages are fixed texts; the string itself holds a key and is never shown.
-        raise ConfigurationError(
-            SERVICE_BUS_CONNECTION_STRING_SETTING,
-            f"is not a Service Bus connection string ({len(settings.connection_string)} "
-            f"characters): {error}",
-        ) from error
-    sender = client.get_topic_sender(settings.topic_name)
-    return sender, (sender.close, client.close)
+    closers: tuple[Closer, ...]
+    if namespace is not None:
+        credential = identity_credential(identity)
+        client = ServiceBusClient(namespace, credential)
+        closers = (client.close, credential.close)
+    else:
+        assert connection_string is not None  # the settings guarantee one of them
+        try:
+            client = ServiceBusClient.from_connection_string(connection_string)
+        except ValueError as error:
+            # The SDK's parser refuses it (azure/servicebus/_base_handler.py:61,
+            # _parse_conn_str): a configuration error naming the setting, never the SDK's bare
+            # ValueError. Its messages are fixed texts; the string itself holds a key and is
+            # never shown.
+            raise ConfigurationError(
+                SERVICE_BUS_CONNECTION_STRING_SETTING,
+                f"is not a Service Bus connection string ({len(connection_string)} "
+                f"characters): {error}",
+            ) from error
+        closers = (client.close,)
+    if topic is not None:
+        sender = client.get_topic_sender(topic)
+    else:
+        assert queue is not None  # one of the two, by the callers
+        sender = client.get_queue_sender(queue)
+    return sender, (sender.close, *closers)

@@ -44,6 +44,16 @@ the Cosmos DB settings above for its marks:
 The relay trigger's own connection is ``CosmosDBConnection``
 (``CosmosDBConnection__accountEndpoint`` in Azure); the host reads it, not this module.
 
+The public edge's (``EdgeSettings``), read on its first HTTP request; it reuses the Cosmos DB
+settings above (the same client) and the relay's Service Bus connection settings (the queue
+trigger's):
+
+| setting | default | meaning |
+|---|---|---|
+| ``ORDERS_QUEUE_NAME`` | (required) | the queue its messages go to: the one the trigger reads |
+| ``REQUESTS_CONTAINER`` | ``requests`` | the request records and order heads, partition key |
+| | | ``/orderId``, ``defaultTtl`` -1 (``shared.edge.requests``) |
+
 The stock reservation consumer's (``InventorySettings``), read only when ``reserve_stock`` first
 runs, so a deployment without them still runs ``consume_order``; it reuses the Cosmos DB
 settings above (the same account, database and client) and ``INBOX_MARKER_TTL_SECONDS``:
@@ -359,24 +369,56 @@ class RelaySettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RelaySettings:
         topic = _required(env, TOPIC_SETTING)
-        namespace = env.get(NAMESPACE_SETTING, "").strip() or None
-        connection_string = env.get(SERVICE_BUS_CONNECTION_STRING_SETTING, "").strip() or None
-        if namespace is None and connection_string is None:
-            raise ConfigurationError(
-                NAMESPACE_SETTING,
-                f"is required (or {SERVICE_BUS_CONNECTION_STRING_SETTING} for emulators)",
-            )
-        if namespace is not None and ("/" in namespace or "." not in namespace):
-            raise ConfigurationError(
-                NAMESPACE_SETTING, f"must be <name>.servicebus.windows.net, got {namespace[:80]!r}"
-            )
+        return cls(topic, *_service_bus_connection(env))
+
+
+def _service_bus_connection(
+    env: Mapping[str, str],
+) -> tuple[str | None, str | None, IdentitySettings]:
+    """The namespace (identity-based) or the connection string (emulators), and the identity:
+    the queue trigger's connection, which every sender of the app uses."""
+    namespace = env.get(NAMESPACE_SETTING, "").strip() or None
+    connection_string = env.get(SERVICE_BUS_CONNECTION_STRING_SETTING, "").strip() or None
+    if namespace is None and connection_string is None:
+        raise ConfigurationError(
+            NAMESPACE_SETTING,
+            f"is required (or {SERVICE_BUS_CONNECTION_STRING_SETTING} for emulators)",
+        )
+    if namespace is not None and ("/" in namespace or "." not in namespace):
+        raise ConfigurationError(
+            NAMESPACE_SETTING, f"must be <name>.servicebus.windows.net, got {namespace[:80]!r}"
+        )
+    if namespace is not None:
+        return namespace, None, IdentitySettings.from_env(env, SERVICE_BUS_CONNECTION)
+    return None, connection_string, IdentitySettings()
+
+
+QUEUE_SETTING = "ORDERS_QUEUE_NAME"
+REQUESTS_CONTAINER_SETTING = "REQUESTS_CONTAINER"
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeSettings:
+    """The public edge's own settings (the HTTP functions), read on its first request, so a
+    deployment without them still runs the consumers: where it records requests and where it
+    sends their messages. The Cosmos DB account, database and client are ``Settings``'s; the
+    queue is the one ``consume_order`` reads, on the queue trigger's connection."""
+
+    queue_name: str
+    requests_container: str = "requests"
+    fully_qualified_namespace: str | None = None
+    connection_string: str | None = None
+    identity: IdentitySettings = field(default_factory=IdentitySettings)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> EdgeSettings:
+        namespace, connection_string, identity = _service_bus_connection(env)
         return cls(
-            topic,
-            namespace,
-            None if namespace else connection_string,
-            IdentitySettings.from_env(env, SERVICE_BUS_CONNECTION)
-            if namespace
-            else IdentitySettings(),
+            queue_name=_required(env, QUEUE_SETTING),
+            requests_container=_name(env, REQUESTS_CONTAINER_SETTING, "requests"),
+            fully_qualified_namespace=namespace,
+            connection_string=connection_string,
+            identity=identity,
         )
 
 

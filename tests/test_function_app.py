@@ -67,10 +67,10 @@ async def test_each_topic_consumer_reads_its_subscription_and_settles_itself(
     }
 
 
-async def test_the_app_has_its_five_functions_and_the_watchdog_is_a_monitored_timer() -> None:
-    """The order consumer, the stock reservation, the payment capture, the relay and the outbox
+async def test_the_app_has_its_functions_and_the_watchdog_is_a_monitored_timer() -> None:
+    """The order consumer, the stock reservation, the payment capture, the relay, the outbox
     watchdog (223dafd had no watchdog: an outbox document the change feed never delivered
-    stayed pending for ever, unseen)."""
+    stayed pending for ever, unseen) and the orders API's four HTTP functions."""
     worker = await FunctionsWorker.start()
     try:
         functions = {name: f.trigger for name, f in worker.functions.items()}
@@ -83,6 +83,10 @@ async def test_the_app_has_its_five_functions_and_the_watchdog_is_a_monitored_ti
         "capture_payment": "serviceBusTrigger",
         "relay_outbox": "cosmosDBTrigger",
         "outbox_watchdog": "timerTrigger",
+        "place_order": "httpTrigger",
+        "amend_order": "httpTrigger",
+        "cancel_order": "httpTrigger",
+        "get_order": "httpTrigger",
     }
     timer = functions["outbox_watchdog"]
     assert timer["schedule"] == "0 */5 * * * *"  # NCronTab, six fields: every five minutes
@@ -152,3 +156,26 @@ def test_importing_the_app_reads_no_setting_and_opens_no_connection() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+async def test_the_orders_api_is_four_function_key_routes() -> None:
+    """The orders API's routes and methods, each behind a function key (``authLevel``
+    ``FUNCTION``: a caller presents a function or host key, learn.microsoft.com/azure/
+    azure-functions/functions-bindings-http-webhook-trigger, "Authorization level")."""
+    worker = await FunctionsWorker.start()
+    try:
+        triggers = {name: f.trigger for name, f in worker.functions.items()}
+    finally:
+        worker.close()
+
+    routes = {
+        name: (trigger["route"], trigger["methods"], trigger["authLevel"])
+        for name, trigger in triggers.items()
+        if trigger["type"] == "httpTrigger"
+    }
+    assert routes == {
+        "place_order": ("orders", ["POST"], "FUNCTION"),
+        "amend_order": ("orders/{orderId}/amendments", ["POST"], "FUNCTION"),
+        "cancel_order": ("orders/{orderId}/cancellations", ["POST"], "FUNCTION"),
+        "get_order": ("orders/{orderId}", ["GET"], "FUNCTION"),
+    }

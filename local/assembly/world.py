@@ -18,14 +18,18 @@ its clock, its URL and key in the app settings the world composes (``World.env``
 watchdog's side: the host's timer trigger (``local.standins.timer``)
 for the app's timer-triggered function, ticked by the caller on the world's clock. The HTTP side,
 when the app has HTTP-triggered functions: the host's HTTP trigger (``local.standins.http_host``)
-started on a free port with keys of its own (``World.http_url``, ``World.function_key``); none
-otherwise. ``World.compose``
+started on a free port with keys of its own (``World.http_url``, ``World.function_key``), the
+``requests`` container (partition key ``/orderId``, ``defaultTtl`` -1, as the edge needs:
+``shared.edge.requests``) created here, and the orders API's sender to the queue: a real aio
+``ServiceBusSender`` over ``local.standins.servicebus_link`` into the queue model (its duplicate
+detection included), which ``World.compose`` hands the app; none otherwise. ``World.compose``
 is the only place in ``local/`` that calls the app's composition root.
 
 It must never reach into the app past the composition root's parameters: the app runs as in
-Azure, only its clock, Cosmos client options, telemetry and the relay's topic sender (the topic
-model, at the SDK sender's surface) are injected. The relay reaches the topic only once the world
-is composed: uncomposed, the app would build a real ``ServiceBusClient``, as in Azure.
+Azure, only its clock, Cosmos client options, telemetry, the relay's topic sender (the topic
+model, at the SDK sender's surface) and the edge's queue sender (the SDK's own) are injected.
+The relay and the edge reach the models only once the world is composed: uncomposed, the app
+would build a real ``ServiceBusClient``, as in Azure.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Any
 
 from azure.core.pipeline.transport import AsyncHttpTransport
 from azure.cosmos.aio import ContainerProxy
+from azure.servicebus.aio import ServiceBusSender
 
 from local.standins.broker import ManualClock, PeekLockQueue, QueueSettings
 from local.standins.change_feed import ChangeFeedEmulator, Lease
@@ -47,6 +52,7 @@ from local.standins.cosmos_server import EMULATOR_KEY, LocalCosmosServer, ensure
 from local.standins.host import LocalFunctionsHost, resolve_setting
 from local.standins.http_host import HTTP_TRIGGER, HostKeys, LocalHttpHost
 from local.standins.payment_provider import PaymentProviderStandIn
+from local.standins.servicebus_link import LocalNamespace, async_servicebus_client
 from local.standins.settlement_server import (
     SettlementServer,
     bind_message_actions,
@@ -61,11 +67,13 @@ from shared.adapters.identity import credential as identity_credential
 from shared.config import (
     PAYMENT_PROVIDER_API_KEY_SETTING,
     PAYMENT_PROVIDER_BASE_URL_SETTING,
+    EdgeSettings,
     InventorySettings,
     PaymentSettings,
     Settings,
     is_loopback_endpoint,
 )
+from shared.edge import PARTITION_KEY_PATH as REQUESTS_PARTITION_KEY_PATH
 from shared.payments.consumer import PARTITION_FIELD as PAYMENT_PARTITION_FIELD
 from shared.stock.inventory import PARTITION_FIELD as STOCK_PARTITION_FIELD
 from shared.stock.inventory import stock_item
@@ -124,6 +132,7 @@ def app_settings(
     verify_tls: bool = False,
     inventory_container: str = "inventory",
     payments_container: str = "payments",
+    requests_container: str = "requests",
     payment_provider: PaymentProviderStandIn | None = None,
 ) -> dict[str, str]:
     """The app settings of the stand-in: what ``local.settings.json`` holds for ``func start``;
@@ -151,6 +160,8 @@ def app_settings(
         "PAYMENTS_SUBSCRIPTION_NAME": "payments",
         "PAYMENTS_CONTAINER": payments_container,
         "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS": "honoured",
+        # The orders API's (it sends to ORDERS_QUEUE_NAME, through the world's queue sender).
+        "REQUESTS_CONTAINER": requests_container,
         **(
             {
                 PAYMENT_PROVIDER_BASE_URL_SETTING: payment_provider.url,
@@ -183,6 +194,9 @@ class World:
     provider: PaymentProviderStandIn | None = None
     # The host's HTTP trigger, started when the app has HTTP-triggered functions.
     http_host: LocalHttpHost | None = None
+    # With it: the requests container and the orders API's sender to the queue.
+    requests_container: ContainerProxy | None = None
+    queue_sender: ServiceBusSender | None = None
 
     @property
     def http(self) -> LocalHttpHost:
@@ -201,6 +215,13 @@ class World:
         """The host key ``default``: what a caller of a function-level function presents in
         ``x-functions-key`` (or ``code``)."""
         return self.http.keys.default
+
+    @property
+    def requests(self) -> ContainerProxy:
+        """The orders API's ``requests`` container (through the trigger's client)."""
+        if self.requests_container is None:
+            raise LookupError("the app has no HTTP-triggered function")
+        return self.requests_container
 
     def subscription_host(self, function: str) -> LocalFunctionsHost:
         """The host's trigger of ``function`` on its subscription of the topic."""
@@ -322,7 +343,9 @@ class World:
         called the app composes itself from the app settings on its first message, as in Azure.
 
         ``choices`` are ``bootstrap.Composition``'s fields (``env``, ``telemetry``, ``jitter``,
-        ``relay_telemetry``, ``relay_policy``, ``topic_sender`` ...); any other keyword is a
+        ``relay_telemetry``, ``relay_policy``, ``topic_sender``, ``queue_sender`` ...); the
+        orders API's queue sender is the world's (``World.queue_sender``) unless one is given; any
+        other keyword is a
         Cosmos client option, as is ``transport`` (a fault-injecting one under the Cosmos SDK).
         ``topic_sender`` replaces the topic model (a real ``ServiceBusSender`` whose link a test
         controls); ``topic_model=False`` passes none, so the app builds its own from the
@@ -334,6 +357,8 @@ class World:
             client_options["transport"] = transport
         if chosen.get("topic_sender") is None:
             chosen["topic_sender"] = self.topic if topic_model else None
+        if chosen.get("queue_sender") is None:
+            chosen["queue_sender"] = self.queue_sender
         if chosen.get("env") is None:
             chosen["env"] = self.env
         chosen.setdefault("clock", self.clock)
@@ -439,6 +464,20 @@ async def local_world(
             )
         has_http = any(f.trigger["type"] == HTTP_TRIGGER for f in worker.functions.values())
         http_host = LocalHttpHost(worker, keys=HostKeys.generate()) if has_http else None
+        requests_container = None
+        queue_sender = None
+        if has_http:
+            edge = EdgeSettings.from_env(settings_env)
+            requests_container = await ensure_container(
+                trigger_client,
+                settings.cosmos_database,
+                edge.requests_container,
+                REQUESTS_PARTITION_KEY_PATH,
+                default_ttl=-1,
+            )
+            namespace = LocalNamespace(entities={edge.queue_name: queue})
+            queue_client = async_servicebus_client(namespace)
+            queue_sender = queue_client.get_queue_sender(edge.queue_name)
         try:
             if http_host is not None:
                 await http_host.start()
@@ -456,6 +495,8 @@ async def local_world(
                 consumer_containers,
                 provider,
                 http_host,
+                requests_container,
+                queue_sender,
             )
         finally:
             try:
@@ -464,6 +505,9 @@ async def local_world(
             finally:
                 try:
                     await bootstrap.close()
+                    if queue_sender is not None:
+                        await queue_sender.close()
+                        await queue_client.close()
                 finally:
                     await trigger_client.close()
                     if credential is not None:

@@ -168,14 +168,17 @@ async def ensure_container(
     database: str = "orders",
     container: str = "orders",
     partition_path: str = "/orderId",
+    default_ttl: int | None = None,
 ) -> ContainerProxy:
     """Create the database and the container (partition key ``partition_path``: ``/orderId``
     for orders and payments, ``/sku`` for the inventory; the deployed indexing policy: the
     server refuses an ORDER BY of several fields without its composite index, as Cosmos DB
-    does) if missing."""
+    does) if missing; ``default_ttl`` the container's ``defaultTtl`` when given."""
     db = await client.create_database_if_not_exists(database)
     return await db.create_container_if_not_exists(
         container,
         partition_key=PartitionKey(path=partition_path),
         indexing_policy=ORDERS_INDEXING_POLICY,
+        # -1: items never expire unless their own ttl says (the requests container's records)
+        default_ttl=default_ttl,
     )

@@ -118,6 +118,7 @@ from shared.adapters.payment_provider import (
     REFUNDS_PATH,
 )
 from shared.clock import SYSTEM_CLOCK, Clock, document_timestamp
+from shared.edge.requests import parse_sf_string  # the one parser of the key's header
 from shared.payments.provider import Operation
 
 __all__ = [
@@ -239,31 +240,6 @@ class _Payload:
     customer_id: str
     amount_minor: int
     currency: str
-
-
-def parse_sf_string(value: str) -> str | None:
-    """The RFC 8941 String ``value`` holds (section 4.2.5, after section 4.2's trimming of
-    spaces), or None when it is not exactly one String (parameters are not accepted)."""
-    text = value.strip(" ")
-    if len(text) < 2 or text[0] != '"':
-        return None
-    chars: list[str] = []
-    index = 1
-    while index < len(text):
-        char = text[index]
-        if char == "\\":
-            if index + 1 >= len(text) or text[index + 1] not in '"\\':
-                return None
-            chars.append(text[index + 1])
-            index += 2
-            continue
-        if char == '"':
-            return "".join(chars) if index == len(text) - 1 else None
-        if not 0x20 <= ord(char) <= 0x7E:
-            return None
-        chars.append(char)
-        index += 1
-    return None  # no closing quote
 
 
 def _problem(status: int, problem: Problem, title: str, detail: str, **extra: Any) -> _Answer:

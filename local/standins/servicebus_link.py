@@ -31,6 +31,13 @@ azure/servicebus/_servicebus_receiver.py:478). A lock's expiry is therefore sent
 wall clock + what is left of the lock on the broker's clock", as a broker and a client whose
 clocks agree would see it; enqueue times are sent on the broker's clock as they are.
 
+The async client (``async_servicebus_client``) joins at the same boundary for senders: pyamqp's
+``SendClientAsync`` (``PyamqpTransportAsync.create_send_client_async``) is replaced by
+``AsyncSendHandler``, the same send over awaitables, so the app's own aio sender (the public
+edge's sender to the ``orders`` queue) runs all of its code (``send_messages``, ``_open``,
+retries, error mapping) into the broker model, its duplicate detection included. Receivers are
+not modelled on the async client.
+
 Not reproduced: message size limits, link credit beyond one receive call (the SDK asks for what
 it returns: prefetch 0), network faults, throttling.
 """
@@ -52,6 +59,8 @@ from azure.servicebus._pyamqp.error import AMQPError, ErrorCondition, MessageExc
 from azure.servicebus._pyamqp.message import BatchMessage, Header, Message, Properties
 from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
 from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.aio._transport._pyamqp_transport_async import PyamqpTransportAsync
 
 from local.standins.broker import (
     AmqpSequence,
@@ -127,6 +136,25 @@ def servicebus_client(namespace: LocalNamespace) -> ServiceBusClient:
     # (azure/servicebus/_servicebus_client.py:370, :504); this is the one private assignment.
     client._amqp_transport = _transport_over(namespace)
     return client
+
+
+def async_servicebus_client(namespace: LocalNamespace) -> AsyncServiceBusClient:
+    """A real ``azure.servicebus.aio.ServiceBusClient`` whose senders speak to ``namespace``."""
+    client = AsyncServiceBusClient.from_connection_string(CONNECTION_STRING)
+    # As ``servicebus_client``: the aio client passes its transport to every sender it creates
+    # (azure/servicebus/aio/_servicebus_client_async.py:141, get_queue_sender :357); the one
+    # private assignment.
+    client._amqp_transport = _async_transport_over(namespace)
+    return client
+
+
+def _async_transport_over(namespace: LocalNamespace) -> type[PyamqpTransportAsync]:
+    class LocalBrokerTransportAsync(PyamqpTransportAsync):
+        @staticmethod
+        def create_send_client_async(config: Any, **kwargs: Any) -> Any:
+            return AsyncSendHandler(namespace, str(kwargs["target"]))
+
+    return LocalBrokerTransportAsync
 
 
 def _transport_over(namespace: LocalNamespace) -> type[PyamqpTransport]:
@@ -346,6 +374,35 @@ class SendHandler(_Handler):
         # A send is accepted whole; duplicate detection then drops each repeated MessageId,
         # and the sender is not told (the send succeeds).
         self._target.send_batch(outgoing)
+
+
+class AsyncSendHandler:
+    """pyamqp's ``SendClientAsync`` as the SDK's aio sender uses it (``open_async``,
+    ``client_ready_async``, ``send_message_async``, ``close_async``, ``_link``:
+    aio/_servicebus_sender_async.py ``_open``, aio/_transport/_pyamqp_transport_async.py
+    ``send_messages_async``): ``SendHandler``'s send, awaited."""
+
+    def __init__(self, namespace: LocalNamespace, target: str) -> None:
+        self._handler = SendHandler(namespace, target)
+        self._link = self._handler._link
+
+    async def open_async(self, connection: Any = None) -> None:
+        self._handler.open(connection)
+
+    async def client_ready_async(self) -> bool:
+        return self._handler.client_ready()
+
+    async def send_message_async(
+        self,
+        message: Message,
+        *,
+        timeout: float = 0,  # noqa: ASYNC109 - pyamqp's signature
+        **_: Any,
+    ) -> None:
+        self._handler.send_message(message, timeout=timeout)
+
+    async def close_async(self) -> None:
+        self._handler.close()
 
 
 # ---- translation between the broker model and AMQP messages --------------------------------

@@ -8,7 +8,10 @@ and a core's port, and the SDK's errors into the core's classes.
   patches; ``shared.relay.watchdog.OutboxScanner``: the query for stuck documents);
 - ``servicebus_in``: Service Bus in: a received message read into an ``IncomingMessage`` and
   its settlement over the host's gRPC, on a thread pool of its own;
-- ``servicebus_out``: Service Bus out: the relay's ``EventPublisher`` on the topic sender;
+- ``servicebus_out``: Service Bus out: the relay's ``EventPublisher`` on the topic sender, and
+  the public edge's ``MessageSender`` on the ``orders`` queue sender;
+- ``http_in``: HTTP in: the orders API's ``func.HttpRequest`` read for the edge, its
+  ``EdgeResponse`` written back (the client id decision and its limit);
 - ``payment_provider``: the payment provider over HTTP (aiohttp): the
   ``shared.payments.provider.PaymentProvider`` port, the Idempotency-Key header;
 - ``identity``: the Entra ID credential of each client, the Functions host's own rule.

@@ -1,4 +1,6 @@
-"""The Service Bus adapter of the relay's ``EventPublisher`` port (azure-servicebus aio).
+"""Service Bus out (azure-servicebus aio): the relay's ``EventPublisher`` on the topic sender,
+and the public edge's ``MessageSender`` on the ``orders`` queue sender (``ServiceBusOrderSender``,
+at the end: the same connection, lock, bounds and error table).
 
 Owns: turning an ``OutboundEvent`` into a ``ServiceBusMessage`` (MessageId = eventId, content
 type, subject, correlation id, application properties), packing the events of one invocation
@@ -69,6 +71,8 @@ from azure.servicebus.exceptions import (
     ServiceBusServerBusyError,
 )
 
+from shared.consumer.contract import ORDER_PLACED
+from shared.edge.sender import SendFailed
 from shared.relay.core import (
     EventRejected,
     OutboundEvent,
@@ -111,6 +115,8 @@ _UNAVAILABLE_CONDITIONS = frozenset(
 )
 # The entity is gone: an operator recreates it (``azd provision``).
 _SYSTEMIC_CONDITIONS = frozenset({"amqp:resource-deleted"})
+# An order message's body is the contract's JSON, UTF-8 (shared.edge.core ``_encode``).
+ORDER_MESSAGE_CONTENT_TYPE = "application/json"
 
 
 class MessageBatchSender(Protocol):
@@ -296,3 +302,62 @@ def translate(error: Exception) -> BaseException:
         return error
     translated.__cause__ = error
     return translated
+
+
+class ServiceBusOrderSender:
+    """The public edge's ``MessageSender`` (``shared.edge.sender``) on the ``orders`` queue's
+    sender, built like the topic's (``shared.bootstrap``: one per process, identity-based on the
+    queue trigger's namespace).
+
+    The message is the edge's intent as stored: MessageId and body bytes as given, content type
+    ``application/json`` (the body is the contract's JSON, UTF-8), Subject the message type but
+    none for an OrderPlaced ("no Subject means OrderPlaced", ``shared.consumer.contract``: the
+    consumer reads both alike, and producers written before the lifecycle send none).
+
+    The sender is shared by the process's concurrent HTTP invocations, so one ``asyncio.Lock``
+    serialises sends (the SDK's own advice, module docstring), waited on at most
+    ``lock_wait_s``; each send is bounded by ``timeout_s`` (the SDK's total, retries included)
+    and an ``asyncio.timeout`` around it. An error is translated by the topic's table
+    (``translate``): unavailable (a timeout, the connection, the server busy, an error the SDK
+    marks retryable, a busy lock) is ``SendFailed``, which the edge answers 503 with its intent
+    kept; anything else (the queue missing or disabled, the identity refused, the quota, a
+    message too large, an unclassified AMQP condition) is raised as the SDK raised it: a fault
+    of the system or a bug, which the HTTP layer answers 500 and the host logs; the intent is
+    kept, and a retry of the key sends it once the system is fixed."""
+
+    def __init__(
+        self,
+        sender: MessageBatchSender,
+        *,
+        timeout_s: float = SEND_TIMEOUT_S,
+        lock_wait_s: float = LOCK_WAIT_S,
+    ) -> None:
+        self._sender = sender
+        self._timeout_s = timeout_s
+        self._lock_wait_s = lock_wait_s
+        self._lock = asyncio.Lock()
+
+    async def send(self, message_id: str, subject: str, body: bytes) -> None:
+        message = ServiceBusMessage(
+            body,
+            message_id=message_id,
+            content_type=ORDER_MESSAGE_CONTENT_TYPE,
+            subject=None if subject == ORDER_PLACED else subject,
+        )
+        try:
+            async with asyncio.timeout(self._lock_wait_s):
+                await self._lock.acquire()
+        except TimeoutError as error:
+            raise SendFailed(
+                f"the queue sender stayed busy for {self._lock_wait_s:g} s; not sent"
+            ) from error
+        try:
+            async with asyncio.timeout(self._timeout_s + _GRACE_S):
+                await self._sender.send_messages(message, timeout=self._timeout_s)
+        except Exception as error:
+            translated = translate(error)
+            if isinstance(translated, PublishUnavailable):
+                raise SendFailed(str(translated)) from error
+            raise
+        finally:
+            self._lock.release()

@@ -6,13 +6,15 @@ with one identity from the client's first click to every consumer's record.
 - ``requests``: the ``requests`` container's documents, their one owner (the order's head, the
   request records), the key's format, fingerprint, expiry and scope;
 - ``responses``: ``EdgeResponse`` and the RFC 9457 problem documents;
-- ``sender``: the ``MessageSender`` port to the ``orders`` queue.
+- ``sender``: the ``MessageSender`` port to the ``orders`` queue;
+- ``view``: ``GET /orders/<orderId>``, the order as the consumer recorded it.
 
 Imports the kit (its ``DocumentStore`` port and writes), the order contract
 (``shared.consumer.contract``) and ``shared.clock``; never an adapter, telemetry, config,
 Azure, OpenTelemetry or aiohttp (``make lint``). Its store port is implemented by
-``shared.adapters.cosmos_orders.CosmosDocumentStore``; its sender's adapter comes with the HTTP
-functions.
+``shared.adapters.cosmos_orders.CosmosDocumentStore``, its sender's by
+``shared.adapters.servicebus_out.ServiceBusOrderSender``; the HTTP functions translate through
+``shared.adapters.http_in``.
 """
 
 from shared.edge.core import OrdersEdge

@@ -4,7 +4,7 @@ Idempotency-Key, each becoming exactly one message on the ``orders`` queue.
 ``OrdersEdge.place``, ``amend`` and ``cancel`` take the authenticated client id, the
 Idempotency-Key (the header's String content, or None), the parsed JSON body and, for a change,
 the path's order id and the If-Match header; they return an ``EdgeResponse``. The HTTP
-functions translate to and from it (they come later); this module never sees HTTP.
+functions translate to and from it (``shared.adapters.http_in``); this module never sees HTTP.
 
 One request, in the order its steps are taken, and why:
 

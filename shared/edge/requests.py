@@ -138,6 +138,34 @@ def is_valid_key(key: str) -> bool:
     return _KEY.fullmatch(key) is not None
 
 
+def parse_sf_string(value: str) -> str | None:
+    """The RFC 8941 String ``value`` holds (section 4.2.5, after section 4.2's trimming of
+    spaces), or None when it is not exactly one String (parameters are not accepted): the
+    Idempotency-Key header's content ("an Item Structured Header [RFC 8941]. Its value MUST be
+    a String", draft -06 section 2), for the edge's HTTP functions and the payment provider
+    stand-in alike."""
+    text = value.strip(" ")
+    if len(text) < 2 or text[0] != '"':
+        return None
+    chars: list[str] = []
+    index = 1
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            if index + 1 >= len(text) or text[index + 1] not in '"\\':
+                return None
+            chars.append(text[index + 1])
+            index += 2
+            continue
+        if char == '"':
+            return "".join(chars) if index == len(text) - 1 else None
+        if not 0x20 <= ord(char) <= 0x7E:
+            return None
+        chars.append(char)
+        index += 1
+    return None  # no closing quote
+
+
 def order_id_for(client_id: str, key: str) -> str:
     """The order a place under ``key`` by ``client_id`` becomes: ``ord-`` and the UUIDv5 (RFC
     9562, section 5.5) of ``ORDER_ID_NAMESPACE`` and the UTF-8 name ``<client>\\n<key>``. The

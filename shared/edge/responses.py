@@ -38,6 +38,9 @@ class ProblemType:
     VERSION_MISMATCH = PROBLEM_BASE + "version-mismatch"
     INVALID_PRECONDITION = PROBLEM_BASE + "invalid-precondition"
     UNAVAILABLE = PROBLEM_BASE + "unavailable"
+    UNSUPPORTED_MEDIA_TYPE = PROBLEM_BASE + "unsupported-media-type"
+    BODY_TOO_LARGE = PROBLEM_BASE + "body-too-large"
+    INVALID_PRINCIPAL = PROBLEM_BASE + "invalid-principal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,4 +211,34 @@ def not_yet_sent(retry_after_s: int) -> EdgeResponse:
         "The order is recorded but not yet sent",
         "The request was recorded; retry with the same Idempotency-Key to complete it.",
         headers={"Retry-After": str(retry_after_s)},
+    )
+
+
+def unsupported_media_type() -> EdgeResponse:
+    """415 (RFC 9110, section 15.5.16): a body that is not ``application/json`` (UTF-8)."""
+    return problem(
+        415,
+        ProblemType.UNSUPPORTED_MEDIA_TYPE,
+        "Unsupported media type",
+        "The body must be application/json, UTF-8.",
+    )
+
+
+def body_too_large(max_bytes: int) -> EdgeResponse:
+    """413 (RFC 9110, section 15.5.14): a body over the API's bound."""
+    return problem(
+        413,
+        ProblemType.BODY_TOO_LARGE,
+        "The body is too large",
+        f"A request body may be at most {max_bytes} bytes.",
+    )
+
+
+def invalid_principal() -> EdgeResponse:
+    """403: an authenticated principal id that no authentication provider gives."""
+    return problem(
+        403,
+        ProblemType.INVALID_PRINCIPAL,
+        "The client principal is not valid",
+        "The authenticated principal's id must be 1 to 100 visible ASCII characters.",
     )

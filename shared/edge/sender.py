@@ -7,8 +7,8 @@ again is safe by design: the queue's duplicate detection drops a copy inside its
 past it the consumer recognises it (an OrderPlaced's order document, a change's inbox marker
 or its version: README, "The order lifecycle").
 
-The adapter (azure-servicebus) comes with the HTTP functions; ``tests/edge`` use a recording
-double.
+The adapter is ``shared.adapters.servicebus_out.ServiceBusOrderSender`` (azure-servicebus);
+``tests/edge`` use a recording double for the core.
 """
 
 from __future__ import annotations

@@ -317,9 +317,22 @@ async def test_the_world_serves_an_apps_http_functions_with_a_key_of_its_own(
 
 
 async def test_the_world_of_an_app_without_http_functions_has_no_http_host(
-    cosmos_account: CosmosAccount,
+    tmp_path: Path, cosmos_account: CosmosAccount
 ) -> None:
-    async with local_world(account=cosmos_account) as world:
+    # The real app has HTTP functions (the orders API): a consumer-only app here.
+    app = write_app(
+        tmp_path,
+        SERVICE_BUS_TRIGGER,
+        """
+        async def consume_order(
+            msg: servicebus.ServiceBusReceivedMessage,
+            message_actions: servicebus.ServiceBusMessageActions,
+        ) -> None:
+            pass
+        """,
+    )
+    async with local_world(account=cosmos_account, app_directory=app) as world:
         assert world.http_host is None
+        assert world.queue_sender is None and world.requests_container is None
         with pytest.raises(LookupError, match="no HTTP-triggered function"):
             _ = world.http_url

@@ -1,0 +1,92 @@
+"""The orders API's HTTP reading (``shared.adapters.http_in``) on the worker's own
+``func.HttpRequest`` objects: what reaches the core, and what is refused before it."""
+
+from __future__ import annotations
+
+import json
+
+import azure.functions as func
+import pytest
+
+from shared.adapters.http_in import (
+    FUNCTION_KEY_CLIENT,
+    OrderRequest,
+    read_order_request,
+    to_http_response,
+)
+from shared.edge import EdgeResponse
+from shared.edge.responses import PROBLEM_JSON, ProblemType
+
+
+def request(headers: dict[str, str], body: bytes = b"{}") -> func.HttpRequest:
+    return func.HttpRequest(
+        "POST",
+        "http://localhost/api/orders/ord-1/amendments",
+        headers=headers,
+        route_params={"orderId": "ord-1"},
+        body=body,
+    )
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json", "Application/JSON; charset=UTF-8", 'application/json;charset="utf-8"'],
+)
+def test_json_in_utf_8_reaches_the_core_with_the_key_s_string_content(content_type: str) -> None:
+    read = read_order_request(
+        request(
+            {
+                "Content-Type": content_type,
+                "Idempotency-Key": '"a\\"b\\\\c"',  # an RFC 8941 String with its two escapes
+                "If-Match": '"2"',
+            },
+            b'{"reason": "caf\xc3\xa9"}',
+        )
+    )
+
+    assert read == OrderRequest(FUNCTION_KEY_CLIENT, 'a"b\\c', '"2"', "ord-1", {"reason": "café"})
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "problem"),
+    [
+        ({"Content-Type": "application/json; charset=utf-16"}, 415, "UNSUPPORTED_MEDIA_TYPE"),
+        ({"Content-Type": "application/merge-patch+json"}, 415, "UNSUPPORTED_MEDIA_TYPE"),
+        ({}, 415, "UNSUPPORTED_MEDIA_TYPE"),
+        (
+            {"Content-Type": "application/json", "Idempotency-Key": '"k"; p=1'},
+            400,
+            "IDEMPOTENCY_KEY",
+        ),
+        (
+            {"Content-Type": "application/json", "x-ms-client-principal-id": "a b"},
+            403,
+            "INVALID_PRINCIPAL",
+        ),
+    ],
+)
+def test_a_request_refused_before_the_core(
+    headers: dict[str, str], status: int, problem: str
+) -> None:
+    read = read_order_request(request(headers))
+
+    assert isinstance(read, EdgeResponse)
+    assert read.status == status and read.is_problem
+    assert read.body is not None and read.body["type"] == getattr(ProblemType, problem)
+
+
+def test_a_body_that_is_not_utf_8_is_400() -> None:
+    read = read_order_request(request({"Content-Type": "application/json"}, b'{"a": "\xff"}'))
+
+    assert isinstance(read, EdgeResponse) and read.status == 400
+
+
+def test_the_response_on_the_wire_keeps_its_headers_and_compact_json() -> None:
+    response = to_http_response(
+        EdgeResponse(412, {"Content-Type": PROBLEM_JSON, "ETag": '"2"'}, {"title": "é"})
+    )
+
+    assert response.status_code == 412
+    assert response.headers["Content-Type"] == PROBLEM_JSON
+    assert response.headers["ETag"] == '"2"'
+    assert json.loads(response.get_body()) == {"title": "é"}
