@@ -1,14 +1,15 @@
 """``python -m ops init-cosmos``: create what the functions need in a Cosmos DB account or
 emulator, from the app settings (``COSMOS_ENDPOINT``, ``COSMOS_KEY``, ``COSMOS_DATABASE``,
-``COSMOS_CONTAINER``, ``COSMOS_VERIFY_TLS``, ``INVENTORY_CONTAINER``, ``PAYMENTS_CONTAINER``, as
-``shared.config`` reads them): the database, the orders container (partition key ``/orderId``,
-the indexing policy the Bicep deploys: infra/orders-indexing.json, without which the watchdog's
-ordered query is refused), the stock reservation's ``inventory`` (``/sku``) and the payment
-capture's ``payments`` (``/orderId``), each with ``defaultTtl`` -1 as the Bicep sets it, and the
-relay trigger's ``leases`` container (partition key ``/id``), which the trigger never creates
-(``createLeaseContainerIfNotExists`` is false). Needs the account key: Entra ID data-plane
-roles cannot create containers (in Azure, the Bicep creates them). Creates only what is
-missing; never deletes or changes anything."""
+``COSMOS_CONTAINER``, ``COSMOS_VERIFY_TLS``, ``INVENTORY_CONTAINER``, ``PAYMENTS_CONTAINER``,
+``REQUESTS_CONTAINER``, as ``shared.config`` reads them): the database, the orders container
+(partition key ``/orderId``, the indexing policy the Bicep deploys: infra/orders-indexing.json,
+without which the watchdog's ordered query is refused), the stock reservation's ``inventory``
+(``/sku``) and the payment capture's ``payments`` (``/orderId``), the orders API's ``requests``
+(``/orderId``, nothing indexed), each with ``defaultTtl`` -1 as the Bicep sets it, and the relay
+trigger's ``leases`` container (partition key ``/id``), which the trigger never creates
+(``createLeaseContainerIfNotExists`` is false). Needs the account key: Entra ID data-plane roles
+cannot create containers (in Azure, the Bicep creates them). Creates only what is missing; never
+deletes or changes anything."""
 
 from __future__ import annotations
 
@@ -19,7 +20,12 @@ import warnings
 from pathlib import Path
 from typing import Any, TextIO
 
-from shared.config import INVENTORY_CONTAINER_SETTING, PAYMENTS_CONTAINER_SETTING, Settings
+from shared.config import (
+    INVENTORY_CONTAINER_SETTING,
+    PAYMENTS_CONTAINER_SETTING,
+    REQUESTS_CONTAINER_SETTING,
+    Settings,
+)
 from shared.kit.errors import ConfigurationError
 
 LEASES_CONTAINER = "leases"  # function_app.py's lease_container_name, infra's leasesContainerName
@@ -28,6 +34,10 @@ LEASES_PARTITION_KEY = "/id"
 # infra/app/cosmos.bicep loads the same file (loadJsonContent): one policy, here and in Azure.
 INDEXING_FILE = Path(__file__).resolve().parent.parent / "infra" / "orders-indexing.json"
 ORDERS_INDEXING_POLICY: dict[str, Any] = json.loads(INDEXING_FILE.read_text())
+# The orders API's records are read by id only: nothing indexed (infra/app/cosmos.bicep, the same).
+REQUESTS_INDEXING_POLICY: dict[str, Any] = json.loads(
+    (INDEXING_FILE.parent / "requests-indexing.json").read_text()
+)
 
 
 def run(out: TextIO) -> int:
@@ -65,6 +75,12 @@ def run(out: TextIO) -> int:
             (settings.cosmos_container, ORDERS_PARTITION_KEY, ORDERS_INDEXING_POLICY, -1),
             (_name(INVENTORY_CONTAINER_SETTING, "inventory"), "/sku", None, -1),
             (_name(PAYMENTS_CONTAINER_SETTING, "payments"), "/orderId", None, -1),
+            (
+                _name(REQUESTS_CONTAINER_SETTING, "requests"),
+                "/orderId",
+                REQUESTS_INDEXING_POLICY,
+                -1,
+            ),
             (LEASES_CONTAINER, LEASES_PARTITION_KEY, None, None),
         ]
         for container, partition_key, indexing, ttl in containers:

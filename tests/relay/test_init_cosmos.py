@@ -52,6 +52,7 @@ async def test_init_cosmos_creates_every_container_with_item_ttl_honoured(
             orders = await db.get_container_client("orders").read()
             inventory = await db.get_container_client("inventory").read()
             payments = await db.get_container_client("payments").read()
+            requests = await db.get_container_client("requests").read()
         finally:
             await client.delete_database(database)
     assert leases["partitionKey"]["paths"] == ["/id"]
@@ -59,4 +60,5 @@ async def test_init_cosmos_creates_every_container_with_item_ttl_honoured(
     assert inventory["partitionKey"]["paths"] == ["/sku"]
     assert payments["partitionKey"]["paths"] == ["/orderId"]
     # Items' own ttl honoured (markers, released reservations), as the Bicep sets it.
-    assert [c.get("defaultTtl") for c in (orders, inventory, payments)] == [-1, -1, -1]
+    assert requests["partitionKey"]["paths"] == ["/orderId"]
+    assert [c.get("defaultTtl") for c in (orders, inventory, payments, requests)] == [-1] * 4
