@@ -149,7 +149,11 @@ def to_service_bus_message(event: OutboundEvent) -> ServiceBusMessage:
     )
 
 
-class ServiceBusEventPublisher:
+class _OneAtATime:
+    """A sender shared by every invocation of an event loop, used by one send at a time (see
+    the module docstring): the sender, its timeouts and its lock. Built once per event loop by
+    the composition root."""
+
     def __init__(
         self,
         sender: MessageBatchSender,
@@ -160,16 +164,20 @@ class ServiceBusEventPublisher:
         self._sender = sender
         self._timeout_s = timeout_s
         self._lock_wait_s = lock_wait_s
-        # One publish at a time on the shared sender (see the module docstring). Created with
-        # the publisher, which the composition root builds once per event loop.
         self._lock = asyncio.Lock()
 
+    async def _acquire(self) -> None:
+        """The lock within ``lock_wait_s``, or ``TimeoutError``: the sender stayed busy."""
+        async with asyncio.timeout(self._lock_wait_s):
+            await self._lock.acquire()
+
+
+class ServiceBusEventPublisher(_OneAtATime):
     async def publish(self, events: Sequence[OutboundEvent]) -> list[BaseException | None]:
         if not events:
             return []
         try:
-            async with asyncio.timeout(self._lock_wait_s):
-                await self._lock.acquire()
+            await self._acquire()
         except TimeoutError as error:
             busy = PublishUnavailable(
                 f"the topic sender stayed busy for {self._lock_wait_s:g} s (another publish "
@@ -304,7 +312,7 @@ def translate(error: Exception) -> BaseException:
     return translated
 
 
-class ServiceBusOrderSender:
+class ServiceBusOrderSender(_OneAtATime):
     """The public edge's ``MessageSender`` (``shared.edge.sender``) on the ``orders`` queue's
     sender, built like the topic's (``shared.bootstrap``: one per process, identity-based on the
     queue trigger's namespace).
@@ -325,18 +333,6 @@ class ServiceBusOrderSender:
     of the system or a bug, which the HTTP layer answers 500 and the host logs; the intent is
     kept, and a retry of the key sends it once the system is fixed."""
 
-    def __init__(
-        self,
-        sender: MessageBatchSender,
-        *,
-        timeout_s: float = SEND_TIMEOUT_S,
-        lock_wait_s: float = LOCK_WAIT_S,
-    ) -> None:
-        self._sender = sender
-        self._timeout_s = timeout_s
-        self._lock_wait_s = lock_wait_s
-        self._lock = asyncio.Lock()
-
     async def send(self, message_id: str, subject: str, body: bytes) -> None:
         message = ServiceBusMessage(
             body,
@@ -345,8 +341,7 @@ class ServiceBusOrderSender:
             subject=None if subject == ORDER_PLACED else subject,
         )
         try:
-            async with asyncio.timeout(self._lock_wait_s):
-                await self._lock.acquire()
+            await self._acquire()
         except TimeoutError as error:
             raise SendFailed(
                 f"the queue sender stayed busy for {self._lock_wait_s:g} s; not sent"
