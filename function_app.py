@@ -3,6 +3,7 @@
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
+from shared.adapters.http_in import openapi_response
 from shared.bootstrap import (
     handle_order_message,
     handle_orders_request,
@@ -143,3 +144,12 @@ async def cancel_order(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="orders/{orderId}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
 async def get_order(req: func.HttpRequest) -> func.HttpResponse:
     return await handle_orders_request("get", req)
+
+
+# The API's OpenAPI document (shared/edge/openapi.json): read-only and without secrets, so it
+# takes no key (tests/infra/test_orders_api_bicep.py forbids anonymous writes only); with App
+# Service authentication on, it is behind Entra ID like every path.
+@app.function_name("openapi")
+@app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def openapi(req: func.HttpRequest) -> func.HttpResponse:
+    return openapi_response()

@@ -70,7 +70,8 @@ async def test_each_topic_consumer_reads_its_subscription_and_settles_itself(
 async def test_the_app_has_its_functions_and_the_watchdog_is_a_monitored_timer() -> None:
     """The order consumer, the stock reservation, the payment capture, the relay, the outbox
     watchdog (223dafd had no watchdog: an outbox document the change feed never delivered
-    stayed pending for ever, unseen) and the orders API's four HTTP functions."""
+    stayed pending for ever, unseen), the orders API's four HTTP functions and its OpenAPI
+    document."""
     worker = await FunctionsWorker.start()
     try:
         functions = {name: f.trigger for name, f in worker.functions.items()}
@@ -87,6 +88,7 @@ async def test_the_app_has_its_functions_and_the_watchdog_is_a_monitored_timer()
         "amend_order": "httpTrigger",
         "cancel_order": "httpTrigger",
         "get_order": "httpTrigger",
+        "openapi": "httpTrigger",
     }
     timer = functions["outbox_watchdog"]
     assert timer["schedule"] == "0 */5 * * * *"  # NCronTab, six fields: every five minutes
@@ -158,10 +160,11 @@ def test_importing_the_app_reads_no_setting_and_opens_no_connection() -> None:
     assert result.stdout.strip() == "ok"
 
 
-async def test_the_orders_api_is_four_function_key_routes() -> None:
+async def test_the_orders_api_is_four_function_key_routes_and_an_anonymous_document() -> None:
     """The orders API's routes and methods, each behind a function key (``authLevel``
     ``FUNCTION``: a caller presents a function or host key, learn.microsoft.com/azure/
-    azure-functions/functions-bindings-http-webhook-trigger, "Authorization level")."""
+    azure-functions/functions-bindings-http-webhook-trigger, "Authorization level"); its
+    OpenAPI document, read-only, without one."""
     worker = await FunctionsWorker.start()
     try:
         triggers = {name: f.trigger for name, f in worker.functions.items()}
@@ -178,4 +181,5 @@ async def test_the_orders_api_is_four_function_key_routes() -> None:
         "amend_order": ("orders/{orderId}/amendments", ["POST"], "FUNCTION"),
         "cancel_order": ("orders/{orderId}/cancellations", ["POST"], "FUNCTION"),
         "get_order": ("orders/{orderId}", ["GET"], "FUNCTION"),
+        "openapi": ("openapi.json", ["GET"], "ANONYMOUS"),
     }

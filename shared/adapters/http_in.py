@@ -46,8 +46,9 @@ from typing import Any
 import azure.functions as func
 
 from shared.edge import responses
+from shared.edge.openapi import document_bytes
 from shared.edge.requests import parse_sf_string
-from shared.edge.responses import EdgeResponse
+from shared.edge.responses import JSON, EdgeResponse
 
 MAX_BODY_BYTES = 64 * 1024
 PRINCIPAL_HEADER = "x-ms-client-principal-id"
@@ -114,6 +115,11 @@ def to_http_response(response: EdgeResponse) -> func.HttpResponse:
     if response.body is not None:
         body = json.dumps(response.body, separators=(",", ":"), ensure_ascii=False).encode()
     return func.HttpResponse(body, status_code=response.status, headers=dict(response.headers))
+
+
+def openapi_response() -> func.HttpResponse:
+    """The API's OpenAPI document (``shared.edge.openapi``), its bytes as checked in."""
+    return func.HttpResponse(document_bytes(), status_code=200, headers={"Content-Type": JSON})
 
 
 def _is_json(content_type: str | None) -> bool:
