@@ -83,17 +83,24 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
-ORDERS_PATH = "/orders"
+ORDERS_PATH = "/orders"  # under the API's base (the OpenAPI document's server URL)
+# The Functions host serves HTTP functions under its route prefix: ``api`` unless host.json's
+# extensions.http.routePrefix says otherwise (learn.microsoft.com/azure/azure-functions/
+# functions-bindings-http-webhook#hostjson-settings); this app's host.json sets none.
+ROUTE_PREFIX = "/api"
 
 
 def order_location(order_id: str) -> str:
-    """An order's URL path: ``/orders/<orderId>`` (its ``Location``)."""
-    return f"{ORDERS_PATH}/{order_id}"
+    """An order's URL path on the host, its ``Location``: ``/api/orders/<orderId>``, the
+    ``GET`` route (an absolute path, so it resolves the same against any request's URL, RFC
+    9110 section 10.2.2)."""
+    return f"{ROUTE_PREFIX}{ORDERS_PATH}/{order_id}"
 
 
 def change_path(order_id: str, change: str) -> str:
-    """The path of a change's request: ``/orders/<orderId>/amendments`` or ``/cancellations``."""
-    return f"{order_location(order_id)}/{change}"
+    """The path of a change's request under the API's base, as its fingerprint covers it:
+    ``/orders/<orderId>/amendments`` or ``/cancellations``."""
+    return f"{ORDERS_PATH}/{order_id}/{change}"
 
 
 def _key_problem(status: int, title: str, detail: str, **headers: str) -> EdgeResponse:

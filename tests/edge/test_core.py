@@ -45,7 +45,7 @@ async def test_a_place_is_one_order_one_message_and_its_repeat_replays_the_first
     order_id = order_id_for(CLIENT, "key-1")
 
     assert first.status == 201
-    assert first.headers["Location"] == f"/orders/{order_id}"
+    assert first.headers["Location"] == f"/api/orders/{order_id}"
     assert first.headers["ETag"] == '"1"'
     assert first.body == {"orderId": order_id, "orderVersion": 1, "status": "placed"}
     assert sender.message_ids() == [order_id]  # the OrderPlaced contract: MessageId = orderId

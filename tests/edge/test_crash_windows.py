@@ -174,7 +174,7 @@ async def test_a_place_after_its_key_expired_is_409_order_exists_and_sends_nothi
 
     late = await place(memory_edge)
 
-    assert late.status == 409 and late.headers["Location"] == f"/orders/{ORDER}"
+    assert late.status == 409 and late.headers["Location"] == f"/api/orders/{ORDER}"
     assert late.body is not None and late.body["type"] == ProblemType.ORDER_EXISTS
     assert sender.message_ids() == [ORDER]
 

@@ -20,6 +20,7 @@ import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 from azure.servicebus._pyamqp.error import ErrorCondition
 from multidict import CIMultiDict
+from yarl import URL
 
 from local.assembly.world import CosmosAccount, World, local_world
 from local.standins.broker import ManualClock, PeekedMessage
@@ -132,7 +133,7 @@ async def test_a_place_is_201_one_message_and_after_the_consumer_get_shows_the_o
     order_id = order_id_for(FUNCTION_KEY_CLIENT, "key-1")
 
     assert placed.status == 201
-    assert placed.headers["Location"] == f"/orders/{order_id}"
+    assert placed.headers["Location"] == f"/api/orders/{order_id}"
     assert placed.headers["ETag"] == '"1"'
     assert placed.headers["Content-Type"] == JSON
     assert placed.body == {"orderId": order_id, "orderVersion": 1, "status": "placed"}
@@ -150,6 +151,13 @@ async def test_a_place_is_201_one_message_and_after_the_consumer_get_shows_the_o
     # Before the consumer: the order is not recorded yet.
     assert (await call(http, world, "GET", f"orders/{order_id}")).status == 404
     await world.host.run_until_idle()
+    # Following the Location the place answered: the GET route on the host, as a client would.
+    async with http.get(
+        URL(world.http_url).join(URL(placed.headers["Location"])),
+        headers={FUNCTIONS_KEY_HEADER: world.function_key},
+    ) as followed:
+        assert followed.status == 200
+        assert followed.headers["ETag"] == '"1"'
     shown = await call(http, world, "GET", f"orders/{order_id}")
 
     assert shown.status == 200
@@ -210,7 +218,7 @@ async def test_an_amendment_then_a_cancellation_are_versions_2_and_3_and_the_con
 
     assert amended.status == 200
     assert amended.headers["ETag"] == '"2"'
-    assert amended.headers["Location"] == f"/orders/{order_id}"
+    assert amended.headers["Location"] == f"/api/orders/{order_id}"
     assert [(m.message.message_id, m.message.subject) for m in on_queue(world)] == [
         (order_id, None),
         (f"{order_id}:v2", ORDER_AMENDED),
@@ -336,7 +344,7 @@ async def test_a_send_the_queue_refused_for_now_is_503_and_a_retry_of_the_key_se
     clock.advance(PAST_THE_WINDOW)
     retried = await call(http, world, "POST", "orders", place_body(), key="key-6")
 
-    assert retried.status == 201 and retried.headers["Location"] == f"/orders/{order_id}"
+    assert retried.status == 201 and retried.headers["Location"] == f"/api/orders/{order_id}"
     assert [m.message.message_id for m in on_queue(world)] == [order_id]
     await failing.close()
 

@@ -113,7 +113,7 @@ _CHANGE: list[Callable[[], EdgeResponse]] = [
     lambda: responses.version_mismatch(ORDER_ID, 2),
     lambda: responses.contention(5, 1),
 ]
-_ACCEPTED_HEADERS = {"Location": f"/orders/{ORDER_ID}", "ETag": '"2"'}
+_ACCEPTED_HEADERS = {"Location": f"/api/orders/{ORDER_ID}", "ETag": '"2"'}
 ANSWERS: dict[tuple[str, str], list[Callable[[], EdgeResponse]]] = {
     ("/orders", "post"): [
         *_KEYED,
