@@ -21,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -38,6 +39,7 @@ from local.standins.faults import (
 )
 from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.config import PAYMENT_PROVIDER_API_KEY_SETTING, PAYMENT_PROVIDER_BASE_URL_SETTING
+from shared.consumer.contract import lifecycle_message_id
 from shared.edge.requests import order_id_for, request_id
 from shared.kit.external import call_key
 from shared.payments.consumer import CONSUMER_NAME as PAYMENT_CONSUMER
@@ -324,3 +326,35 @@ async def test_a_cancellation_retried_releases_the_stock_and_refunds_once(
     ]
     payment = await payments_of(world, order_id)
     assert (payment["captured"], payment["version"]) == (0, 2)
+
+
+EVENTS_MD = Path(__file__).resolve().parents[2] / "docs" / "events.md"
+
+
+def test_the_worked_example_of_one_identity_is_what_the_service_derives() -> None:
+    """docs/events.md, "One identity from the client to every consumer": each id of its worked
+    example recomputed with the service's own functions, and found on the page."""
+    client, key = FUNCTION_KEY_CLIENT, "8e03978e-40d5-43e8-bc93-6894a57f9324"
+    order_id = order_id_for(client, key)
+    accepted, amended = order_event_id(order_id), version_event_id(order_id, 2)
+    derived = {
+        "order id": order_id,
+        "request record": request_id(client, key),
+        "OrderAccepted eventId": accepted,
+        "its capture's key": call_key(PAYMENT_CONSUMER, accepted, Operation.CAPTURE),
+        "the amendment's MessageId": lifecycle_message_id(order_id, 2),
+        "its eventId": amended,
+    }
+    assert derived == {
+        "order id": "ord-6424cdba-a4c8-5ca1-a5d8-570c2bd70473",
+        "request record": "request:function-key:8e03978e-40d5-43e8-bc93-6894a57f9324",
+        "OrderAccepted eventId": "e47b8b71-afb6-50a1-9c76-bf0504d0c811",
+        "its capture's key": "f61ba1e8-2e95-5b2c-adb2-918cf9137b61",
+        "the amendment's MessageId": "ord-6424cdba-a4c8-5ca1-a5d8-570c2bd70473:v2",
+        "its eventId": "86c88e18-a155-55a6-8eb9-e05cd15672ea",
+    }
+    section = EVENTS_MD.read_text(encoding="utf-8").split(
+        "## One identity from the client to every consumer", 1
+    )[1]
+    page = " ".join(section.split("\n## ", 1)[0].split())  # the section, lines joined
+    assert all(f"`{value}`" in page for value in derived.values()), derived
