@@ -5,7 +5,8 @@ raised by ``StoppingStore`` around either store, by the in-memory store's script
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from shared.edge.requests import HEAD_ID, KEY_EXPIRY, order_id_for, request_id
 from shared.edge.responses import EdgeResponse, ProblemType
 from shared.kit.decision import DocumentStore
 from shared.kit.errors import TransientStoreError
+from shared.kit.writes import Create, Write
 from tests.edge.conftest import (
     CLIENT,
     PAST_THE_WINDOW,
@@ -195,3 +197,84 @@ async def test_an_intent_never_sent_keeps_its_key_past_the_expiry_and_its_retry_
     assert late.status == 201 and sender.message_ids() == [ORDER]
     clock.advance(KEY_EXPIRY)  # answered: now its key expires
     assert (await place(edge)).status == 409
+
+
+class StoppingAfterTheMark:
+    """A store around another whose next sent mark (the first commit that creates nothing) is
+    made, then the instance stops before it answers the client: the mark made, the answer lost."""
+
+    def __init__(self, inner: DocumentStore) -> None:
+        self.inner = inner
+        self.armed = False
+
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        await self.inner.commit(partition_key, writes)
+        if self.armed and not any(isinstance(write, Create) for write in writes):
+            self.armed = False
+            raise Stopped("after the mark")
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        return await self.inner.read(partition_key, document_id)
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+async def test_a_stop_after_the_sent_mark_then_an_immediate_retry_replays_and_sends_nothing(
+    store: DocumentStore, sender: RecordingSender, clock: ManualClock, operation: str
+) -> None:
+    """The last window: everything done, the answer never reached the client. Its retry, at
+    once (inside the in-progress window), is the first answer: the sent mark says so."""
+    call, message_id, status, tag = OPERATIONS[operation]
+    stopping = StoppingAfterTheMark(store)
+    edge = OrdersEdge(stopping, sender, clock)
+    if operation == "amend":
+        assert (await place(edge)).status == 201
+    stopping.armed = True
+
+    with pytest.raises(Stopped):
+        await call(edge)
+    retried = await call(edge)
+
+    assert retried.status == status and retried.headers["ETag"] == tag
+    assert [m.message_id for m in sender.sent].count(message_id) == 1  # nothing sent again
+    record = await store.read(ORDER, request_id(CLIENT, _key(operation)))
+    assert record is not None and record["sent"] is True
+
+
+@pytest.mark.parametrize(
+    "window", ["batch committed, answer lost", "before the send", "before the mark"]
+)
+@pytest.mark.parametrize("operation", OPERATIONS)
+async def test_a_retry_taken_by_another_instance_sends_the_first_instances_message(
+    store: DocumentStore, clock: ManualClock, operation: str, window: str
+) -> None:
+    """Instance A stops in a window; the client's retry lands on instance B (its own edge and
+    sender, the same requests container): B finds A's record and sends A's message (its
+    MessageId and exact bytes), never one of its own, and answers what A would have."""
+    call, message_id, status, tag = OPERATIONS[operation]
+    sender_a, sender_b = RecordingSender(), RecordingSender()
+    stopping = StoppingStore(store)
+    instance_a = OrdersEdge(stopping, sender_a, clock)
+    instance_b = OrdersEdge(store, sender_b, clock)
+    if operation == "amend":
+        assert (await place(instance_a)).status == 201
+        sender_a.sent.clear()
+    if window == "before the send":
+        sender_a.fail_next = [Stopped()]
+    else:
+        stopping.stop = "after the batch" if window.startswith("batch") else window
+    with pytest.raises(Stopped):
+        await call(instance_a)
+    recorded = await store.read(ORDER, request_id(CLIENT, _key(operation)))
+    assert recorded is not None
+
+    soon = await call(instance_b)
+    clock.advance(PAST_THE_WINDOW)
+    answer = await call(instance_b)
+
+    assert soon.status == 409  # A may still be sending: B does not race it
+    assert answer.status == status and answer.headers["ETag"] == tag
+    assert [m.message_id for m in sender_b.sent] == [message_id]
+    assert sender_b.sent[0].body == str(recorded["messageBody"]).encode()  # A's bytes
+    assert all(copy == sender_b.sent[0] for copy in sender_a.sent)  # A's copy, if it sent one
+    clock.advance(PAST_THE_WINDOW)
+    assert await call(instance_a) == answer and len(sender_b.sent) == 1  # A replays it too
