@@ -58,7 +58,7 @@ from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.adapters.servicebus_out import ServiceBusOrderSender
 from shared.edge import OrdersEdge
-from shared.edge.requests import IN_PROGRESS_WINDOW, order_id_for
+from shared.edge.requests import IN_PROGRESS_WINDOW, order_id_for, request_id
 from shared.kit.decision import DocumentStore
 from shared.kit.errors import DocumentExists
 from shared.kit.writes import Write
@@ -403,6 +403,18 @@ async def latency(
     }
 
 
+async def _record_bytes(standin: StandIn, key: str) -> int:
+    """A place's request record as stored (compact JSON, system fields included), read through
+    the world's own client, not the counted one: what a replay's point read loads (Cosmos DB
+    charges a point read by the item's size, 1 RU for 1 KB: learn.microsoft.com/cosmos-db/
+    request-units)."""
+    order_id = order_id_for(FUNCTION_KEY_CLIENT, key)
+    item = await standin.world.requests.read_item(
+        request_id(FUNCTION_KEY_CLIENT, key), partition_key=order_id
+    )
+    return len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
+
+
 async def measure(standin: StandIn, *, replays: int = 100, places: int = 300) -> dict[str, Any]:
     """Target 12 (module docstring)."""
     run = f"bench-{time.time_ns():x}"  # keys of this run: the requests container may be reused
@@ -411,6 +423,7 @@ async def measure(standin: StandIn, *, replays: int = 100, places: int = 300) ->
         for request in lifecycle(f"{run}-warmup").values():  # composition, SDK metadata reads
             await client.post(request)
         paths = await count_paths(standin, client.post, lifecycle(run), replays)
+        record_bytes = await _record_bytes(standin, f"{run}-place")
         in_process = await count_in_process(standin, run, replays)
         timed = await latency(standin, client, run, places)
     return {
@@ -419,6 +432,7 @@ async def measure(standin: StandIn, *, replays: int = 100, places: int = 300) ->
         "paths": paths,
         "in_process": in_process,
         "latency": timed,
+        "record_bytes": record_bytes,
         "replay_sends": sum(row.get("sends_total", 0) for row in paths.values()),
         "ok": all(row["ok"] for row in paths.values())
         and all(row["ok"] for rows in in_process.values() for row in rows.values()),

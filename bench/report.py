@@ -493,7 +493,8 @@ def markdown_block(results: dict[str, Any]) -> str:
             f"worker, settlement included), ms: place p50 {_f(place['p50'], 2)}, p99 "
             f"{_f(place['p99'], 2)}, max {_f(place['max'], 2)}; consume_order p50 "
             f"{_f(consume['p50'], 2)}, p99 {_f(consume['p99'], 2)}, max {_f(consume['max'], 2)}; "
-            f"ratios p50 {_f(lat['ratio_p50'], 2)}, p99 {_f(lat['ratio_p99'], 2)}.",
+            f"ratios p50 {_f(lat['ratio_p50'], 2)}, p99 {_f(lat['ratio_p99'], 2)}. A place's "
+            f"request record (what a replay reads): {edge['record_bytes']:,} bytes.",
             "",
         ]
     return "\n".join(out).rstrip() + "\n"
