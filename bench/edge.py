@@ -3,19 +3,20 @@ sends per accepted request and per replay, against the floor; replays at no send
 latency of a place through the local host against ``consume_order``'s for the same message.
 
 Requests and sends: each request is a real HTTP request (aiohttp) to the world's HTTP host
-(``local.standins.http_host``), which invokes the app's HTTP function through Microsoft's worker;
-the app's edge (composed by ``World.compose`` on the stand-in's counting transport) reads and
-commits through ``CosmosDocumentStore`` and the real azure-cosmos client against the local
-server's atomic batch, and sends through a real aio ``ServiceBusSender`` into the queue model.
-Cosmos DB requests are counted at the azure-core transport by kind (``bench.transport``: a point
-``read``; a ``batch``, the edge's commits and its sent mark, a batch of one patch), sends at the
-queue model (``QueueStats.sent``: every message the sender hands it, duplicate detection being
-off in the bench's queue, ``bench.standin``). One place, one amendment and one cancellation of
-one order, each counted alone after a warm-up order (the SDK's metadata reads, the edge's
-composition); then, the clock past the in-progress window (a client's retry after its timeout),
-``replays`` repeats of each with the same key and body. A replay must answer what the first
-answer said (status, body, ``ETag``, ``Location``) and send nothing: a replay that sends
-raises ``ReplaySent``, and the run stops (a broken promise, not a figure to weigh).
+(``local.standins.http_host``), which invokes the app's HTTP function through Microsoft's
+worker; the app's edge (composed by ``World.compose`` on the stand-in's counting transport)
+reads and commits through ``CosmosDocumentStore`` and the real azure-cosmos client against the
+local server's atomic batch, and sends through a real aio ``ServiceBusSender`` into the queue
+model. Cosmos DB requests are counted at the azure-core transport by kind (``bench.transport``:
+a point ``read``; a ``batch``, the edge's commits and its sent mark, a batch of one patch),
+sends at the queue model (``QueueStats.sent``: every message the sender hands it, one the queue
+would drop as a duplicate included; the bench's queue keeps no duplicate window,
+``bench.standin``). One place, one amendment and one cancellation of one order, each counted
+alone after a warm-up order (the SDK's metadata reads, the edge's composition); then, the clock
+past the in-progress window (a client's retry after its timeout), ``replays`` repeats of each
+with the same key and body. A replay must answer what the first answer said (status, body,
+``ETag``, ``Location``) and send nothing: a replay that sends raises ``ReplaySent``, and the run
+stops (a broken promise, not a figure to weigh).
 
 The floor (docs/benchmarks.md, target 12): an accepted request is two writes and one send: the
 atomic write of the request's identity and its message (with the order's head) before the send,
@@ -33,7 +34,8 @@ so that the two differ in that read alone.
 Latency: ``places`` places one after another, each followed by ``consume_order`` handling its
 message alone (the host's invocation through the worker, the function's settlement included,
 timed by the host's ``on_delivery`` hook); the place from the request sent to the answer read
-by the client. Interleaved, so that both see the same moments of a shared machine.
+by the client; and a GET of the OpenAPI document, the host and the worker with no outside call.
+Interleaved, so that all three see the same moments of a shared machine.
 
 It owns the sequence, the counting and the timing, never the product's decisions.
 """
@@ -100,6 +102,7 @@ IN_PROCESS_EXPECTED: dict[str, dict[str, Counts]] = {
     },
 }
 IN_PROCESS_CLIENT = "bench-in-process"
+OPENAPI_ROUTE = "openapi.json"  # function_app's openapi function: anonymous, no outside call
 _ACCEPTED = {"place": 201, "amend": 200, "cancel": 200}
 
 
@@ -205,6 +208,14 @@ class EdgeClient:
             elapsed = time.perf_counter() - started
             body = json.loads(text) if text else None
             return Answer(response.status, dict(response.headers), body, elapsed)
+
+    async def get(self, path: str) -> Answer:
+        started = time.perf_counter()
+        async with self._session.get(self._standin.world.http.function_url(path)) as response:
+            text = await response.read()
+            return Answer(
+                response.status, dict(response.headers), text, time.perf_counter() - started
+            )
 
 
 Send = Callable[[EdgeRequest], Awaitable[Answer]]
@@ -368,11 +379,14 @@ async def latency(
     standin: StandIn, client: EdgeClient, run: str, places: int, warmup: int = 5
 ) -> dict[str, Any]:
     """``places`` places through the host, each followed by ``consume_order`` handling its
-    message alone; seconds per place (the client's) and per invocation (the host's)."""
+    message alone; seconds per place (the client's) and per invocation (the host's). Beside
+    them, the front alone: a GET of the API's OpenAPI document, an invocation through the host
+    and the worker that calls nothing outside (its answer about 25 KB)."""
     await standin.run_until_idle()  # what the counted paths left on the queue
     host = standin.hosts["consumer"]
     place_s: list[float] = []
     consume_s: list[float] = []
+    front_s: list[float] = []
 
     async def timed(_delivery: Delivery, invoke: Callable[[], Awaitable[None]]) -> None:
         started = time.perf_counter()
@@ -389,15 +403,21 @@ async def latency(
         await host.run_until_idle(on_delivery=timed)
         if host.stats.failed_invocations != failed or len(consume_s) != len(place_s):
             raise RuntimeError(f"consume_order: {host.stats.errors[-3:]}")
+        front = await client.get(OPENAPI_ROUTE)
+        if front.status != 200:
+            raise RuntimeError(f"GET {OPENAPI_ROUTE} answered {front.status}")
+        front_s.append(front.elapsed_s)
     if standin.queue.stats.completed - completed != warmup + places:
         raise RuntimeError("consume_order did not complete every placed order's message")
     place_ms = distribution([s * 1000 for s in place_s[warmup:]])
     consume_ms = distribution([s * 1000 for s in consume_s[warmup:]])
+    front_ms = distribution([s * 1000 for s in front_s[warmup:]])
     return {
         "places": places,
         "warmup": warmup,
         "place_ms": place_ms,
         "consume_ms": consume_ms,
+        "front_ms": front_ms,
         "ratio_p50": place_ms["p50"] / consume_ms["p50"],
         "ratio_p99": place_ms["p99"] / consume_ms["p99"],
     }

@@ -484,7 +484,7 @@ def markdown_block(results: dict[str, Any]) -> str:
                 f"{_verdict(o['ok'])} |"
             )
         lat = edge["latency"]
-        place, consume = lat["place_ms"], lat["consume_ms"]
+        place, consume, front = lat["place_ms"], lat["consume_ms"], lat["front_ms"]
         out += [
             "",
             f"Target 12, latency: {lat['places']:,} places (after {lat['warmup']} unmeasured), "
@@ -493,7 +493,9 @@ def markdown_block(results: dict[str, Any]) -> str:
             f"worker, settlement included), ms: place p50 {_f(place['p50'], 2)}, p99 "
             f"{_f(place['p99'], 2)}, max {_f(place['max'], 2)}; consume_order p50 "
             f"{_f(consume['p50'], 2)}, p99 {_f(consume['p99'], 2)}, max {_f(consume['max'], 2)}; "
-            f"ratios p50 {_f(lat['ratio_p50'], 2)}, p99 {_f(lat['ratio_p99'], 2)}. A place's "
+            f"ratios p50 {_f(lat['ratio_p50'], 2)}, p99 {_f(lat['ratio_p99'], 2)}; the front "
+            "alone (a GET of the OpenAPI document through the host and the worker, no outside "
+            f"call) p50 {_f(front['p50'], 2)}, p99 {_f(front['p99'], 2)}. A place's "
             f"request record (what a replay reads): {edge['record_bytes']:,} bytes.",
             "",
         ]

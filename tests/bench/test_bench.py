@@ -352,7 +352,7 @@ async def test_the_edge_target_counts_requests_and_sends_per_path_and_replays_se
         "optimistic": {"place": (0, 2, 1), "place replay": (1, 1, 0)},
     }
     latency = result["latency"]
-    assert latency["place_ms"]["n"] == latency["consume_ms"]["n"] == 4
+    assert latency["place_ms"]["n"] == latency["consume_ms"]["n"] == latency["front_ms"]["n"] == 4
     assert latency["place_ms"]["p50"] > 0 < latency["consume_ms"]["p50"]
     row = report.summary_rows({"edge": result})[0]
     assert row[0].startswith("12. orders API") and row[1].startswith("place 1r+2w+1s, ")
