@@ -1,6 +1,6 @@
 """Benchmarks of the idempotent order consumer: ``python -m bench`` (``make bench``).
 
-Eleven targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
+Twelve targets, each a verdict of one run on one machine, written to ``bench/results.json`` and
 ``docs/benchmarks.md``:
 
 1. Cosmos DB requests per outcome, OrderPlaced's and the order lifecycle's (an applied message
@@ -35,6 +35,12 @@ Eleven targets, each a verdict of one run on one machine, written to ``bench/res
     halfway and at the end, no marker, and its steady state at the most orders per second one
     partition takes within its bound and below 20 GB: never full, at every tier
     (``bench.storage``).
+12. The orders API (the public edge) through the HTTP host and the worker: Cosmos DB requests
+    by kind and queue sends per place, amendment and cancellation, and per replay (same key and
+    body), against the floor of two writes and one send (a change one read more; a replay one
+    read, no send), with the optimistic place (commit first) beside it; a replay that sends
+    stops the run; a place's latency p50/p99 through the host against ``consume_order``'s for
+    the same message, in the same run (``bench.edge``).
 
 They run on the one local stand-in, ``local.assembly.world.local_world`` (through
 ``bench.standin``): every function invocation goes through Microsoft's worker,

@@ -19,6 +19,7 @@ from rich.console import Console
 from bench import (
     coldstart,
     cpu,
+    edge,
     ingestion,
     machine,
     memory,
@@ -47,6 +48,7 @@ TARGETS = (
     "stock",
     "payments",
     "storage",
+    "edge",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,6 +81,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--payment-creates", type=int, default=500, help="target 10: create_item calls"
     )
+    parser.add_argument(
+        "--edge-replays", type=int, default=100, help="target 12: replays of each request"
+    )
+    parser.add_argument(
+        "--edge-places", type=int, default=300, help="target 12: places timed (latency)"
+    )
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "bench" / "results.json")
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -99,7 +107,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if "ingestion" in selected:
             status.update(f"target 7: {args.ingestion_orders:,} orders, sampled and not")
             results["ingestion"] = await asyncio.to_thread(ingestion.measure, args.ingestion_orders)
-        cosmos_targets = {"requests", "cpu", "throughput", "relay", "watchdog", "stock"}
+        cosmos_targets = {"requests", "cpu", "throughput", "relay", "watchdog", "stock", "edge"}
         if not {*cosmos_targets, "payments", "storage"} & set(selected):
             return results
         status.update("starting the Cosmos DB API")
@@ -170,6 +178,14 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         stuck=args.watchdog_stuck,
                         page_size=args.watchdog_page,
                         progress=lambda text: status.update(f"target 8: {text}"),
+                    )
+                if "edge" in selected:
+                    status.update(
+                        f"target 12: the orders API's paths, {args.edge_replays:,} replays each; "
+                        f"{args.edge_places:,} places timed"
+                    )
+                    results["edge"] = await edge.measure(
+                        world, replays=args.edge_replays, places=args.edge_places
                     )
     return results
 

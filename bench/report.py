@@ -11,6 +11,8 @@ from typing import Any
 
 from rich.table import Table
 
+from bench.edge import EXPECTED as EDGE_EXPECTED
+from bench.edge import cost as edge_cost
 from bench.payments import EXPECTED as PAYMENT_EXPECTED
 from bench.request_counts import EXPECTED
 from bench.stock import EXPECTED as STOCK_EXPECTED
@@ -163,6 +165,25 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"≤ {_kb(sto['retained_bound_bytes'])} (stock item + {sto['on_hand']} "
                 f"reservations); ≤ {_mb(sto['bound_bytes_at_partition_rate'])} < 20 GB; 0",
                 sto["ok"],
+            )
+        )
+    if edge := results.get("edge"):
+        paths, optimistic = edge["paths"], edge["in_process"]["optimistic"]
+        lat = edge["latency"]
+        rows.append(
+            (
+                "12. orders API through the host: Cosmos requests + queue sends per request and "
+                "per replay (the floor: a place 2 writes + 1 send, a change 1 read more, a replay "
+                "1 read); the optimistic place; a place's latency / consume_order's, p50 and p99",
+                _pairs({name: edge_cost(o) for name, o in paths.items()})
+                + f" ({edge['replays']} replays each, {edge['replay_sends']} sent); optimistic "
+                + _pairs({name: edge_cost(o) for name, o in optimistic.items()})
+                + f"; p50 {_f(lat['ratio_p50'], 2)} ({_f(lat['place_ms']['p50'])} vs "
+                f"{_f(lat['consume_ms']['p50'])} ms), p99 {_f(lat['ratio_p99'], 2)} "
+                f"({_f(lat['place_ms']['p99'])} vs {_f(lat['consume_ms']['p99'])} ms)",
+                _pairs({name: edge_cost(counts) for name, counts in EDGE_EXPECTED.items()})
+                + "; a replay sends nothing",
+                edge["ok"],
             )
         )
     return [(target, measured, limit, _verdict(ok)) for target, measured, limit, ok in rows]
@@ -437,6 +458,47 @@ def markdown_block(results: dict[str, Any]) -> str:
                 f"{tier['to_20_gb']} |"
             )
         out += ["", *(f"Problem: {problem}" for problem in sto["problems"]), ""]
+    if edge := results.get("edge"):
+        out += [
+            "Target 12, through the HTTP host and the worker (requests counted at the transport, "
+            "sends at the queue model), a replay's row per replay on average over "
+            f"{edge['replays']} after the in-progress window; then in this process, the "
+            "product's place and the optimistic one (commit first, the record read after a "
+            "conflict):",
+            "",
+            "| path | status | reads | writes | sends | kinds | floor | from the floor | "
+            "expected | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        rows = [(name, o) for name, o in edge["paths"].items()]
+        rows += [
+            (f"{variant}: {name} (in process)", o)
+            for variant, paths in edge["in_process"].items()
+            for name, o in paths.items()
+        ]
+        for name, o in rows:
+            out.append(
+                f"| {name} | {o['status']} | {o['reads']:g} | {o['writes']:g} | "
+                f"{o['sends']:g} | {_pairs({k: f'{v:g}' for k, v in o['kinds'].items()})} | "
+                f"{edge_cost(o['floor'])} | {o['distance']} | {edge_cost(o['expected'])} | "
+                f"{_verdict(o['ok'])} |"
+            )
+        lat = edge["latency"]
+        place, consume, front = lat["place_ms"], lat["consume_ms"], lat["front_ms"]
+        out += [
+            "",
+            f"Target 12, latency: {lat['places']:,} places (after {lat['warmup']} unmeasured), "
+            "each through the host (the client's request sent to its answer read), then "
+            "`consume_order` handling its message alone (the host's invocation through the "
+            f"worker, settlement included), ms: place p50 {_f(place['p50'], 2)}, p99 "
+            f"{_f(place['p99'], 2)}, max {_f(place['max'], 2)}; consume_order p50 "
+            f"{_f(consume['p50'], 2)}, p99 {_f(consume['p99'], 2)}, max {_f(consume['max'], 2)}; "
+            f"ratios p50 {_f(lat['ratio_p50'], 2)}, p99 {_f(lat['ratio_p99'], 2)}; the front "
+            "alone (a GET of the OpenAPI document through the host and the worker, no outside "
+            f"call) p50 {_f(front['p50'], 2)}, p99 {_f(front['p99'], 2)}. A place's "
+            f"request record (what a replay reads): {edge['record_bytes']:,} bytes.",
+            "",
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import aiohttp
 import pytest
 
-from bench import coldstart, payments, report, stock
+from bench import coldstart, edge, payments, report, stock
 from bench.__main__ import main
 from bench.request_counts import count_outcomes
 from bench.standin import standin
@@ -26,6 +27,7 @@ SMALLEST = [
     *("--stock-events", "50", "--stock-creates", "20"),
     *("--payment-events", "50", "--payment-creates", "20"),
     *("--storage-orders", "60"),
+    *("--edge-replays", "2", "--edge-places", "3"),
 ]
 
 
@@ -53,6 +55,7 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
         "stock",
         "payments",
         "storage",
+        "edge",
     }
     requests = results["requests"]
     assert requests["ok"], requests
@@ -103,6 +106,8 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
     assert storage["problems"] == []
     assert set(storage["end"]["kinds"]) == {"stockItem", "reservation"}
     assert storage["end"]["retained_bytes"] <= storage["retained_bound_bytes"]
+    assert results["edge"]["ok"], results["edge"]
+    assert results["edge"]["replay_sends"] == 0
     written = page.read_text()
     prose = (REPO_ROOT / "docs" / "benchmarks.md").read_text().partition(report.BEGIN)[0]
     assert written.startswith(prose)
@@ -113,6 +118,8 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
     assert "| 9. stock reservation: Cosmos requests per event" in written
     assert "| 10. payment capture: Cosmos requests + provider calls per event" in written
     assert "| 11. one SKU's logical partition, steady state" in written
+    assert "| 12. orders API through the host" in written
+    assert "| place | 201 | 1 | 2 | 1 | batch 2, read 1 | 0r+2w+1s | +1 read |" in written
     assert "| accepted | OrderAccepted | honoured | processed | 1 | 2 | capture 1 |" in written
     assert "| stale change | OrderAmended | stale | 3 | 3 | 3 | 3 |" in written
     applied = (
@@ -292,6 +299,93 @@ async def test_the_payment_target_counts_writes_reads_and_calls_per_path_against
     assert result["order_decide_cpu_us"]["p50"] > 0
     row = report.summary_rows({"payments": result})[0]
     assert row[0].startswith("10. payment capture") and row[1].startswith("accepted 1r+2w+1c, ")
+
+
+async def test_the_edge_target_counts_requests_and_sends_per_path_and_replays_send_nothing(
+    cosmos_account: CosmosAccount,
+) -> None:
+    async with standin(cosmos_account) as world:
+        sent = world.queue.stats.sent
+        result = await edge.measure(world, replays=3, places=4)
+        sent_by_the_target = world.queue.stats.sent - sent
+
+    paths = result["paths"]
+    assert result["ok"], paths
+    # (status, reads, writes, sends, kinds) through the host: a place reads its record, a change
+    # its record and the order's head; each commits one batch before its send and one after (the
+    # sent mark); a replay is the record's point read alone, answered as the first, sent nothing.
+    assert {
+        name: (o["status"], o["reads"], o["writes"], o["sends"], o["kinds"])
+        for name, o in paths.items()
+    } == {
+        "place": (201, 1, 2, 1, {"batch": 2, "read": 1}),
+        "amend": (200, 2, 2, 1, {"batch": 2, "read": 2}),
+        "cancel": (200, 2, 2, 1, {"batch": 2, "read": 2}),
+        "place replay": (201, 1, 0, 0, {"read": 1}),
+        "amend replay": (200, 1, 0, 0, {"read": 1}),
+        "cancel replay": (200, 1, 0, 0, {"read": 1}),
+    }
+    assert {name: o["distance"] for name, o in paths.items()} == {
+        "place": "+1 read",
+        "amend": "+1 read",
+        "cancel": "+1 read",
+        "place replay": "0",
+        "amend replay": "0",
+        "cancel replay": "0",
+    }
+    assert [paths[f"{n} replay"]["differing_answers"] for n in ("place", "amend", "cancel")] == [
+        0,
+        0,
+        0,
+    ]
+    assert result["replay_sends"] == 0
+    # The queue took the warm-up's three, the paths' three, the two in-process places and the
+    # timed places with their warm-up: nothing for the 3 × 3 + 2 × 3 replays.
+    assert sent_by_the_target == 3 + 3 + 2 + 4 + result["latency"]["warmup"]
+    # The optimistic place is at the floor; its replay pays the refused batch before the read.
+    in_process = result["in_process"]
+    assert {
+        variant: {name: (o["reads"], o["writes"], o["sends"]) for name, o in rows.items()}
+        for variant, rows in in_process.items()
+    } == {
+        "product": {"place": (1, 2, 1), "place replay": (1, 0, 0)},
+        "optimistic": {"place": (0, 2, 1), "place replay": (1, 1, 0)},
+    }
+    latency = result["latency"]
+    assert latency["place_ms"]["n"] == latency["consume_ms"]["n"] == latency["front_ms"]["n"] == 4
+    assert latency["place_ms"]["p50"] > 0 < latency["consume_ms"]["p50"]
+    row = report.summary_rows({"edge": result})[0]
+    assert row[0].startswith("12. orders API") and row[1].startswith("place 1r+2w+1s, ")
+    assert row[3] == "PASS"
+
+
+async def test_a_replay_that_sends_a_message_stops_the_edge_target(
+    cosmos_account: CosmosAccount,
+) -> None:
+    # The place's sent mark never made (its batch refused 503 each time the SDK tries, until the
+    # next message reaches the queue): its record stays unsent, so its replay past the
+    # in-progress window sends the message again, as the edge does after a stop before the mark.
+    async with standin(cosmos_account) as world, aiohttp.ClientSession() as session:
+        client = edge.EdgeClient(session, world)
+        for request in edge.lifecycle("replay-sends-warmup").values():
+            await client.post(request)
+        sent = world.queue.stats.sent
+        world.transport.add(
+            FaultRule(
+                FaultKind.STATUS,
+                status=503,
+                batches_only=True,
+                path_contains=f"/colls/{world.world.requests.id}/",
+                times=None,
+                active=lambda: world.queue.stats.sent == sent + 1,
+            )
+        )
+        place = edge.lifecycle("replay-sends")["place"]
+
+        with pytest.raises(edge.ReplaySent, match="a replay of place sent 1 message"):
+            await edge.count_paths(world, client.post, {"place": place}, replays=3)
+
+        assert world.queue.stats.sent == sent + 2  # the place's, and its replay's
 
 
 def test_cold_start_baseline_is_the_apps_third_party_imports() -> None:
