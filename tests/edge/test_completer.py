@@ -1,0 +1,478 @@
+"""The request completer (``complete_requests``, a timer trigger) through Microsoft's worker: a
+request whose commit landed but whose message was never sent (the queue refused the send, the
+client was answered 503 and never retried) is sent by the completer, once, with the message as
+recorded, and its record marked sent (its key's 24 h ttl set); the consumer then records it.
+What is still within the edge's in-progress window is left alone, a send the queue refuses
+leaves the record for the next run, and every run reports what it found.
+
+The app runs as in the end-to-end tests (tests/edge/test_end_to_end.py): the composition root's
+edge and completer on a requests container of the local Cosmos server, its real aio
+``ServiceBusSender`` into the queue model (its duplicate detection included), a real HTTP client
+against the world's HTTP host. The requests container is created here with the deployed
+indexing policy (infra/requests-indexing.json): the local server, as Cosmos DB, refuses the
+completer's ordered query without its composite index.
+
+Each test fails on 39e4dd4, which had no completer (no ``complete_requests`` function: an
+unsent record stayed unsent for ever and nothing reported it); each one's docstring names the
+line it guards, whose removal it was seen failing on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+import pytest
+from azure.cosmos import PartitionKey
+from azure.cosmos.aio import ContainerProxy, CosmosClient
+from azure.servicebus._pyamqp.error import ErrorCondition
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    HistogramDataPoint,
+    InMemoryMetricReader,
+    NumberDataPoint,
+)
+
+from local.assembly.world import CosmosAccount, World, local_world
+from local.standins.broker import ManualClock
+from local.standins.timer import TimerTriggerEmulator
+from ops.init_cosmos import REQUESTS_INDEXING_POLICY
+from shared.adapters.cosmos_requests import CosmosUnsentRequests
+from shared.adapters.http_in import FUNCTION_KEY_CLIENT
+from shared.adapters.servicebus_out import LOCK_WAIT_S, SEND_TIMEOUT_S
+from shared.clock import document_timestamp
+from shared.consumer.contract import ORDER_CANCELLED
+from shared.edge.completer import (
+    COMPLETER_PERIOD_S,
+    COMPLETER_SCHEDULE,
+    MIN_AGE,
+    CompleterPolicy,
+)
+from shared.edge.requests import (
+    IN_PROGRESS_WINDOW,
+    KEY_EXPIRY_S,
+    PARTITION_KEY_PATH,
+    order_id_for,
+    request_id,
+)
+from shared.telemetry.completer import CompleterTelemetry
+from tests.edge.conftest import cancel_body, place_body
+from tests.edge.test_end_to_end import Answer, call, order_documents
+from tests.edge.test_queue_sender import queue_sender_on
+from tests.relay.amqp_link import LinkNetwork
+
+
+async def create_requests_container(app_env: dict[str, str], name: str) -> None:
+    """The requests container as infra/app/cosmos.bicep deploys it: ``/orderId``, defaultTtl
+    -1, the indexing policy of infra/requests-indexing.json."""
+    async with CosmosClient(
+        app_env["COSMOS_ENDPOINT"], credential=app_env["COSMOS_KEY"], connection_verify=False
+    ) as client:
+        database = await client.create_database_if_not_exists(app_env["COSMOS_DATABASE"])
+        await database.create_container_if_not_exists(
+            name,
+            partition_key=PartitionKey(path=PARTITION_KEY_PATH),
+            indexing_policy=REQUESTS_INDEXING_POLICY,
+            default_ttl=-1,
+        )
+
+
+async def delete_container(app_env: dict[str, str], name: str) -> None:
+    async with CosmosClient(
+        app_env["COSMOS_ENDPOINT"], credential=app_env["COSMOS_KEY"], connection_verify=False
+    ) as client:
+        await client.get_database_client(app_env["COSMOS_DATABASE"]).delete_container(name)
+
+
+@pytest.fixture
+def app_env(app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The app settings with a requests container of the test's own."""
+    name = f"requests-{uuid.uuid4().hex[:10]}"
+    monkeypatch.setenv("REQUESTS_CONTAINER", name)
+    return {**app_env, "REQUESTS_CONTAINER": name}
+
+
+class Captured:
+    """The completer's telemetry on an in-memory metric reader (the OpenTelemetry SDK's)."""
+
+    def __init__(self) -> None:
+        self.reader = InMemoryMetricReader()
+        self.telemetry = CompleterTelemetry(meter_provider=MeterProvider([self.reader]))
+
+    def points(self, name: str) -> list[NumberDataPoint | HistogramDataPoint]:
+        data = self.reader.get_metrics_data()
+        found: list[NumberDataPoint | HistogramDataPoint] = []
+        for resource in data.resource_metrics if data else []:
+            for scope in resource.scope_metrics:
+                assert scope.scope.name == "orders.edge.completer"
+                for metric in scope.metrics:
+                    if metric.name == name:
+                        found.extend(
+                            p
+                            for p in metric.data.data_points
+                            if isinstance(p, NumberDataPoint | HistogramDataPoint)
+                        )
+        return found
+
+    def total(self, name: str) -> float:
+        return sum(getattr(p, "value", 0) for p in self.points(name))
+
+    def runs(self) -> list[tuple[float, float, int, str]]:
+        """Per run end: the found sum, the oldest age max, the run count, the end."""
+        ages = {_end(p): p for p in self.points("orders.edge.completer.unsent_age")}
+        found = {_end(p): p for p in self.points("orders.edge.completer.found")}
+        return sorted(
+            (
+                getattr(found[end], "sum", -1),
+                getattr(ages[end], "max", -1),
+                getattr(ages[end], "count", -1),
+                end,
+            )
+            for end in ages
+        )
+
+
+def _end(point: NumberDataPoint | HistogramDataPoint) -> str:
+    return str((point.attributes or {}).get("orders.edge.completer_end"))
+
+
+@pytest.fixture
+def captured() -> Captured:
+    return Captured()
+
+
+@pytest.fixture
+async def world(
+    cosmos_account: CosmosAccount,
+    app_env: dict[str, str],
+    clock: ManualClock,
+    container: ContainerProxy,
+    fresh_runtime: None,
+    captured: Captured,
+) -> AsyncIterator[World]:
+    """The stand-in around the app, composed on the manual clock with the test's completer
+    telemetry; its requests container created first, with the deployed indexing policy (the
+    world keeps a container it finds)."""
+    await create_requests_container(app_env, app_env["REQUESTS_CONTAINER"])
+    async with local_world(
+        account=cosmos_account,
+        container=app_env["COSMOS_CONTAINER"],
+        clock=clock,
+        env={"REQUESTS_CONTAINER": app_env["REQUESTS_CONTAINER"]},
+    ) as started:
+        started.compose(completer_telemetry=captured.telemetry)
+        yield started
+    await delete_container(app_env, app_env["REQUESTS_CONTAINER"])
+    assert started.host.stats.errors == [], "consume_order raised"
+
+
+@pytest.fixture
+def completer(world: World) -> TimerTriggerEmulator:
+    """The host's timer trigger of ``complete_requests``: ``await completer.tick()``."""
+    return TimerTriggerEmulator(world.worker, function_name="complete_requests", clock=world.clock)
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+async def refused_by_the_queue(
+    world: World, http: aiohttp.ClientSession, captured: Captured, path: str, body: Any, key: str
+) -> Answer:
+    """The request under ``key``, while the queue refuses every send (a retryable condition,
+    after the SDK's own retries): committed, answered 503, its message never sent. The app is
+    composed again on the world's sender afterwards (the queue is back); the client never
+    retries."""
+    network = LinkNetwork(reject_with=ErrorCondition.InternalError)
+    failing = queue_sender_on(network, retry_backoff_factor=0.001)
+    world.compose(queue_sender=failing, completer_telemetry=captured.telemetry)
+    try:
+        answer = await call(http, world, "POST", path, body, key=key)
+    finally:
+        await failing.close()
+    world.compose(completer_telemetry=captured.telemetry)
+    assert answer.status == 503
+    return answer
+
+
+async def stored_record(world: World, order_id: str, key: str) -> dict[str, Any]:
+    record: dict[str, Any] = await world.requests.read_item(
+        request_id(FUNCTION_KEY_CLIENT, key), order_id
+    )
+    return record
+
+
+def test_the_completer_is_a_timer_trigger_every_minute(completer: TimerTriggerEmulator) -> None:
+    assert completer.function.name == "complete_requests"
+    assert completer.schedule == COMPLETER_SCHEDULE == "0 * * * * *"
+    assert COMPLETER_PERIOD_S == 60
+    assert completer.function.trigger["useMonitor"] is True
+    assert completer.function.trigger["runOnStartup"] is False
+    # Past the edge's in-progress window (a retry within it is answered 409) and the minute a
+    # committing instance may still spend sending (the queue sender's lock wait and timeout).
+    longest_send = timedelta(seconds=LOCK_WAIT_S + SEND_TIMEOUT_S + 1)  # + the asyncio grace
+    assert IN_PROGRESS_WINDOW + longest_send <= MIN_AGE
+
+
+async def test_a_cancellation_the_queue_refused_is_sent_once_by_the_completer_and_recorded(
+    world: World,
+    http: aiohttp.ClientSession,
+    clock: ManualClock,
+    completer: TimerTriggerEmulator,
+    captured: Captured,
+    container: ContainerProxy,
+) -> None:
+    """The silent stop this closes: the cancellation is committed (the head says cancelled, so
+    the edge refuses any further change), the client is answered 503 and never retries. The
+    completer sends its message as recorded (MessageId ``<order>:v2``, Subject, body bytes),
+    marks the record (sent, the key's ttl), and the consumer cancels the order. A second run
+    sends nothing. Fails without ``send_then_mark`` in ``RequestCompleter._complete`` (nothing
+    sent) and without its mark (``mark_sent`` in ``shared.edge.delivery``: the second run sends
+    again)."""
+    placed = await call(http, world, "POST", "orders", place_body(), key="place-1")
+    order_id = placed.body["orderId"]
+    await world.host.run_until_idle()
+    await refused_by_the_queue(
+        world, http, captured, f"orders/{order_id}/cancellations", cancel_body(), "cancel-1"
+    )
+    record = await stored_record(world, order_id, "cancel-1")
+    assert (record["sent"], record["ttl"]) == (False, -1)
+    # The edge refuses what follows a committed cancellation: only the completer can deliver it.
+    again = await call(http, world, "POST", f"orders/{order_id}/amendments", place_body(), key="a")
+    assert again.status == 409
+    clock.advance(MIN_AGE)
+
+    first = await completer.tick()
+
+    assert first.succeeded, first.error
+    [message] = [m.message for m in world.queue.peek()]
+    assert message.message_id == f"{order_id}:v2"
+    assert message.subject == ORDER_CANCELLED
+    assert message.body == record["messageBody"].encode()  # the bytes as recorded
+    marked = await stored_record(world, order_id, "cancel-1")
+    assert (marked["sent"], marked["ttl"]) == (True, KEY_EXPIRY_S)
+    await world.host.run_until_idle()
+    [order] = await order_documents(container, order_id)
+    assert (order["status"], order["orderVersion"]) == ("cancelled", 2)
+
+    clock.advance(timedelta(seconds=COMPLETER_PERIOD_S))
+    second = await completer.tick()
+
+    assert second.succeeded, second.error
+    assert world.queue.stats.sent == 2  # the place and the cancellation, each once
+    assert world.queue.stats.completed == 2 and world.queue.stats.dead_lettered == 0
+    assert captured.total("orders.edge.completer.sent") == 1
+    # Two runs reported: one found the cancellation 90 s old, the other nothing.
+    [drained] = captured.runs()
+    assert drained == (1, MIN_AGE.total_seconds(), 2, "drained")
+
+
+async def test_a_record_within_its_window_is_left_to_its_instance(
+    world: World,
+    http: aiohttp.ClientSession,
+    clock: ManualClock,
+    completer: TimerTriggerEmulator,
+    captured: Captured,
+) -> None:
+    """A record younger than ``MIN_AGE`` may still be sent by the instance that committed it:
+    the completer leaves it, then sends it once it is due. Fails with the policy's age dropped
+    (``CompleterPolicy.cutoff`` returning now: the first run sends it)."""
+    await refused_by_the_queue(world, http, captured, "orders", place_body(), "place-2")
+    order_id = order_id_for(FUNCTION_KEY_CLIENT, "place-2")
+    clock.advance(MIN_AGE - timedelta(seconds=1))
+
+    early = await completer.tick()
+
+    assert early.succeeded, early.error
+    assert world.queue.peek() == []
+    assert (await stored_record(world, order_id, "place-2"))["sent"] is False
+
+    clock.advance(timedelta(seconds=1))
+    due = await completer.tick()
+
+    assert due.succeeded, due.error
+    assert [m.message.message_id for m in world.queue.peek()] == [order_id]
+    assert (await stored_record(world, order_id, "place-2"))["sent"] is True
+    assert captured.runs() == [(1, MIN_AGE.total_seconds(), 2, "drained")]
+
+
+async def test_a_send_the_queue_refuses_leaves_the_record_for_the_next_run(
+    world: World,
+    http: aiohttp.ClientSession,
+    clock: ManualClock,
+    completer: TimerTriggerEmulator,
+    captured: Captured,
+) -> None:
+    """The queue still refuses when the completer runs: the run fails (the host logs it), the
+    record stays unsent, the failure is counted and the run reported ``failed``; the next run,
+    the queue back, sends it. Fails with ``SendFailed`` reported as sent (the run succeeds)."""
+    await refused_by_the_queue(world, http, captured, "orders", place_body(), "place-3")
+    order_id = order_id_for(FUNCTION_KEY_CLIENT, "place-3")
+    clock.advance(MIN_AGE + timedelta(seconds=30))
+    network = LinkNetwork(reject_with=ErrorCondition.InternalError)
+    failing = queue_sender_on(network, retry_backoff_factor=0.001)
+    world.compose(queue_sender=failing, completer_telemetry=captured.telemetry)
+
+    refused = await completer.tick()
+
+    await failing.close()
+    assert not refused.succeeded
+    assert str(refused.error).startswith("CompletionIncomplete")
+    assert world.queue.peek() == []
+    assert (await stored_record(world, order_id, "place-3"))["ttl"] == -1  # kept, unsent
+    [failed] = captured.points("orders.edge.completer.failed")
+    assert (getattr(failed, "value", None), failed.attributes) == (
+        1,
+        {"orders.error_type": "ServiceBusError"},
+    )
+
+    world.compose(completer_telemetry=captured.telemetry)  # the queue is back
+    clock.advance(timedelta(seconds=COMPLETER_PERIOD_S))
+    retried = await completer.tick()
+
+    assert retried.succeeded, retried.error
+    assert [m.message.message_id for m in world.queue.peek()] == [order_id]
+    assert (await stored_record(world, order_id, "place-3"))["sent"] is True
+    assert captured.runs() == [
+        (1, MIN_AGE.total_seconds() + 30, 1, "failed"),
+        (1, MIN_AGE.total_seconds() + 30 + COMPLETER_PERIOD_S, 1, "drained"),
+    ]
+
+
+async def test_an_unreadable_record_is_reported_and_does_not_hold_back_the_next(
+    world: World,
+    http: aiohttp.ClientSession,
+    clock: ManualClock,
+    completer: TimerTriggerEmulator,
+    captured: Captured,
+) -> None:
+    """An older record the completer cannot send (here, not of the edge's shape: no message
+    body) is counted failed and fails the run, and the younger one behind it is sent all the
+    same. Fails with the run stopping at the first record it cannot send."""
+    await world.requests.create_item(
+        {
+            "id": "request:client-x:broken",
+            "orderId": "ord-broken",
+            "type": "edge-request",
+            "sent": False,
+            "startedAt": document_timestamp(clock.now() - timedelta(hours=1)),
+        }
+    )
+    await refused_by_the_queue(world, http, captured, "orders", place_body(), "place-4")
+    order_id = order_id_for(FUNCTION_KEY_CLIENT, "place-4")
+    clock.advance(MIN_AGE)
+
+    result = await completer.tick()
+
+    assert not result.succeeded and str(result.error).startswith("CompletionIncomplete")
+    assert [m.message.message_id for m in world.queue.peek()] == [order_id]
+    assert captured.total("orders.edge.completer.sent") == 1
+    assert captured.total("orders.edge.completer.failed") == 1
+    assert captured.runs() == [(2, 3600 + MIN_AGE.total_seconds(), 1, "failed")]
+
+
+async def test_a_client_retrying_while_the_completer_runs_gets_one_message_through(
+    world: World,
+    http: aiohttp.ClientSession,
+    clock: ManualClock,
+    completer: TimerTriggerEmulator,
+    captured: Captured,
+) -> None:
+    """The client retries the key at the moment the completer runs: both may send the same
+    MessageId; the queue accepts it once (duplicate detection) and the client is answered its
+    first response. Fails with the completer sending another MessageId than the record's."""
+    await refused_by_the_queue(world, http, captured, "orders", place_body(), "place-5")
+    order_id = order_id_for(FUNCTION_KEY_CLIENT, "place-5")
+    clock.advance(MIN_AGE)
+
+    ran, retried = await asyncio.gather(
+        completer.tick(), call(http, world, "POST", "orders", place_body(), key="place-5")
+    )
+
+    assert ran.succeeded, ran.error
+    assert retried.status == 201 and retried.body["orderId"] == order_id
+    assert world.queue.stats.accepted == 1
+    assert [m.message.message_id for m in world.queue.peek()] == [order_id]
+    assert (await stored_record(world, order_id, "place-5"))["sent"] is True
+
+
+async def test_a_bad_setting_fails_the_run_naming_it(
+    world: World, completer: TimerTriggerEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.compose(env={**world.env, "REQUESTS_CONTAINER": "not/a/name"})
+
+    with caplog.at_level("CRITICAL", logger="orders.edge"):
+        result = await completer.tick()
+
+    assert not result.succeeded
+    assert str(result.error).startswith("ConfigurationError: REQUESTS_CONTAINER")
+    [critical] = [r for r in caplog.records if r.levelname == "CRITICAL"]
+    assert critical.__dict__["setting"] == "REQUESTS_CONTAINER"
+
+
+# ---- the store's query, held to the rule ---------------------------------------------------------
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def record_document(name: str, age_s: float, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": f"request:c:{name}",
+        "orderId": f"ord-{name}",
+        "type": "edge-request",
+        "sent": False,
+        "startedAt": document_timestamp(NOW - timedelta(seconds=age_s)),
+        **fields,
+    }
+
+
+CANDIDATES = [
+    record_document("old-unsent", 3600),
+    record_document("just-due", MIN_AGE.total_seconds()),  # exactly the minimum age: due
+    record_document("young-unsent", MIN_AGE.total_seconds() - 0.001),
+    record_document("old-sent", 3600, sent=True),
+    record_document("sent-unknown", 3600, sent=None),
+    record_document("not-a-request", 3600, type="edge-head"),
+    {"id": "head", "orderId": "ord-old-unsent", "type": "edge-head", "orderVersion": 1},
+    record_document("oldest-unsent", 86400),
+]
+
+
+@pytest.fixture
+async def requests_container(app_env: dict[str, str]) -> AsyncIterator[ContainerProxy]:
+    name = app_env["REQUESTS_CONTAINER"]
+    await create_requests_container(app_env, name)
+    async with CosmosClient(
+        app_env["COSMOS_ENDPOINT"], credential=app_env["COSMOS_KEY"], connection_verify=False
+    ) as client:
+        yield client.get_database_client(app_env["COSMOS_DATABASE"]).get_container_client(name)
+    await delete_container(app_env, name)
+
+
+@pytest.mark.parametrize("page_size", [100, 2], ids=["one page", "more than a page"])
+async def test_the_store_s_query_finds_exactly_what_the_rule_calls_unsent(
+    requests_container: ContainerProxy, page_size: int
+) -> None:
+    """Against the local Cosmos server, with the deployed indexing policy (without its
+    composite index the server refuses the query, as Cosmos DB does)."""
+    for document in CANDIDATES:
+        await requests_container.create_item(document)
+    policy = CompleterPolicy(page_size=page_size)
+    expected = {d["id"] for d in CANDIDATES if policy.is_unsent(d, NOW)}
+    assert expected == {"request:c:old-unsent", "request:c:just-due", "request:c:oldest-unsent"}
+
+    scanner = CosmosUnsentRequests(requests_container)
+    pages = [page async for page in scanner.unsent(policy.cutoff(NOW), page_size)]
+
+    found = [d["id"] for page in pages for d in page]
+    assert sorted(found) == sorted(expected)
+    assert [len(page) for page in pages] == ([3] if page_size == 100 else [2, 1])
+    assert found == ["request:c:oldest-unsent", "request:c:old-unsent", "request:c:just-due"]
+    assert json.dumps(pages[0][0]["sent"]) == "false"
