@@ -148,7 +148,7 @@ class CompletionIncomplete(Exception):
 
 @dataclass
 class CompleterReport:
-    found: int = 0
+    found: int = 0  # the unsent records of the pages read (all of them unless end is PAGE_LIMIT)
     sent: list[str] = field(default_factory=list)  # MessageIds sent, in order
     failed: int = 0
     oldest_age_s: float = 0.0
@@ -189,14 +189,13 @@ class RequestCompleter:
             async for found in self._requests.unsent(policy.cutoff(now), policy.page_size):
                 answered = True
                 report.pages += 1
-                for document in found:
-                    if not policy.is_unsent(document, now):
-                        continue
-                    report.found += 1
-                    if report.found == 1:  # oldest first: the run's oldest age
-                        started = _started_at(document)
-                        assert started is not None  # is_unsent
-                        report.oldest_age_s = max(0.0, (now - started).total_seconds())
+                page = [d for d in found if policy.is_unsent(d, now)]
+                if page and not report.found:  # oldest first: the run's oldest age
+                    started = _started_at(page[0])
+                    assert started is not None  # is_unsent
+                    report.oldest_age_s = max(0.0, (now - started).total_seconds())
+                report.found += len(page)  # what the page holds, sent or not
+                for document in page:
                     if not await self._complete(document, now, report):
                         stopped = True
                         break

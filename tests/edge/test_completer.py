@@ -303,18 +303,23 @@ async def test_a_record_within_its_window_is_left_to_its_instance(
     assert captured.runs() == [(1, MIN_AGE.total_seconds(), 2, "drained")]
 
 
-async def test_a_send_the_queue_refuses_leaves_the_record_for_the_next_run(
+async def test_a_send_the_queue_refuses_ends_the_run_and_leaves_the_records_for_the_next(
     world: World,
     http: aiohttp.ClientSession,
     clock: ManualClock,
     completer: TimerTriggerEmulator,
     captured: Captured,
 ) -> None:
-    """The queue still refuses when the completer runs: the run fails (the host logs it), the
-    record stays unsent, the failure is counted and the run reported ``failed``; the next run,
-    the queue back, sends it. Fails with ``SendFailed`` reported as sent (the run succeeds)."""
+    """The queue still refuses when the completer runs: the run fails (the host logs it) at
+    its first send, the records stay unsent (ttl -1), the failure is counted and the run
+    reported ``failed`` with both records found; the next run, the queue back, sends both.
+    Fails with the run going on past the refused send (two failures counted: each further
+    send would wait its own timeout on the same bad link), and with ``SendFailed`` taken as
+    sent (the run succeeds)."""
     await refused_by_the_queue(world, http, captured, "orders", place_body(), "place-3")
-    order_id = order_id_for(FUNCTION_KEY_CLIENT, "place-3")
+    clock.advance(timedelta(seconds=1))
+    await refused_by_the_queue(world, http, captured, "orders", place_body(), "place-3b")
+    order_ids = [order_id_for(FUNCTION_KEY_CLIENT, key) for key in ("place-3", "place-3b")]
     clock.advance(MIN_AGE + timedelta(seconds=30))
     network = LinkNetwork(reject_with=ErrorCondition.InternalError)
     failing = queue_sender_on(network, retry_backoff_factor=0.001)
@@ -326,7 +331,8 @@ async def test_a_send_the_queue_refuses_leaves_the_record_for_the_next_run(
     assert not refused.succeeded
     assert str(refused.error).startswith("CompletionIncomplete")
     assert world.queue.peek() == []
-    assert (await stored_record(world, order_id, "place-3"))["ttl"] == -1  # kept, unsent
+    for order_id, key in zip(order_ids, ("place-3", "place-3b"), strict=True):
+        assert (await stored_record(world, order_id, key))["ttl"] == -1  # kept, unsent
     [failed] = captured.points("orders.edge.completer.failed")
     assert (getattr(failed, "value", None), failed.attributes) == (
         1,
@@ -338,11 +344,12 @@ async def test_a_send_the_queue_refuses_leaves_the_record_for_the_next_run(
     retried = await completer.tick()
 
     assert retried.succeeded, retried.error
-    assert [m.message.message_id for m in world.queue.peek()] == [order_id]
-    assert (await stored_record(world, order_id, "place-3"))["sent"] is True
+    assert [m.message.message_id for m in world.queue.peek()] == order_ids  # oldest first
+    for order_id, key in zip(order_ids, ("place-3", "place-3b"), strict=True):
+        assert (await stored_record(world, order_id, key))["sent"] is True
     assert captured.runs() == [
-        (1, MIN_AGE.total_seconds() + 30, 1, "failed"),
-        (1, MIN_AGE.total_seconds() + 30 + COMPLETER_PERIOD_S, 1, "drained"),
+        (2, MIN_AGE.total_seconds() + 31, 1, "failed"),
+        (2, MIN_AGE.total_seconds() + 31 + COMPLETER_PERIOD_S, 1, "drained"),
     ]
 
 
