@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -42,11 +43,13 @@ from local.assembly.world import CosmosAccount, World, local_world
 from local.standins.broker import ManualClock
 from local.standins.timer import TimerTriggerEmulator
 from ops.init_cosmos import REQUESTS_INDEXING_POLICY
+from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.cosmos_requests import CosmosUnsentRequests
 from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.adapters.servicebus_out import LOCK_WAIT_S, SEND_TIMEOUT_S
 from shared.clock import document_timestamp
 from shared.consumer.contract import ORDER_CANCELLED
+from shared.edge import OrdersEdge
 from shared.edge.completer import (
     COMPLETER_PERIOD_S,
     COMPLETER_SCHEDULE,
@@ -61,7 +64,7 @@ from shared.edge.requests import (
     request_id,
 )
 from shared.telemetry.completer import CompleterTelemetry
-from tests.edge.conftest import cancel_body, place_body
+from tests.edge.conftest import Stopped, cancel_body, place_body
 from tests.edge.test_end_to_end import Answer, call, order_documents
 from tests.edge.test_queue_sender import queue_sender_on
 from tests.relay.amqp_link import LinkNetwork
@@ -272,6 +275,47 @@ async def test_a_cancellation_the_queue_refused_is_sent_once_by_the_completer_an
     # Two runs reported: one found the cancellation 90 s old, the other nothing.
     [drained] = captured.runs()
     assert drained == (1, MIN_AGE.total_seconds(), 2, "drained")
+
+
+class StopsAtTheSend:
+    """The ``MessageSender`` of an instance that stops as it is about to send: nothing after the
+    commit runs (the edge's ``_deliver`` catches only ``SendFailed``)."""
+
+    async def send(self, message_id: str, subject: str, body: bytes) -> None:
+        raise Stopped("between the commit and the send")
+
+
+async def test_a_place_whose_instance_stopped_after_its_commit_is_sent_by_the_completer(
+    world: World,
+    clock: ManualClock,
+    completer: TimerTriggerEmulator,
+    captured: Captured,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The other way a record is left unsent: its instance stopped between the commit and the
+    send (the edge's core on the world's requests container, its sender stopping the
+    instance), and the client never retried. The completer sends the OrderPlaced (no Subject,
+    MessageId the order id) and logs it, the ids quoted. Fails without ``send_then_mark`` in
+    ``RequestCompleter._complete``."""
+    stopping = OrdersEdge(CosmosDocumentStore(world.requests), StopsAtTheSend(), clock)
+    with pytest.raises(Stopped):
+        await stopping.place("client-b", "key-stopped", place_body())
+    order_id = order_id_for("client-b", "key-stopped")
+    clock.advance(MIN_AGE)
+
+    with caplog.at_level(logging.INFO, logger="orders.edge.completer"):
+        result = await completer.tick()
+
+    assert result.succeeded, result.error
+    [message] = [m.message for m in world.queue.peek()]
+    assert (message.message_id, message.subject) == (order_id, None)  # the OrderPlaced contract
+    record = await world.requests.read_item(request_id("client-b", "key-stopped"), order_id)
+    assert (record["sent"], record["ttl"]) == (True, KEY_EXPIRY_S)
+    [sent_log] = [r for r in caplog.records if r.levelno == logging.INFO]
+    assert sent_log.getMessage().startswith(f"message {order_id!r} of order {order_id!r} sent")
+    [run_log] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert run_log.__dict__["unsent_requests"] == 1
+    assert run_log.__dict__["completer_end"] == "drained"
 
 
 async def test_a_record_within_its_window_is_left_to_its_instance(
