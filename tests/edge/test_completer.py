@@ -40,6 +40,7 @@ from opentelemetry.sdk.metrics.export import (
 
 from local.assembly.world import CosmosAccount, World, local_world
 from local.standins.broker import ManualClock
+from local.standins.doubles import InMemoryDocumentStore
 from local.standins.timer import TimerTriggerEmulator
 from ops.init_cosmos import REQUESTS_INDEXING_POLICY
 from shared.adapters.cosmos_orders import CosmosDocumentStore
@@ -48,12 +49,16 @@ from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.adapters.servicebus_out import LOCK_WAIT_S, SEND_TIMEOUT_S
 from shared.clock import document_timestamp
 from shared.consumer.contract import ORDER_CANCELLED
-from shared.edge import OrdersEdge
+from shared.edge import OrdersEdge, SendFailed
 from shared.edge.completer import (
     COMPLETER_PERIOD_S,
     COMPLETER_SCHEDULE,
+    MAX_PAGES_PER_RUN,
     MIN_AGE,
     CompleterPolicy,
+    Page,
+    RequestCompleter,
+    RunEnd,
 )
 from shared.edge.requests import (
     IN_PROGRESS_WINDOW,
@@ -62,8 +67,9 @@ from shared.edge.requests import (
     order_id_for,
     request_id,
 )
+from shared.kit.errors import TransientStoreError
 from shared.telemetry.completer import CompleterTelemetry
-from tests.edge.conftest import Stopped, cancel_body, place_body
+from tests.edge.conftest import RecordingSender, Stopped, cancel_body, place_body
 from tests.edge.test_end_to_end import Answer, call, order_documents
 from tests.edge.test_queue_sender import queue_sender_on
 from tests.relay.amqp_link import LinkNetwork
@@ -531,3 +537,100 @@ async def test_the_store_s_query_finds_exactly_what_the_rule_calls_unsent(
     assert sorted(found) == sorted(expected)
     assert [len(page) for page in pages] == ([3] if page_size == 100 else [2, 1])
     assert found == ["request:c:oldest-unsent", "request:c:old-unsent", "request:c:just-due"]
+
+
+# ---- the core over its ports' doubles: the page limit, a failed mark ---------------------------
+
+
+class ListedUnsent:
+    """The ``UnsentRequests`` port over the in-memory store's documents: the adapter's query
+    (held to the rule above) as a filter and a sort, in pages."""
+
+    def __init__(self, store: InMemoryDocumentStore) -> None:
+        self.store = store
+
+    async def unsent(self, started_at_or_before: datetime, page_size: int) -> AsyncIterator[Page]:
+        cutoff = document_timestamp(started_at_or_before)
+        matching = sorted(
+            (
+                dict(d)
+                for d in self.store.documents.values()
+                if d.get("type") == "edge-request"
+                and d.get("sent") is False
+                and d["startedAt"] <= cutoff
+            ),
+            key=lambda d: str(d["startedAt"]),
+        )
+        for start in range(0, len(matching), page_size):
+            yield matching[start : start + page_size]
+
+
+async def unsent_places(store: InMemoryDocumentStore, clock: ManualClock, count: int) -> list[str]:
+    """``count`` places committed a second apart whose sends the queue refused: their order
+    ids, oldest first."""
+    refusing = RecordingSender(fail_next=[SendFailed("the queue is down")] * count)
+    edge = OrdersEdge(store, refusing, clock)
+    ids = []
+    for index in range(count):
+        answer = await edge.place("client-c", f"key-{index:03}", place_body())
+        assert answer.status == 503
+        ids.append(order_id_for("client-c", f"key-{index:03}"))
+        clock.advance(timedelta(seconds=1))
+    return ids
+
+
+async def test_a_run_stops_at_its_page_limit_and_the_next_run_takes_the_rest(
+    memory_store: InMemoryDocumentStore, clock: ManualClock, captured: Captured
+) -> None:
+    """Pages of 2: a run sends at most ``MAX_PAGES_PER_RUN`` pages (20 records), oldest first,
+    and says it stopped at its limit; the next run sends the 5 left and says it drained. Fails
+    with the page limit dropped (one run sends all 25)."""
+    ids = await unsent_places(memory_store, clock, 25)
+    clock.advance(MIN_AGE)
+    sender = RecordingSender()
+    completer = RequestCompleter(
+        ListedUnsent(memory_store),
+        memory_store,
+        sender,
+        captured.telemetry,
+        clock=clock,
+        policy=CompleterPolicy(page_size=2),
+    )
+
+    first = await completer.run()
+    second = await completer.run()
+
+    assert (first.end, second.end) == (RunEnd.PAGE_LIMIT, RunEnd.DRAINED)
+    limit = 2 * MAX_PAGES_PER_RUN
+    assert sender.message_ids() == ids  # each once, oldest first
+    assert (first.sent, second.sent) == (ids[:limit], ids[limit:])
+    assert (first.found, second.found) == (limit, 5)
+
+
+async def test_a_mark_that_fails_is_logged_and_the_next_run_sends_the_same_message_again(
+    memory_store: InMemoryDocumentStore,
+    clock: ManualClock,
+    captured: Captured,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The message is sent but its sent mark is refused: the run succeeds (the request is
+    done), a warning says so, and the next run sends the same MessageId once more (the queue's
+    duplicate detection and the consumer absorb it) and marks it. Fails with the mark's error
+    raised by ``send_then_mark`` (the run fails)."""
+    [order_id] = await unsent_places(memory_store, clock, 1)
+    clock.advance(MIN_AGE)
+    memory_store.fail_next = [TransientStoreError("the store is throttling")]
+    sender = RecordingSender()
+    completer = RequestCompleter(
+        ListedUnsent(memory_store), memory_store, sender, captured.telemetry, clock=clock
+    )
+
+    with caplog.at_level(logging.WARNING, logger="orders.edge.completer"):
+        first = await completer.run()
+    second = await completer.run()
+
+    assert (first.end, second.end) == (RunEnd.DRAINED, RunEnd.DRAINED)
+    assert sender.message_ids() == [order_id, order_id]
+    record = await memory_store.read(order_id, request_id("client-c", "key-000"))
+    assert record is not None and (record["sent"], record["ttl"]) == (True, KEY_EXPIRY_S)
+    assert any("sent mark" in r.getMessage() for r in caplog.records)
