@@ -5,6 +5,7 @@ import azurefunctions.extensions.bindings.servicebus as servicebus
 
 from shared.adapters.http_in import openapi_response
 from shared.bootstrap import (
+    handle_completer_tick,
     handle_order_message,
     handle_orders_request,
     handle_outbox_changes,
@@ -12,6 +13,7 @@ from shared.bootstrap import (
     handle_stock_message,
     handle_watchdog_tick,
 )
+from shared.edge.completer import COMPLETER_SCHEDULE
 from shared.relay.core import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
 from shared.relay.watchdog import WATCHDOG_SCHEDULE
 
@@ -153,3 +155,17 @@ async def get_order(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def openapi(req: func.HttpRequest) -> func.HttpResponse:
     return openapi_response()
+
+
+@app.function_name("complete_requests")
+# Sends the messages of orders API requests committed but never sent (their instance stopped,
+# or the queue refused the send and the client never retried: shared/edge/completer.py). Every
+# minute: an intent a client gave up on reaches the consumer within about two minutes, and a
+# quiet run is one index-served query. One instance at a time, and a failed run is not retried:
+# the next one is (learn.microsoft.com/azure/azure-functions/functions-bindings-timer:
+# useMonitor, Scale-out, Retry behavior).
+@app.timer_trigger(
+    arg_name="timer", schedule=COMPLETER_SCHEDULE, run_on_startup=False, use_monitor=True
+)
+async def complete_requests(timer: func.TimerRequest) -> None:
+    await handle_completer_tick(timer)

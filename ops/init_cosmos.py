@@ -5,9 +5,10 @@ emulator, from the app settings (``COSMOS_ENDPOINT``, ``COSMOS_KEY``, ``COSMOS_D
 (partition key ``/orderId``, the indexing policy the Bicep deploys: infra/orders-indexing.json,
 without which the watchdog's ordered query is refused), the stock reservation's ``inventory``
 (``/sku``) and the payment capture's ``payments`` (``/orderId``), the orders API's ``requests``
-(``/orderId``, nothing indexed), each with ``defaultTtl`` -1 as the Bicep sets it, and the relay
-trigger's ``leases`` container (partition key ``/id``), which the trigger never creates
-(``createLeaseContainerIfNotExists`` is false). Needs the account key: Entra ID data-plane roles
+(``/orderId``, its completer's fields indexed: infra/requests-indexing.json), each with
+``defaultTtl`` -1 as the Bicep sets it, and the relay trigger's ``leases`` container
+(partition key ``/id``), which the trigger never creates (``createLeaseContainerIfNotExists``
+is false). Needs the account key: Entra ID data-plane roles
 cannot create containers (in Azure, the Bicep creates them). Creates only what is missing; never
 deletes or changes anything."""
 
@@ -34,7 +35,8 @@ LEASES_PARTITION_KEY = "/id"
 # infra/app/cosmos.bicep loads the same file (loadJsonContent): one policy, here and in Azure.
 INDEXING_FILE = Path(__file__).resolve().parent.parent / "infra" / "orders-indexing.json"
 ORDERS_INDEXING_POLICY: dict[str, Any] = json.loads(INDEXING_FILE.read_text())
-# The orders API's records are read by id only: nothing indexed (infra/app/cosmos.bicep, the same).
+# The orders API's records: read by id, and by the request completer's one query (its fields
+# only; infra/app/cosmos.bicep loads the same file).
 REQUESTS_INDEXING_POLICY: dict[str, Any] = json.loads(
     (INDEXING_FILE.parent / "requests-indexing.json").read_text()
 )

@@ -28,6 +28,9 @@ decides with the kit's ``decide`` over its definition (``shared.stock.consumer``
 capture with ``decide_call`` over ``payment_capture`` (``shared.payments.consumer``) on the
 provider's HTTP adapter, whose client timeout is the kit's call deadline.
 
+The request completer (``shared.edge.completer``, ``handle_completer_tick``) is built on its
+first run on the edge's parts: its requests store and its one queue sender a loop.
+
 It owns what it builds and closes it: the Cosmos client, the credential the client does not
 close, the payment provider's HTTP session, the relay's and the edge's Service Bus clients,
 senders and credentials (not a sender passed in: that stays the caller's), and the settlement
@@ -53,6 +56,7 @@ from azure.cosmos.aio import CosmosClient
 
 from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
+from shared.adapters.cosmos_requests import CosmosUnsentRequests
 from shared.adapters.http_in import ORDER_ID_ROUTE_PARAM, read_order_request, to_http_response
 from shared.adapters.http_in import client_id as http_client_id
 from shared.adapters.identity import credential as identity_credential
@@ -81,6 +85,7 @@ from shared.config import (
 from shared.consumer.service import OrderConsumer
 from shared.edge import EdgeResponse, OrdersEdge
 from shared.edge import responses as edge_responses
+from shared.edge.completer import CompleterReport, RequestCompleter
 from shared.edge.view import order_view
 from shared.kit.consumer import decide
 from shared.kit.decision import Decision, DocumentStore, IncomingMessage
@@ -95,6 +100,7 @@ from shared.relay.outbox import is_pending_outbox
 from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
 from shared.stock.consumer import CONSUMER_NAME as STOCK_CONSUMER_NAME
 from shared.stock.consumer import stock_reservation
+from shared.telemetry.completer import CompleterTelemetry
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
 from shared.telemetry.relay import RelayTelemetry
@@ -151,6 +157,10 @@ class _Wiring:
     edge_requests: DocumentStore | None = None
     edge_orders: DocumentStore | None = None
     edge_closers: tuple[Closer, ...] = ()
+    # The edge's queue sender (one per loop, its lock shared by the HTTP functions and the
+    # request completer) and the completer, once built.
+    edge_sender: ServiceBusOrderSender | None = None
+    completer: RequestCompleter | None = None
 
     async def close(self) -> None:
         if self.loop is not asyncio.get_running_loop() and self.loop.is_closed():
@@ -193,6 +203,8 @@ class Composition:
     - ``relay_policy``: when the relay parks an event instead of retrying it.
     - ``queue_sender``: the public edge's sender to the ``orders`` queue (the same surface);
       default, one built from the edge's settings like the topic's.
+    - ``completer_telemetry``: the request completer's telemetry; default, on the global
+      providers.
     """
 
     env: Mapping[str, str] | None = None
@@ -206,6 +218,7 @@ class Composition:
     relay_telemetry: RelayTelemetry | None = None
     relay_policy: RelayPolicy | None = None
     queue_sender: MessageBatchSender | None = None
+    completer_telemetry: CompleterTelemetry | None = None
 
 
 class Runtime:
@@ -225,6 +238,7 @@ class Runtime:
         self._relay_telemetry = chosen.relay_telemetry
         self._relay_policy = chosen.relay_policy
         self._queue_sender = chosen.queue_sender
+        self._completer_telemetry = chosen.completer_telemetry
         self._retry_policy = RetryPolicy()
         self._settler = Settler(watcher=self._settlements_hung)
         self._exporters_configured = False
@@ -473,9 +487,49 @@ class Runtime:
         wiring.edge_orders = CosmosDocumentStore(
             database.get_container_client(wiring.settings.cosmos_container)
         )
-        wiring.edge = OrdersEdge(wiring.edge_requests, ServiceBusOrderSender(sender), self._clock)
+        wiring.edge_sender = ServiceBusOrderSender(sender)
+        wiring.edge = OrdersEdge(wiring.edge_requests, wiring.edge_sender, self._clock)
         wiring.edge_closers = closers
         return wiring.edge
+
+    async def complete_requests(self) -> CompleterReport:
+        """The request completer's body: send the messages of requests committed but never
+        sent. Raises ``CompletionIncomplete`` when one was left unsent (the next run retries),
+        or ``ConfigurationError`` (logged at critical level, naming the setting)."""
+        try:
+            completer = await self.completer()
+        except ConfigurationError as error:
+            edge_logger.critical(
+                "invalid configuration (%s), the request completer cannot run: %s",
+                error.setting,
+                error,
+                extra={"setting": error.setting},
+            )
+            raise
+        return await completer.run()
+
+    async def completer(self) -> RequestCompleter:
+        """This event loop's request completer, on the edge's requests container, store and
+        queue sender (one sender a loop: the completer's sends and the API's share its lock),
+        built on first use; raises ``ConfigurationError``."""
+        wiring = await self._wired()
+        if wiring.completer is not None:
+            return wiring.completer
+        await self.edge()
+        assert wiring.edge_requests is not None and wiring.edge_sender is not None
+        requests = wiring.client.get_database_client(
+            wiring.settings.cosmos_database
+        ).get_container_client(EdgeSettings.from_env(self._env).requests_container)
+        if self._completer_telemetry is None:
+            self._completer_telemetry = CompleterTelemetry()
+        wiring.completer = RequestCompleter(
+            CosmosUnsentRequests(requests),
+            wiring.edge_requests,
+            wiring.edge_sender,
+            self._completer_telemetry,
+            clock=self._clock,
+        )
+        return wiring.completer
 
     async def orders_request(self, action: str, request: func.HttpRequest) -> func.HttpResponse:
         """An HTTP function's body: ``action`` is ``place``, ``amend``, ``cancel`` or ``get``.
@@ -669,6 +723,14 @@ async def handle_orders_request(action: str, request: func.HttpRequest) -> func.
     if _retired:
         await _close_retired()
     return await current().orders_request(action, request)
+
+
+async def handle_completer_tick(timer: Any) -> None:
+    """The request completer's timer body (``function_app.py``, ``complete_requests``): one
+    run. ``timer`` is the ``func.TimerRequest`` (a past-due run is the same)."""
+    if _retired:
+        await _close_retired()
+    await current().complete_requests()
 
 
 async def close() -> None:

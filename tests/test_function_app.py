@@ -70,8 +70,8 @@ async def test_each_topic_consumer_reads_its_subscription_and_settles_itself(
 async def test_the_app_has_its_functions_and_the_watchdog_is_a_monitored_timer() -> None:
     """The order consumer, the stock reservation, the payment capture, the relay, the outbox
     watchdog (223dafd had no watchdog: an outbox document the change feed never delivered
-    stayed pending for ever, unseen), the orders API's four HTTP functions and its OpenAPI
-    document."""
+    stayed pending for ever, unseen), the orders API's four HTTP functions, its OpenAPI
+    document and its request completer (tests/edge/test_completer.py)."""
     worker = await FunctionsWorker.start()
     try:
         functions = {name: f.trigger for name, f in worker.functions.items()}
@@ -89,6 +89,7 @@ async def test_the_app_has_its_functions_and_the_watchdog_is_a_monitored_timer()
         "cancel_order": "httpTrigger",
         "get_order": "httpTrigger",
         "openapi": "httpTrigger",
+        "complete_requests": "timerTrigger",  # shared/edge/completer.py
     }
     timer = functions["outbox_watchdog"]
     assert timer["schedule"] == "0 */5 * * * *"  # NCronTab, six fields: every five minutes

@@ -464,6 +464,19 @@ module relayAlerts 'relay-alerts.bicep' = {
   }
 }
 
+// The orders API's request completer (an accepted request still unsent, a completer that stopped
+// reporting): completer-alerts.bicep, on this action group.
+module completerAlerts 'completer-alerts.bicep' = {
+  name: 'completer-alerts'
+  params: {
+    namePrefix: namePrefix
+    location: location
+    tags: tags
+    applicationInsightsName: applicationInsightsName
+    actionGroupId: actionGroup.id
+  }
+}
+
 // The downstream consumers' alerts (dead letters of the order-events subscriptions, payments
 // needing reconciliation): order-events-alerts.bicep, on this action group.
 module orderEventsAlerts 'order-events-alerts.bicep' = {

@@ -174,13 +174,15 @@ resource paymentsContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/c
 // expires (Learn: time to live, "container's TTL set to -1"). Throughput as the other containers
 // (ordersOptions): every accepted request is one write here and one message on the orders queue,
 // so the container gets the orders container's RU/s of its own.
-// Indexing: nothing. The edge only point-reads (id + partition key) and writes (create, batch,
-// patch): it runs no query, a point read needs no secondary index (Learn: index-policy, indexing
-// mode None, "a pure key-value store without the need for secondary indexes"), and every indexed
-// path costs RU on each write. So every path is excluded ("/*"), as the orders container does
-// for all but its watchdog's fields. The mode stays consistent, as on the other containers, so
-// that a path can be included later by a policy update alone. A query over this container (a
-// sweep of unsent records, say) would have no index to use: include its paths with it.
+// Indexing: the request completer's three fields only. The edge only point-reads (id + partition
+// key) and writes (create, batch, patch): a point read needs no secondary index (Learn:
+// index-policy, indexing mode None, "a pure key-value store without the need for secondary
+// indexes"), and every indexed path costs RU on each write. So every path is excluded ("/*")
+// but type, sent and startedAt, with their composite index: the completer's one query for
+// unsent records, oldest first (shared/adapters/cosmos_requests.py), as the orders container
+// does for its watchdog. Adding them to an existing container starts an index transformation,
+// during which the completer's ordered query is refused (docs/operations.md, "Orders API:
+// request completer silent").
 // The policy is infra/requests-indexing.json, so that the local containers can get it too.
 resource requestsContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
   parent: database

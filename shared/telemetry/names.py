@@ -125,3 +125,21 @@ WATCHDOG_FAILED = "failed"
 RELAY_PUBLISHED = "published"
 RELAY_FAILED = "failed"
 RELAY_PARKED = "parked"
+
+# ---- the request completer --------------------------------------------------------------------
+
+# The public edge's request completer (shared/edge/completer.py, ``complete_requests``): it sends
+# the messages of request records committed but never sent, every minute.
+COMPLETER_INSTRUMENTATION_SCOPE = "orders.edge.completer"
+COMPLETER_LOGGER_NAME = "orders.edge.completer"
+# One observation per run of each histogram, the quiet runs too (valueCount = runs): the found
+# records and the oldest one's age (now - startedAt, 0 when none). The "oldest unsent request"
+# alert reads the age; a completer that stopped reporting is read as silent.
+METRIC_COMPLETER_FOUND = "orders.edge.completer.found"
+METRIC_COMPLETER_UNSENT_AGE = "orders.edge.completer.unsent_age"
+# Counters: the messages the completer sent, and the records it left unsent (by error.type).
+METRIC_COMPLETER_SENT = "orders.edge.completer.sent"
+METRIC_COMPLETER_FAILED = "orders.edge.completer.failed"
+# How the run ended (``shared.edge.completer.RunEnd``: drained, page_limit, failed), on both
+# histograms.
+ATTR_COMPLETER_END = "orders.edge.completer_end"
