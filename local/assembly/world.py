@@ -61,6 +61,7 @@ from local.standins.settlement_server import (
 from local.standins.timer import TimerTriggerEmulator
 from local.standins.topic import OrderEventsTopic, topic_name
 from local.standins.worker import REPO_ROOT, FunctionsWorker
+from ops.init_cosmos import REQUESTS_INDEXING_POLICY
 from shared import bootstrap
 from shared.adapters.cosmos_orders import create_client
 from shared.adapters.identity import credential as identity_credential
@@ -474,6 +475,7 @@ async def local_world(
                 edge.requests_container,
                 REQUESTS_PARTITION_KEY_PATH,
                 default_ttl=-1,
+                indexing_policy=REQUESTS_INDEXING_POLICY,
             )
             namespace = LocalNamespace(entities={edge.queue_name: queue})
             queue_client = async_servicebus_client(namespace)

@@ -46,6 +46,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient
@@ -169,16 +170,19 @@ async def ensure_container(
     container: str = "orders",
     partition_path: str = "/orderId",
     default_ttl: int | None = None,
+    indexing_policy: dict[str, Any] | None = None,
 ) -> ContainerProxy:
     """Create the database and the container (partition key ``partition_path``: ``/orderId``
-    for orders and payments, ``/sku`` for the inventory; the deployed indexing policy: the
-    server refuses an ORDER BY of several fields without its composite index, as Cosmos DB
-    does) if missing; ``default_ttl`` the container's ``defaultTtl`` when given."""
+    for orders and payments, ``/sku`` for the inventory; the deployed indexing policy, the
+    orders container's unless ``indexing_policy`` is given (the requests container's: its
+    completer's query): the server refuses an ORDER BY of several fields without its composite
+    index, as Cosmos DB does) if missing; ``default_ttl`` the container's ``defaultTtl`` when
+    given."""
     db = await client.create_database_if_not_exists(database)
     return await db.create_container_if_not_exists(
         container,
         partition_key=PartitionKey(path=partition_path),
-        indexing_policy=ORDERS_INDEXING_POLICY,
+        indexing_policy=ORDERS_INDEXING_POLICY if indexing_policy is None else indexing_policy,
         # -1: items never expire unless their own ttl says (the requests container's records)
         default_ttl=default_ttl,
     )
