@@ -15,6 +15,7 @@ from shared.adapters.http_in import (
     to_http_response,
 )
 from shared.edge import EdgeResponse
+from shared.edge.observer import RequestOutcome
 from shared.edge.responses import PROBLEM_JSON, ProblemType
 
 
@@ -83,7 +84,12 @@ def test_a_body_that_is_not_utf_8_is_400() -> None:
 
 def test_the_response_on_the_wire_keeps_its_headers_and_compact_json() -> None:
     response = to_http_response(
-        EdgeResponse(412, {"Content-Type": PROBLEM_JSON, "ETag": '"2"'}, {"title": "é"})
+        EdgeResponse(
+            412,
+            {"Content-Type": PROBLEM_JSON, "ETag": '"2"'},
+            {"title": "é"},
+            outcome=RequestOutcome.VERSION_MISMATCH,
+        )
     )
 
     assert response.status_code == 412
