@@ -171,8 +171,8 @@ class EdgeTelemetry:
             exc_info=error,
             extra={
                 **dimensions,
-                "order_id": shown_order_id,
-                "error_type": error_type,
+                **({} if shown_order_id is None else {"order_id": shown_order_id}),
+                **({} if error_type is None else {"error_type": error_type}),
             },
         )
 
