@@ -465,19 +465,12 @@ def _accepted(status: int, order_id: str, version: int, status_word: str) -> Sto
 def _answer(response: StoredResponse, *, replay_age: timedelta | None) -> EdgeResponse:
     """An accepted intent's answer: ``created`` when this request recorded it, else
     ``replayed``, with its record's age (``shared.edge.observer``)."""
-    if replay_age is None:
-        return EdgeResponse(
-            response.status,
-            dict(response.headers),
-            response.body,
-            outcome=RequestOutcome.CREATED,
-        )
     return EdgeResponse(
         response.status,
         dict(response.headers),
         response.body,
-        outcome=RequestOutcome.REPLAYED,
-        record_age_s=max(0.0, replay_age.total_seconds()),
+        outcome=RequestOutcome.CREATED if replay_age is None else RequestOutcome.REPLAYED,
+        record_age_s=None if replay_age is None else max(0.0, replay_age.total_seconds()),
     )
 
 
