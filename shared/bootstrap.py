@@ -42,6 +42,7 @@ pool. It must never decide anything about a message, an event or a request: that
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -57,7 +58,11 @@ from azure.cosmos.aio import CosmosClient
 from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.adapters.cosmos_requests import CosmosUnsentRequests
-from shared.adapters.http_in import ORDER_ID_ROUTE_PARAM, read_order_request, to_http_response
+from shared.adapters.http_in import (
+    ORDER_ID_ROUTE_PARAM,
+    answered,
+    read_order_request,
+)
 from shared.adapters.http_in import client_id as http_client_id
 from shared.adapters.identity import credential as identity_credential
 from shared.adapters.payment_provider import HttpPaymentProvider
@@ -86,6 +91,7 @@ from shared.consumer.service import OrderConsumer
 from shared.edge import EdgeResponse, OrdersEdge
 from shared.edge import responses as edge_responses
 from shared.edge.completer import CompleterReport, RequestCompleter
+from shared.edge.observer import EdgeObserver, Route
 from shared.edge.view import order_view
 from shared.kit.consumer import decide
 from shared.kit.decision import Decision, DocumentStore, IncomingMessage
@@ -102,6 +108,7 @@ from shared.stock.consumer import CONSUMER_NAME as STOCK_CONSUMER_NAME
 from shared.stock.consumer import stock_reservation
 from shared.telemetry.completer import CompleterTelemetry
 from shared.telemetry.consumer import ConsumerTelemetry
+from shared.telemetry.edge import EdgeTelemetry
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
 from shared.telemetry.relay import RelayTelemetry
 
@@ -204,6 +211,7 @@ class Composition:
     - ``queue_sender``: the public edge's sender to the ``orders`` queue (the same surface);
       default, one built from the edge's settings like the topic's.
     - ``completer_telemetry``: the request completer's telemetry; default, on the global
+    - ``edge_telemetry``: the orders API's observer; default, ``EdgeTelemetry`` on the global
       providers.
     """
 
@@ -219,6 +227,7 @@ class Composition:
     relay_policy: RelayPolicy | None = None
     queue_sender: MessageBatchSender | None = None
     completer_telemetry: CompleterTelemetry | None = None
+    edge_telemetry: EdgeObserver | None = None
 
 
 class Runtime:
@@ -239,6 +248,7 @@ class Runtime:
         self._relay_policy = chosen.relay_policy
         self._queue_sender = chosen.queue_sender
         self._completer_telemetry = chosen.completer_telemetry
+        self._edge_telemetry = chosen.edge_telemetry
         self._retry_policy = RetryPolicy()
         self._settler = Settler(watcher=self._settlements_hung)
         self._exporters_configured = False
@@ -533,11 +543,23 @@ class Runtime:
 
     async def orders_request(self, action: str, request: func.HttpRequest) -> func.HttpResponse:
         """An HTTP function's body: ``action`` is ``place``, ``amend``, ``cancel`` or ``get``.
-        A request the HTTP layer refuses (403, 415, 413, 400) never reaches the core; an edge
-        that cannot be built answers 503, logged at critical level naming the setting."""
-        parsed = http_client_id(request) if action == "get" else read_order_request(request)
+        Every request is reported to the edge's telemetry (``http_in.answered``), the ones the
+        HTTP layer refuses before the core included."""
+        route = Route(action)
+        # Exporters before the first report: a refusal may come before the edge is built. A
+        # setting that fails them fails the edge too, which answers 503 and logs it (below).
+        with contextlib.suppress(ConfigurationError):
+            self._configure_exporters()
+        return await answered(
+            self.edge_telemetry(), route, request, partial(self._orders_answer, route, request)
+        )
+
+    async def _orders_answer(self, route: Route, request: func.HttpRequest) -> EdgeResponse:
+        """A request the HTTP layer refuses (403, 415, 413, 400) never reaches the core; an
+        edge that cannot be built answers 503, logged at critical level naming the setting."""
+        parsed = http_client_id(request) if route is Route.GET else read_order_request(request)
         if isinstance(parsed, EdgeResponse):
-            return to_http_response(parsed)
+            return parsed
         try:
             edge = await self.edge()
         except ConfigurationError as error:
@@ -547,24 +569,29 @@ class Runtime:
                 error,
                 extra={"setting": error.setting},
             )
-            return to_http_response(edge_responses.unavailable(_MISCONFIGURED_RETRY_AFTER_S))
+            return edge_responses.unavailable(_MISCONFIGURED_RETRY_AFTER_S)
         if isinstance(parsed, str):  # a GET: the order as the consumer recorded it
             wiring = await self._wired()
             assert wiring.edge_requests is not None and wiring.edge_orders is not None
             order_id = request.route_params.get(ORDER_ID_ROUTE_PARAM, "")
-            answer = await order_view(wiring.edge_requests, wiring.edge_orders, parsed, order_id)
-        elif action == "place":
-            answer = await edge.place(parsed.client_id, parsed.idempotency_key, parsed.body)
-        else:
-            change = edge.amend if action == "amend" else edge.cancel
-            answer = await change(
-                parsed.client_id,
-                parsed.idempotency_key,
-                parsed.order_id,
-                parsed.body,
-                parsed.if_match,
-            )
-        return to_http_response(answer)
+            return await order_view(wiring.edge_requests, wiring.edge_orders, parsed, order_id)
+        if route is Route.PLACE:
+            return await edge.place(parsed.client_id, parsed.idempotency_key, parsed.body)
+        change = edge.amend if route is Route.AMEND else edge.cancel
+        return await change(
+            parsed.client_id,
+            parsed.idempotency_key,
+            parsed.order_id,
+            parsed.body,
+            parsed.if_match,
+        )
+
+    def edge_telemetry(self) -> EdgeObserver:
+        """The injected observer of the orders API, or ``EdgeTelemetry`` on the global
+        providers."""
+        if self._edge_telemetry is None:
+            self._edge_telemetry = EdgeTelemetry()
+        return self._edge_telemetry
 
     async def _wired(self) -> _Wiring:
         loop = asyncio.get_running_loop()

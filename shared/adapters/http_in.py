@@ -32,20 +32,28 @@ therefore needs App Service authentication on (or API Management in front, setti
 itself); the Bicep does not turn it on yet, and whether the Flex Consumption plan offers it was
 not checked here.
 
+Every request is reported once (``answered``): the HTTP function's body runs inside it, so a
+refusal here, the core's answer, GET's, a 503 for an edge that cannot be built and an exception
+that escapes (500, the Functions host's answer) are all counted, each with the outcome its
+``EdgeResponse`` names (``shared.edge.observer``).
+
 Untrusted input: nothing of the request is logged here or echoed back (the problem documents are
-the edge's own words). Never decides anything about an order (``shared.edge``).
+the edge's own words); the order id of its path goes to the observer as the client's text, which
+bounds and quotes it. Never decides anything about an order (``shared.edge``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import azure.functions as func
 
 from shared.edge import responses
+from shared.edge.observer import EdgeObserver, RequestOutcome, Route
 from shared.edge.openapi import document_bytes
 from shared.edge.requests import parse_sf_string
 from shared.edge.responses import JSON, EdgeResponse
@@ -106,6 +114,33 @@ def read_order_request(request: func.HttpRequest) -> OrderRequest | EdgeResponse
         order_id=request.route_params.get(ORDER_ID_ROUTE_PARAM, ""),
         body=body,
     )
+
+
+async def answered(
+    observer: EdgeObserver,
+    route: Route,
+    request: func.HttpRequest,
+    answer: Callable[[], Awaitable[EdgeResponse]],
+) -> func.HttpResponse:
+    """``answer()`` on the wire, reported to ``observer`` (its outcome, status, the order it
+    names, a replay's record age); an exception is reported ``failed`` (500: the Functions host
+    answers an unhandled exception with it) and propagates."""
+    with observer.handling(route) as observation:
+        path_order_id: str | None = request.route_params.get(ORDER_ID_ROUTE_PARAM)
+        try:
+            response = await answer()
+        except Exception as error:
+            observation.answered(RequestOutcome.FAILED, 500, order_id=path_order_id, error=error)
+            raise
+        # A place names its order in its answer (the edge's own id); a change or GET in its path.
+        named = (response.body or {}).get("orderId") if path_order_id is None else path_order_id
+        observation.answered(
+            response.outcome,
+            response.status,
+            order_id=named if isinstance(named, str) else None,
+            record_age_s=response.record_age_s,
+        )
+        return to_http_response(response)
 
 
 def to_http_response(response: EdgeResponse) -> func.HttpResponse:

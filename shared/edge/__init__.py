@@ -6,6 +6,8 @@ with one identity from the client's first click to every consumer's record.
 - ``requests``: the ``requests`` container's documents, their one owner (the order's head, the
   request records), the key's format, fingerprint, expiry and scope;
 - ``responses``: ``EdgeResponse`` and the RFC 9457 problem documents;
+- ``observer``: the ``EdgeObserver`` port each answered request is reported to, its ``Route``
+  and ``RequestOutcome`` vocabularies (``shared.telemetry.edge`` implements it);
 - ``sender``: the ``MessageSender`` port to the ``orders`` queue;
 - ``view``: ``GET /orders/<orderId>``, the order as the consumer recorded it.
 
@@ -18,6 +20,7 @@ Azure, OpenTelemetry or aiohttp (``make lint``). Its store port is implemented b
 """
 
 from shared.edge.core import OrdersEdge
+from shared.edge.observer import EdgeObserver, RequestOutcome, Route
 from shared.edge.requests import CONTAINER_NAME, KEY_EXPIRY, PARTITION_KEY_PATH
 from shared.edge.responses import EdgeResponse
 from shared.edge.sender import MessageSender, SendFailed
@@ -26,8 +29,11 @@ __all__ = [
     "CONTAINER_NAME",
     "KEY_EXPIRY",
     "PARTITION_KEY_PATH",
+    "EdgeObserver",
     "EdgeResponse",
     "MessageSender",
     "OrdersEdge",
+    "RequestOutcome",
+    "Route",
     "SendFailed",
 ]

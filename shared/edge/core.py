@@ -46,7 +46,9 @@ Answers: a place 201 Created, a change 200 OK, each with ``Location: /orders/<or
 ``ETag: "<version>"``: the edge's order (its identity and its version) exists once the commit
 is made; what consumers do with its message follows asynchronously. Only an accepted intent is
 stored and replayed; a refusal (400, 404, 409, 412, 422, 503) writes nothing (the team's rule:
-bad input writes nothing), so its repeat is decided again.
+bad input writes nothing), so its repeat is decided again. Each answer names its outcome for
+the request's report (``shared.edge.observer``): ``created`` when this request recorded the
+intent, ``replayed`` with the record's age (now - ``startedAt``) when an earlier one did.
 
 Errors of the store are answered 503 with Retry-After (the request may be retried with the same
 key; nothing or a whole intent was written). Anything else propagates to the HTTP layer.
@@ -57,12 +59,12 @@ telemetry.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from shared.clock import Clock, document_timestamp
@@ -77,6 +79,8 @@ from shared.consumer.contract import (
     parse_message,
 )
 from shared.edge import responses
+from shared.edge.delivery import send_then_mark
+from shared.edge.observer import RequestOutcome
 from shared.edge.requests import (
     HEAD_ID,
     IN_PROGRESS_WINDOW,
@@ -84,7 +88,6 @@ from shared.edge.requests import (
     StoredResponse,
     change_writes,
     is_valid_key,
-    mark_sent,
     order_id_for,
     place_writes,
     read_head,
@@ -303,9 +306,9 @@ class OrdersEdge:
         record = read_request_record(stored)
         if record.fingerprint != fingerprint:
             return responses.key_reused()
-        if record.sent:
-            return _replayed(record.response)
         age = self._clock.now() - record.started_at
+        if record.sent:
+            return _answer(record.response, replay_age=age)
         if age < IN_PROGRESS_WINDOW:
             wait = math.ceil((IN_PROGRESS_WINDOW - age).total_seconds())
             return responses.outstanding(wait)
@@ -321,7 +324,8 @@ class OrdersEdge:
                 subject=record.subject,
                 message_body=record.message_body,
                 response=record.response,
-            )
+            ),
+            replay_age=age,
         )
 
     async def _repeat_found(
@@ -333,17 +337,17 @@ class OrdersEdge:
             raise TransientStoreError("the request record conflicted but could not be read")
         return answer
 
-    async def _deliver(self, intent: Intent) -> EdgeResponse:
-        """Send the intent's message, mark its record sent, answer its response (step 6)."""
+    async def _deliver(self, intent: Intent, replay_age: timedelta | None = None) -> EdgeResponse:
+        """Send the intent's message, mark its record sent, answer its response (step 6);
+        ``replay_age``: the intent is a recorded one's, finished by a repeat (step 3)."""
         try:
-            await self._sender.send(intent.message_id, intent.subject, intent.message_body)
+            # A mark the store refused is not reported: the message is sent, so the answer is
+            # true; unmarked, a repeat sends it once more, which the queue and the consumer
+            # absorb (module docstring, step 6).
+            await send_then_mark(self._store, self._sender, intent)
         except SendFailed:
             return responses.not_yet_sent(math.ceil(IN_PROGRESS_WINDOW.total_seconds()))
-        # The message is sent: the answer is true. Unmarked, a repeat sends it once more,
-        # which the queue and the consumer absorb (module docstring, step 6).
-        with contextlib.suppress(StoreError):
-            await self._store.commit(intent.order_id, [mark_sent(intent.client_id, intent.key)])
-        return _replayed(intent.response)
+        return _answer(intent.response, replay_age=replay_age)
 
 
 def _checked_key(client_id: str, key: str | None) -> str:
@@ -456,8 +460,16 @@ def _accepted(status: int, order_id: str, version: int, status_word: str) -> Sto
     )
 
 
-def _replayed(response: StoredResponse) -> EdgeResponse:
-    return EdgeResponse(response.status, dict(response.headers), response.body)
+def _answer(response: StoredResponse, *, replay_age: timedelta | None) -> EdgeResponse:
+    """An accepted intent's answer: ``created`` when this request recorded it, else
+    ``replayed``, with its record's age (``shared.edge.observer``)."""
+    return EdgeResponse(
+        response.status,
+        dict(response.headers),
+        response.body,
+        outcome=RequestOutcome.CREATED if replay_age is None else RequestOutcome.REPLAYED,
+        record_age_s=None if replay_age is None else max(0.0, replay_age.total_seconds()),
+    )
 
 
 def _unavailable(error: StoreError) -> EdgeResponse:

@@ -15,7 +15,8 @@ One container, ``requests`` (partition key ``/orderId``), holds in each order's 
   handed to the queue), ``startedAt`` and a per-item ``ttl``: -1 (never expires) until the
   message is sent, then ``KEY_EXPIRY_S``, set by the sent mark. An intent whose message was
   never sent (its instance stopped, its client never retried) is thus never lost to the ttl:
-  its record waits, ``sent: false``, for a retry or the completer (``shared.edge.completer``) to send it.
+  its record waits, ``sent: false``, for a retry or the completer (``shared.edge.completer``)
+  to send it.
 
 The record, the head's create or version move, and so the message to send, are one atomic
 commit (``shared.kit.writes``; on Cosmos DB one transactional batch): an intent is recorded

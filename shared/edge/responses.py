@@ -11,6 +11,9 @@ key-header-06, section 2.7, "body containing a link pointing to relevant documen
 client tells them apart by their status (400 missing or invalid, 409 outstanding, 422 reused
 with another payload), as with any resource following the draft.
 
+Each answer names its outcome (``shared.edge.observer.RequestOutcome``), the one place a
+status is classified for the request's report.
+
 Pure: no Azure, no I/O.
 """
 
@@ -20,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.edge.observer import RequestOutcome
 from shared.kit.errors import bound
 
 PROBLEM_JSON = "application/problem+json"
@@ -46,11 +50,17 @@ class ProblemType:
 @dataclass(frozen=True, slots=True)
 class EdgeResponse:
     """An HTTP answer, transport-free: the status, its headers (``Location``, ``ETag``,
-    ``Content-Type``, ``Retry-After``) and its JSON body (an order's state, or a problem)."""
+    ``Content-Type``, ``Retry-After``) and its JSON body (an order's state, or a problem); and,
+    never sent, how it answered (``outcome``, named where the answer is made) and, for a
+    replay, its record's age (``shared.edge.observer``: what the request reports)."""
 
     status: int
     headers: Mapping[str, str] = field(default_factory=dict)
     body: Mapping[str, Any] | None = None
+    # Not compared: two answers are equal when the client sees the same (a replay equals the
+    # answer it replays).
+    outcome: RequestOutcome = field(kw_only=True, compare=False)
+    record_age_s: float | None = field(default=None, kw_only=True, compare=False)
 
     @property
     def is_problem(self) -> bool:
@@ -63,6 +73,7 @@ def problem(
     title: str,
     detail: str,
     *,
+    outcome: RequestOutcome,
     headers: Mapping[str, str] | None = None,
 ) -> EdgeResponse:
     """An RFC 9457 problem document; ``detail`` bounded to ``MAX_DETAIL_CHARS``."""
@@ -75,6 +86,7 @@ def problem(
             "status": status,
             "detail": bound(detail, MAX_DETAIL_CHARS),
         },
+        outcome=outcome,
     )
 
 
@@ -103,19 +115,27 @@ def change_path(order_id: str, change: str) -> str:
     return f"{ORDERS_PATH}/{order_id}/{change}"
 
 
-def _key_problem(status: int, title: str, detail: str, **headers: str) -> EdgeResponse:
-    return problem(status, ProblemType.IDEMPOTENCY_KEY, title, detail, headers=headers)
+def _key_problem(
+    status: int, outcome: RequestOutcome, title: str, detail: str, **headers: str
+) -> EdgeResponse:
+    return problem(
+        status, ProblemType.IDEMPOTENCY_KEY, title, detail, outcome=outcome, headers=headers
+    )
 
 
 def missing_key() -> EdgeResponse:
     return _key_problem(
-        400, "Idempotency-Key is missing", "This operation requires an Idempotency-Key header."
+        400,
+        RequestOutcome.INVALID,
+        "Idempotency-Key is missing",
+        "This operation requires an Idempotency-Key header.",
     )
 
 
 def invalid_key() -> EdgeResponse:
     return _key_problem(
         400,
+        RequestOutcome.INVALID,
         "Idempotency-Key is invalid",
         "An Idempotency-Key is a String of 1 to 255 visible ASCII characters.",
     )
@@ -124,6 +144,7 @@ def invalid_key() -> EdgeResponse:
 def key_reused() -> EdgeResponse:
     return _key_problem(
         422,
+        RequestOutcome.KEY_REUSED,
         "Idempotency-Key is already used",
         "This Idempotency-Key was used with another request payload; a key must not be "
         "reused across different payloads.",
@@ -133,6 +154,7 @@ def key_reused() -> EdgeResponse:
 def outstanding(retry_after_s: int) -> EdgeResponse:
     return _key_problem(
         409,
+        RequestOutcome.IN_PROGRESS,
         "A request is outstanding for this Idempotency-Key",
         "A request with the same Idempotency-Key is being processed; retry later.",
         **{"Retry-After": str(max(retry_after_s, 1))},
@@ -141,7 +163,13 @@ def outstanding(retry_after_s: int) -> EdgeResponse:
 
 def invalid_order(detail: str) -> EdgeResponse:
     """``detail``: the edge's or the contract's words (field paths and rules), no values."""
-    return problem(400, ProblemType.INVALID_ORDER, "The order is not valid", detail)
+    return problem(
+        400,
+        ProblemType.INVALID_ORDER,
+        "The order is not valid",
+        detail,
+        outcome=RequestOutcome.INVALID,
+    )
 
 
 def invalid_precondition() -> EdgeResponse:
@@ -150,12 +178,17 @@ def invalid_precondition() -> EdgeResponse:
         ProblemType.INVALID_PRECONDITION,
         "If-Match is invalid",
         'If-Match takes the order\'s ETag, "<version>", or *.',
+        outcome=RequestOutcome.INVALID,
     )
 
 
 def not_found() -> EdgeResponse:
     return problem(
-        404, ProblemType.ORDER_NOT_FOUND, "No such order", "This client has no order of this id."
+        404,
+        ProblemType.ORDER_NOT_FOUND,
+        "No such order",
+        "This client has no order of this id.",
+        outcome=RequestOutcome.NOT_FOUND,
     )
 
 
@@ -165,6 +198,7 @@ def cancelled(order_id: str, version: int) -> EdgeResponse:
         ProblemType.ORDER_CANCELLED,
         "The order is cancelled",
         f"The order was cancelled at version {version}; a cancelled order changes no more.",
+        outcome=RequestOutcome.CANCELLED,
         headers={"Location": order_location(order_id), "ETag": etag(version)},
     )
 
@@ -175,6 +209,7 @@ def version_mismatch(order_id: str, version: int) -> EdgeResponse:
         ProblemType.VERSION_MISMATCH,
         "The order has another version",
         f"If-Match does not name the order's current version, {version}.",
+        outcome=RequestOutcome.VERSION_MISMATCH,
         headers={"Location": order_location(order_id), "ETag": etag(version)},
     )
 
@@ -186,6 +221,7 @@ def order_exists(order_id: str) -> EdgeResponse:
         "The order exists",
         "The order this Idempotency-Key names was placed, and the key's record has expired "
         "(keys are kept 24 hours after the answer); use a new key for a new order.",
+        outcome=RequestOutcome.ORDER_EXISTS,
         headers={"Location": order_location(order_id)},
     )
 
@@ -196,6 +232,7 @@ def unavailable(retry_after_s: int) -> EdgeResponse:
         ProblemType.UNAVAILABLE,
         "The service is unavailable",
         "The request could not be completed now; retry with the same Idempotency-Key.",
+        outcome=RequestOutcome.UNAVAILABLE,
         headers={"Retry-After": str(retry_after_s)},
     )
 
@@ -207,6 +244,7 @@ def contention(attempts: int, retry_after_s: int) -> EdgeResponse:
         "The order is changing too often",
         f"Concurrent changes of this order won {attempts} times in a row; retry with the "
         "same Idempotency-Key.",
+        outcome=RequestOutcome.CONTENTION,
         headers={"Retry-After": str(retry_after_s)},
     )
 
@@ -217,6 +255,7 @@ def not_yet_sent(retry_after_s: int) -> EdgeResponse:
         ProblemType.UNAVAILABLE,
         "The order is recorded but not yet sent",
         "The request was recorded; retry with the same Idempotency-Key to complete it.",
+        outcome=RequestOutcome.NOT_SENT,
         headers={"Retry-After": str(retry_after_s)},
     )
 
@@ -228,6 +267,7 @@ def unsupported_media_type() -> EdgeResponse:
         ProblemType.UNSUPPORTED_MEDIA_TYPE,
         "Unsupported media type",
         "The body must be application/json, UTF-8.",
+        outcome=RequestOutcome.INVALID,
     )
 
 
@@ -238,6 +278,7 @@ def body_too_large(max_bytes: int) -> EdgeResponse:
         ProblemType.BODY_TOO_LARGE,
         "The body is too large",
         f"A request body may be at most {max_bytes} bytes.",
+        outcome=RequestOutcome.INVALID,
     )
 
 
@@ -248,4 +289,5 @@ def invalid_principal() -> EdgeResponse:
         ProblemType.INVALID_PRINCIPAL,
         "The client principal is not valid",
         "The authenticated principal's id must be 1 to 100 visible ASCII characters.",
+        outcome=RequestOutcome.FORBIDDEN,
     )

@@ -23,6 +23,7 @@ from typing import Any
 
 from shared.consumer.order import ORDER_TYPE, stored_version
 from shared.edge import responses
+from shared.edge.observer import RequestOutcome
 from shared.edge.requests import HEAD_ID, read_head
 from shared.edge.responses import JSON, EdgeResponse, etag
 from shared.kit.decision import DocumentStore
@@ -64,4 +65,6 @@ async def order_view(
     body: dict[str, Any] = {name: order[name] for name in SHOWN_FIELDS if name in order}
     version = stored_version(order)
     body["orderVersion"] = version
-    return EdgeResponse(200, {"Content-Type": JSON, "ETag": etag(version)}, body)
+    return EdgeResponse(
+        200, {"Content-Type": JSON, "ETag": etag(version)}, body, outcome=RequestOutcome.FOUND
+    )

@@ -7,7 +7,8 @@
   records are exported;
 - ``spans``: W3C trace context (producer links, traceparents) and a failed span's error type;
 - ``consumer``: ``ConsumerTelemetry``, the ``shared.kit.service.ConsumerObserver``;
-- ``relay``: ``RelayTelemetry``, the relay's and the watchdog's observers.
+- ``relay``: ``RelayTelemetry``, the relay's and the watchdog's observers;
+- ``edge``: ``EdgeTelemetry``, the orders API's observer (``shared.edge.observer``).
 
 Imports the cores, the adapters and OpenTelemetry; never ``shared.bootstrap`` (``make lint``).
 The cores never import it: they see only their observer ports and traceparent strings. A new

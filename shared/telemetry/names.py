@@ -126,6 +126,26 @@ RELAY_PUBLISHED = "published"
 RELAY_FAILED = "failed"
 RELAY_PARKED = "parked"
 
+# ---- the orders API ---------------------------------------------------------------------------
+
+# The orders API's (shared/edge, shared/telemetry/edge.py): one SERVER span per request, named
+# "<method> <route>" (the HTTP semantic conventions), a request counter and a replay-age
+# histogram. The route and outcome vocabularies are shared.edge.observer's (Route,
+# RequestOutcome).
+EDGE_INSTRUMENTATION_SCOPE = "orders.edge"
+EDGE_LOGGER_NAME = "orders.edge"
+ATTR_HTTP_METHOD = "http.request.method"
+ATTR_HTTP_ROUTE = "http.route"
+ATTR_HTTP_STATUS_CODE = "http.response.status_code"
+# Kept (the exporter drops http.*): on the span, every metric point and every log record.
+ATTR_EDGE_ROUTE = "orders.edge.route"  # place | amend | cancel | get
+ATTR_EDGE_OUTCOME = "orders.edge.outcome"
+ATTR_EDGE_STATUS_CODE = "orders.edge.status_code"
+# A replay's record age (now - startedAt), seconds, on its span (Q22 ranks it: percentilesw).
+ATTR_EDGE_RECORD_AGE = "orders.edge.record_age_s"
+METRIC_EDGE_REQUESTS = "orders.edge.requests"
+METRIC_EDGE_REPLAY_AGE = "orders.edge.replay_age"
+
 # ---- the request completer --------------------------------------------------------------------
 
 # The public edge's request completer (shared/edge/completer.py, ``complete_requests``): it sends

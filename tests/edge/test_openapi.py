@@ -19,6 +19,7 @@ from openapi_spec_validator import validate
 from local.standins.http_host import route_prefix_of
 from local.standins.worker import REPO_ROOT, FunctionsWorker
 from shared.edge import responses
+from shared.edge.observer import RequestOutcome
 from shared.edge.openapi import DOCUMENT_PATH, document_bytes
 from shared.edge.responses import PROBLEM_JSON, EdgeResponse
 
@@ -113,26 +114,35 @@ _CHANGE: list[Callable[[], EdgeResponse]] = [
     lambda: responses.version_mismatch(ORDER_ID, 2),
     lambda: responses.contention(5, 1),
 ]
+CREATED, FOUND = RequestOutcome.CREATED, RequestOutcome.FOUND
 _ACCEPTED_HEADERS = {"Location": f"/api/orders/{ORDER_ID}", "ETag": '"2"'}
 ANSWERS: dict[tuple[str, str], list[Callable[[], EdgeResponse]]] = {
     ("/orders", "post"): [
         *_KEYED,
         lambda: responses.order_exists(ORDER_ID),
-        lambda: EdgeResponse(201, {"Content-Type": "application/json", **_ACCEPTED_HEADERS}),
+        lambda: EdgeResponse(
+            201, {"Content-Type": "application/json", **_ACCEPTED_HEADERS}, outcome=CREATED
+        ),
     ],
     ("/orders/{orderId}/amendments", "post"): [
         *_CHANGE,
-        lambda: EdgeResponse(200, {"Content-Type": "application/json", **_ACCEPTED_HEADERS}),
+        lambda: EdgeResponse(
+            200, {"Content-Type": "application/json", **_ACCEPTED_HEADERS}, outcome=CREATED
+        ),
     ],
     ("/orders/{orderId}/cancellations", "post"): [
         *_CHANGE,
-        lambda: EdgeResponse(200, {"Content-Type": "application/json", **_ACCEPTED_HEADERS}),
+        lambda: EdgeResponse(
+            200, {"Content-Type": "application/json", **_ACCEPTED_HEADERS}, outcome=CREATED
+        ),
     ],
     ("/orders/{orderId}", "get"): [
         responses.invalid_principal,
         responses.not_found,
         lambda: responses.unavailable(1),
-        lambda: EdgeResponse(200, {"Content-Type": "application/json", "ETag": '"2"'}),
+        lambda: EdgeResponse(
+            200, {"Content-Type": "application/json", "ETag": '"2"'}, outcome=FOUND
+        ),
     ],
 }
 

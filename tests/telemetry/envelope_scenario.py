@@ -26,6 +26,12 @@ started "from now"), published by the outbox watchdog's timer through the worker
 watchdog run; a relay that cannot start (an invalid namespace setting: a critical log naming
 it, and the batch's event recorded as a failed send), then fixed; and one settlement call that
 hangs past the settler's timeout (still hung when the telemetry is flushed).
+
+Last, the orders API, through the world's HTTP host and Microsoft's worker with a real HTTP
+client (aiohttp): each route, a place, an amendment and a cancellation each replayed once (their
+records' ages known), a reused key, a stale If-Match, a refusal of the HTTP layer (415) and an
+edge that cannot be built (503, its setting named). Its messages stay on the queue: nothing
+after them runs the consumer.
 """
 
 from __future__ import annotations
@@ -33,10 +39,12 @@ from __future__ import annotations
 import json
 import os
 import threading
+import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import OperationTimeoutError
@@ -48,6 +56,7 @@ from local.standins.broker import ManualClock, OutgoingMessage, PeekLockQueue
 from local.standins.doubles import COMPLETE, RecordingActions
 from local.standins.faults import WRITES, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
+from local.standins.http_host import FUNCTIONS_KEY_HEADER
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id
 from shared import bootstrap
 from shared.adapters.servicebus_in import Settler
@@ -56,6 +65,7 @@ from shared.kit.decision import Decision, Outcome
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
 from shared.telemetry.names import BUSINESS_MEASURES
 from tests.conftest import InstallFaulty
+from tests.edge.conftest import amend_body, cancel_body, place_body
 from tests.orders import message, order_body
 from tests.state import documents
 from tests.telemetry.scripted_consumers import (
@@ -174,6 +184,7 @@ async def test_drive_one_delivery_of_each_outcome(
         await settler.settle(hanging, object(), Decision(Outcome.PROCESSED))
 
     relayed = [d for d in await documents(container) if d["type"] == "outbox"]
+    orders_api = await drive_the_orders_api(world, clock, install_faulty)
 
     providers: list[Any] = [
         trace.get_tracer_provider(),
@@ -203,6 +214,7 @@ async def test_drive_one_delivery_of_each_outcome(
         "relay_configuration_failures": misconfigured.failed_invocations,
         "settlements_hung": settler.hung,
         **business,
+        "orders_api": orders_api,
     }
     write_summary(Path(os.environ[CAPTURE_SUMMARY_SETTING]), summary)
 
@@ -262,6 +274,67 @@ async def drive_the_subscription_consumers(clock: ManualClock) -> dict[str, Any]
                 if metric is not None and count > 0:
                     measures[metric][name] = measures[metric].get(name, 0) + count
     return {"subscription_deliveries": deliveries, "business_measures": measures}
+
+
+async def drive_the_orders_api(
+    world: World, clock: ManualClock, install_faulty: InstallFaulty
+) -> dict[str, Any]:
+    """Requests of each route and the outcomes the queries read; the summary's truths: each
+    (route, outcome, status) answered, and each replay's record age (route, seconds)."""
+    answered: list[tuple[str, str, int]] = []
+    replay_ages: list[tuple[str, float]] = []
+    run = uuid.uuid4().hex[:8]  # the requests container is the world's: keys of this run
+    async with aiohttp.ClientSession() as http:
+
+        async def call(
+            route: str,
+            outcome: str,
+            path: str,
+            body: Any,
+            key: str,
+            *,
+            if_match: str | None = None,
+            content_type: str = "application/json",
+        ) -> dict[str, Any]:
+            headers = {
+                FUNCTIONS_KEY_HEADER: world.function_key,
+                "Content-Type": content_type,
+                "Idempotency-Key": f'"{run}-{key}"',
+            }
+            if if_match is not None:
+                headers["If-Match"] = if_match
+            url = world.http.function_url(path)
+            async with http.post(url, data=json.dumps(body), headers=headers) as response:
+                answered.append((route, outcome, response.status))
+                parsed: dict[str, Any] = await response.json(content_type=None)
+                return parsed
+
+        placed = await call("place", "created", "orders", place_body(), "place")
+        order = placed["orderId"]
+        amendments, cancellations = f"orders/{order}/amendments", f"orders/{order}/cancellations"
+        clock.advance(timedelta(seconds=90))
+        await call("place", "replayed", "orders", place_body(), "place")
+        replay_ages.append(("place", 90.0))
+        await call("place", "key_reused", "orders", place_body(currency="USD"), "place")
+        await call("amend", "version_mismatch", amendments, amend_body(5), "a", if_match='"9"')
+        await call("amend", "created", amendments, amend_body(5), "a", if_match='"1"')
+        clock.advance(timedelta(seconds=30))
+        await call("amend", "replayed", amendments, amend_body(5), "a", if_match='"1"')
+        replay_ages.append(("amend", 30.0))
+        await call("cancel", "created", cancellations, cancel_body(), "c")
+        clock.advance(timedelta(hours=3))
+        await call("cancel", "replayed", cancellations, cancel_body(), "c")
+        replay_ages.append(("cancel", 3 * 3600.0))
+        await call("place", "invalid", "orders", place_body(), "p2", content_type="text/xml")
+        async with http.get(
+            world.http.function_url("orders/ord-nobody"),
+            headers={FUNCTIONS_KEY_HEADER: world.function_key},
+        ) as response:
+            answered.append(("get", "not_found", response.status))
+        install_faulty(env={**world.env, "REQUESTS_CONTAINER": "not/a/name"})
+        await call("place", "unavailable", "orders", place_body(), "p3")
+        install_faulty()
+    return {"answered": answered, "replay_ages": replay_ages}
 
 
 def lifecycle(subject: str, version: int) -> OutgoingMessage:

@@ -17,12 +17,17 @@ business counts arrive as the counters ``names.BUSINESS_MEASURES`` lists.
 
 The scenario drives the outbox relay too (a publish, a refused send, a parked invalid event), so
 the relay's names (docs/operations.md, "Telemetry the consumer emits") are held like the consumer's.
+
+And the orders API through the HTTP host (each route, replays of known record ages, a reused key,
+a stale If-Match, a 415 refusal, a 503): its counter, replay-age histogram, SERVER spans and logs
+are held to what the scenario answered and to Q20-Q23 and the workbook's orders API panels.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,8 +81,12 @@ def test_every_query_alert_and_workbook_panel_is_found() -> None:
         "alerts.bicep",
         "workbook.json",
     }
-    assert {f"queries.kql Q{n}" for n in range(1, 20)} <= sources
+    assert {f"queries.kql Q{n}" for n in range(1, 24)} <= sources
     assert "workbook.json stale-rate-by-message-type" in sources
+    assert {
+        f"workbook.json edge-{panel}"
+        for panel in ("requests-by-outcome", "replay-rate", "replay-age", "5xx")
+    } <= sources
 
 
 # ---- against the capture ------------------------------------------------------------------------
@@ -145,6 +154,35 @@ def test_sampled_requests_carry_their_item_count(capture: Capture) -> None:
     assert set(capture.item_counts()) == {1.0}  # 100 % in this run: itemCount = 1
 
 
+EDGE_SPANS = {
+    "POST /api/orders",
+    "POST /api/orders/{orderId}/amendments",
+    "POST /api/orders/{orderId}/cancellations",
+    "GET /api/orders/{orderId}",
+}
+
+
+def edge_requests(capture: Capture) -> list[dict[str, Any]]:
+    """The orders API's SERVER spans (requests rows)."""
+    return [row for row in capture.of("requests") if row["name"] in EDGE_SPANS]
+
+
+def consumer_dependencies(capture: Capture) -> list[dict[str, Any]]:
+    """The dependencies rows outside the orders API's requests (their operation, the trace)."""
+    edge_operations = {
+        envelope["tags"]["ai.operation.id"]
+        for envelope in capture.envelopes
+        if envelope.get("data", {}).get("baseType") == "RequestData"
+        and envelope["data"]["baseData"]["name"] in EDGE_SPANS
+    }
+    return [
+        envelope["data"]["baseData"]
+        for envelope in capture.envelopes
+        if envelope.get("data", {}).get("baseType") == "RemoteDependencyData"
+        and envelope["tags"].get("ai.operation.id") not in edge_operations
+    ]
+
+
 def span_seconds(duration: str) -> float:
     days, _, clock = duration.partition(".")
     hours, minutes, seconds = clock.split(":")
@@ -159,6 +197,8 @@ def _truths(capture: Capture) -> dict[tuple[str, str], float]:
         for row in capture.of("dependencies")
     )
     summary = capture.summary
+    edge = edge_requests(capture)
+    replays = [row for row in edge if row["properties"]["orders.edge.outcome"] == "replayed"]
     retries = [t for t in capture.of("traces") if "attempt_outcome" in t.get("properties", {})]
     return {
         ("orders.messages", "valueSum"): len(requests),
@@ -180,12 +220,19 @@ def _truths(capture: Capture) -> dict[tuple[str, str], float]:
         ("orders.relay.stuck_age", "valueCount"): summary["watchdog_runs"],
         # Seconds from createdAt to the publish: what the dispatched documents say.
         ("orders.relay.lag", "valueSum"): summary["relay_lag_s"],
-        # One observation per Cosmos DB call of the consumer (the SDK's spans: dependencies).
+        # One observation per Cosmos DB call of a consumer (the SDK's spans: dependencies; the
+        # orders API's calls, in its requests' operations, record no charge).
         ("orders.cosmos.request_charge", "valueCount"): len(
-            [d for d in capture.of("dependencies") if d["name"] in COSMOS_OPERATIONS]
+            [d for d in consumer_dependencies(capture) if d["name"] in COSMOS_OPERATIONS]
         ),
         ("orders.cosmos.request_charge", "valueSum"): sum(
             float(row["properties"].get("orders.cosmos.request_charge", 0)) for row in requests
+        ),
+        # The orders API: one count per request (its SERVER span), one age per replay.
+        ("orders.edge.requests", "valueSum"): len(edge),
+        ("orders.edge.replay_age", "valueCount"): len(replays),
+        ("orders.edge.replay_age", "valueSum"): sum(
+            float(row["properties"]["orders.edge.record_age_s"]) for row in replays
         ),
         # The business counters: what the subscription consumers' decisions counted.
         **{
@@ -496,3 +543,89 @@ def test_the_business_counters_arrive_with_their_values_per_consumer(capture: Ca
         "deadletter",
         "ord-8",
     )
+
+
+# ---- the orders API (issue 33) ------------------------------------------------------------------
+
+EDGE_DIMENSIONS = {"orders.edge.route", "orders.edge.outcome", "orders.edge.status_code"}
+
+
+def test_the_orders_api_is_counted_by_route_outcome_and_status_as_q20_and_q21_read_it(
+    capture: Capture,
+) -> None:
+    """What the scenario's client was answered = the counter's rows = the SERVER spans."""
+    expected = Counter(
+        (route, outcome, status)
+        for route, outcome, status in capture.summary["orders_api"]["answered"]
+    )
+    assert {status for _, _, status in expected} == {200, 201, 404, 412, 415, 422, 503}
+    from_metrics: Counter[tuple[str, str, int]] = Counter()
+    for properties, value, count in capture.metric_rows("orders.edge.requests"):
+        assert count == 1 and set(properties) == EDGE_DIMENSIONS  # bounded: nothing else
+        key = (
+            properties["orders.edge.route"],
+            properties["orders.edge.outcome"],
+            int(properties["orders.edge.status_code"]),
+        )
+        from_metrics[key] += int(value)
+    assert from_metrics == expected
+    rows = edge_requests(capture)
+    assert {row["name"] for row in rows} == EDGE_SPANS
+    from_spans = Counter(
+        (
+            row["properties"]["orders.edge.route"],
+            row["properties"]["orders.edge.outcome"],
+            int(row["responseCode"]),
+        )
+        for row in rows
+    )
+    assert from_spans == expected
+    # http.* dropped, the kept copies arrive. success: false from 400 on (the exporter's rule,
+    # _utils._is_status_code_success: a 4xx is not a success; a 5xx by the span's ERROR status).
+    for row in rows:
+        assert not {key for key in row["properties"] if key.startswith("http.")}
+        assert set(row["properties"]) >= EDGE_DIMENSIONS
+        assert row["success"] is (int(row["responseCode"]) < 400)
+
+
+def test_the_key_s_record_age_at_replay_arrives_as_q22_reads_it(capture: Capture) -> None:
+    expected = sorted((route, age) for route, age in capture.summary["orders_api"]["replay_ages"])
+    from_spans = sorted(
+        (
+            row["properties"]["orders.edge.route"],
+            float(row["properties"]["orders.edge.record_age_s"]),
+        )
+        for row in edge_requests(capture)
+        if row["properties"]["orders.edge.outcome"] == "replayed"
+    )
+    assert from_spans == expected == [("amend", 30.0), ("cancel", 10800.0), ("place", 90.0)]
+    ages = capture.metric_rows("orders.edge.replay_age")
+    assert {route for properties, _, _ in ages for route in [properties["orders.edge.route"]]} == {
+        "place",
+        "amend",
+        "cancel",
+    }
+    assert all(set(properties) == {"orders.edge.route"} for properties, _, _ in ages)
+    assert sum(value for _, value, _ in ages) == sum(age for _, age in expected)
+    maxima = [
+        point["max"]
+        for data in capture.of("customMetrics")
+        for point in data["metrics"]
+        if point["name"] == "orders.edge.replay_age"
+    ]
+    assert max(maxima) == 10800.0  # Q22's max_age_s
+
+
+def test_an_orders_api_5xx_is_logged_as_q23_reads_it(capture: Capture) -> None:
+    logged = [
+        (row["severityLevel"], row["properties"])
+        for row in capture.of("traces")
+        if row.get("properties", {}).get("logger_name") == "orders.edge"
+        and row["severityLevel"] >= 2
+    ]
+    assert [(level, p.get("setting"), p.get("orders.edge.outcome")) for level, p in logged] == [
+        (4, "REQUESTS_CONTAINER", None),  # the edge cannot be built: its setting named
+        (2, None, "unavailable"),  # the request's answer, 503
+    ]
+    assert logged[1][1]["orders.edge.route"] == "place"
+    assert logged[1][1]["orders.edge.status_code"] == "503"

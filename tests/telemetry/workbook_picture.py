@@ -2,7 +2,8 @@
 exporter posted in one run of ``envelope_scenario.py`` (one scripted delivery of each outcome, and
 one relay run with a refused send and a parked event), computed the way the workbook's queries
 compute them (counters: sum valueSum; the lag histogram: sum valueSum / sum valueCount and max
-valueMax; durations: spans).
+valueMax; durations: spans), and the orders API's requests and replay ages (one replay per
+route in the scenario: its age is the histogram's sum).
 
     .venv/bin/python -m tests.telemetry.workbook_picture docs/operations-workbook-local.png
 """
@@ -69,7 +70,15 @@ def render(capture: Capture, path: Path) -> None:
         default=0.0,
     )
 
-    figure, axes = plt.subplots(3, 2, figsize=(11, 10))
+    edge: Counter[str] = Counter()
+    for properties, value, _ in capture.metric_rows("orders.edge.requests"):
+        edge[f"{properties['orders.edge.route']} {properties['orders.edge.outcome']}"] += int(value)
+    replay_ages: dict[str, float] = {}
+    for properties, value, _ in capture.metric_rows("orders.edge.replay_age"):
+        route = properties["orders.edge.route"]
+        replay_ages[route] = replay_ages.get(route, 0.0) + value
+
+    figure, axes = plt.subplots(4, 2, figsize=(11, 13))
     panels = [
         (axes[0][0], "Outcomes (orders.messages, sum valueSum)", outcomes),
         (axes[0][1], "Dead-letters by reason (traces)", reasons),
@@ -98,6 +107,16 @@ def render(capture: Capture, path: Path) -> None:
         "the scenario's clock ran two duplicate-detection windows first",
         fontsize=10,
     )
+    axis = axes[3][0]
+    names = sorted(edge, reverse=True)
+    axis.barh(names, [edge[name] for name in names], color="#4472c4")
+    axis.set_title("Orders API: requests by route and outcome (orders.edge.requests)", fontsize=10)
+    axis.tick_params(axis="y", labelsize=7)
+    axis = axes[3][1]
+    routes = sorted(replay_ages)
+    axis.bar(routes, [replay_ages[route] for route in routes], color="#7030a0")
+    axis.set_yscale("log")
+    axis.set_title("Orders API: key age at replay (s, log; replay_age)", fontsize=10)
     figure.suptitle(LABEL, color="#c00000", fontsize=11, fontweight="bold")
     figure.tight_layout()
     figure.savefig(path, dpi=90)
