@@ -82,6 +82,7 @@ from shared.stock.inventory import stock_item
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the manual clock's default start
 STOCK_FUNCTION = "reserve_stock"
 PAYMENT_FUNCTION = "capture_payment"
+COMPLETER_FUNCTION = "complete_requests"  # the orders API's request completer (function_app.py)
 # The container each consumer of a topic subscription writes, created by the world as the Bicep
 # deploys it: its name from the app settings, and its partition key.
 CONSUMER_CONTAINERS: dict[str, tuple[Callable[[Mapping[str, str]], str], str]] = {
@@ -198,6 +199,8 @@ class World:
     # With it: the requests container and the orders API's sender to the queue.
     requests_container: ContainerProxy | None = None
     queue_sender: ServiceBusSender | None = None
+    # The host's timer trigger of the request completer, when the app has one.
+    completer_trigger: TimerTriggerEmulator | None = None
 
     @property
     def http(self) -> LocalHttpHost:
@@ -291,6 +294,14 @@ class World:
         if self.cosmos_trigger is None:
             raise LookupError("the app has no Cosmos DB-triggered function")
         return self.cosmos_trigger
+
+    @property
+    def completer(self) -> TimerTriggerEmulator:
+        """The host's timer trigger of the orders API's request completer:
+        ``await world.completer.tick()``."""
+        if self.completer_trigger is None:
+            raise LookupError("the app has no request completer")
+        return self.completer_trigger
 
     @property
     def watchdog(self) -> TimerTriggerEmulator:
@@ -453,6 +464,11 @@ async def local_world(
         )
         has_timer = any(f.trigger["type"] == "timerTrigger" for f in worker.functions.values())
         timer = TimerTriggerEmulator(worker, clock=clock) if has_timer else None
+        completer = (
+            TimerTriggerEmulator(worker, function_name=COMPLETER_FUNCTION, clock=clock)
+            if COMPLETER_FUNCTION in worker.functions
+            else None
+        )
         subscription_hosts = _subscription_hosts(worker, topic, settlement, settings_env)
         consumer_containers: dict[str, ContainerProxy] = {}
         for function in subscription_hosts.keys() & CONSUMER_CONTAINERS.keys():
@@ -499,6 +515,7 @@ async def local_world(
                 http_host,
                 requests_container,
                 queue_sender,
+                completer,
             )
         finally:
             try:

@@ -182,7 +182,7 @@ async def world(
 @pytest.fixture
 def completer(world: World) -> TimerTriggerEmulator:
     """The host's timer trigger of ``complete_requests``: ``await completer.tick()``."""
-    return TimerTriggerEmulator(world.worker, function_name="complete_requests", clock=world.clock)
+    return world.completer
 
 
 @pytest.fixture

@@ -215,6 +215,7 @@ async def test_drive_one_delivery_of_each_outcome(
         "settlements_hung": settler.hung,
         **business,
         "orders_api": orders_api,
+        "completer_runs": world.completer.stats.invocations,
     }
     write_summary(Path(os.environ[CAPTURE_SUMMARY_SETTING]), summary)
 
@@ -334,6 +335,9 @@ async def drive_the_orders_api(
         install_faulty(env={**world.env, "REQUESTS_CONTAINER": "not/a/name"})
         await call("place", "unavailable", "orders", place_body(), "p3")
         install_faulty()
+    # The request completer's quiet run (every request above was sent): its metrics, which its
+    # alerts read (infra/app/completer-alerts.bicep), through the worker's timer.
+    assert (await world.completer.tick()).succeeded
     return {"answered": answered, "replay_ages": replay_ages}
 
 

@@ -29,7 +29,9 @@ RELAY_ALERTS_FILE = INFRA / "app" / "relay-alerts.bicep"
 # The Cosmos DB account's limits: platform logs (CDB* tables), no segment of the tables above, but
 # its runbook link is held like the others' (test_runbook.py).
 COSMOS_ALERTS_FILE = INFRA / "app" / "cosmos-alerts.bicep"
-ALERT_FILES = (ALERTS_FILE, RELAY_ALERTS_FILE, COSMOS_ALERTS_FILE)
+# The orders API's request completer (its metrics come from a quiet run in the scenario).
+COMPLETER_ALERTS_FILE = INFRA / "app" / "completer-alerts.bicep"
+ALERT_FILES = (ALERTS_FILE, RELAY_ALERTS_FILE, COSMOS_ALERTS_FILE, COMPLETER_ALERTS_FILE)
 
 _TOKEN = re.compile(
     r"""

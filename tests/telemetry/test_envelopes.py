@@ -234,6 +234,9 @@ def _truths(capture: Capture) -> dict[tuple[str, str], float]:
         ("orders.edge.replay_age", "valueSum"): sum(
             float(row["properties"]["orders.edge.record_age_s"]) for row in replays
         ),
+        # The request completer: one age per run, 0 when none was unsent (its quiet run).
+        ("orders.edge.completer.unsent_age", "valueCount"): summary["completer_runs"],
+        ("orders.edge.completer.unsent_age", "valueSum"): 0.0,
         # The business counters: what the subscription consumers' decisions counted.
         **{
             (metric, "valueSum"): sum(summary["business_measures"][metric].values())
