@@ -477,6 +477,19 @@ module completerAlerts 'completer-alerts.bicep' = {
   }
 }
 
+// The orders API's answers (a 500, a lasting share of 503): orders-api-alerts.bicep, on this
+// action group.
+module ordersApiAlerts 'orders-api-alerts.bicep' = {
+  name: 'orders-api-alerts'
+  params: {
+    namePrefix: namePrefix
+    location: location
+    tags: tags
+    applicationInsightsName: applicationInsightsName
+    actionGroupId: actionGroup.id
+  }
+}
+
 // The downstream consumers' alerts (dead letters of the order-events subscriptions, payments
 // needing reconciliation): order-events-alerts.bicep, on this action group.
 module orderEventsAlerts 'order-events-alerts.bicep' = {

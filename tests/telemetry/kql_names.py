@@ -31,7 +31,14 @@ RELAY_ALERTS_FILE = INFRA / "app" / "relay-alerts.bicep"
 COSMOS_ALERTS_FILE = INFRA / "app" / "cosmos-alerts.bicep"
 # The orders API's request completer (its metrics come from a quiet run in the scenario).
 COMPLETER_ALERTS_FILE = INFRA / "app" / "completer-alerts.bicep"
-ALERT_FILES = (ALERTS_FILE, RELAY_ALERTS_FILE, COSMOS_ALERTS_FILE, COMPLETER_ALERTS_FILE)
+ORDERS_API_ALERTS_FILE = INFRA / "app" / "orders-api-alerts.bicep"
+ALERT_FILES = (
+    ALERTS_FILE,
+    RELAY_ALERTS_FILE,
+    COSMOS_ALERTS_FILE,
+    COMPLETER_ALERTS_FILE,
+    ORDERS_API_ALERTS_FILE,
+)
 
 _TOKEN = re.compile(
     r"""
