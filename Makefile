@@ -1,5 +1,6 @@
 # make test  - lint, type-check, validate the Bicep, run the test suite (installs what is missing)
 # make demo  - the whole flow offline: local Cosmos server + peek-lock queue + the real function
+# make docs  - the documentation site (mkdocs.yml) into site/, failing on any warning
 PYTHON ?= python3.13
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -13,7 +14,7 @@ CHAOS_ARGS ?=
 BENCH_ARGS ?=
 
 .PHONY: install install-python install-node install-infra protos lint typecheck infra-lint test demo \
-        chaos bench azurite clean
+        chaos bench azurite clean docs
 
 install: install-python install-node
 
@@ -42,7 +43,7 @@ $(INFRA_VENV)/.installed: requirements-infra.txt
 	$(INFRA_VENV)/bin/python -m pip install --quiet -r requirements-infra.txt
 	touch $@
 
-# lint-imports: the dependency contracts of pyproject.toml ([tool.importlinter], README "Layout").
+# lint-imports: the dependency contracts of pyproject.toml ([tool.importlinter], docs/architecture.md "Layout").
 lint: install-python
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -60,6 +61,12 @@ test: install install-infra lint typecheck infra-lint
 demo: install
 	$(PY) -m local demo $(DEMO_ARGS)
 
+# MkDocs with --strict: a broken link or anchor, a missing page or one left out of the nav fails
+# (mkdocs.yml's validation). `make test` builds it too (tests/docs). NO_MKDOCS_2_WARNING: the
+# theme's notice of its end of life, printed on every build.
+docs: install-python
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 # Long runs, outside `make test` (the suite runs small versions of both).
 chaos: install
 	$(PY) -m local chaos $(CHAOS_ARGS)
@@ -72,7 +79,7 @@ azurite: install-node
 
 clean:
 	rm -rf $(VENV) $(INFRA_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis \
-		.import_linter_cache
+		.import_linter_cache site
 
 # The operator tool draining a 10,000-message dead-letter queue (docs/operations.md); long run.
 .PHONY: bench-dead-letters

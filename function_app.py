@@ -74,7 +74,7 @@ async def capture_payment(
     create_lease_container_if_not_exists=False,  # Entra ID cannot create containers; Bicep does
     # With no leases yet (first deploy, recreated leases container) the trigger would start
     # "from now" and never publish an outbox document written before; from the beginning it
-    # publishes every pending one (README "Outbox relay", start position). The library's
+    # publishes every pending one (docs/relay.md, start position). The library's
     # annotation says time, its docstring "If True" (azure/functions/decorators/function_app.py,
     # cosmos_db_trigger) and the host's property is a boolean (startFromBeginning).
     start_from_beginning=True,  # type: ignore[arg-type]
@@ -118,7 +118,7 @@ async def outbox_watchdog(timer: func.TimerRequest) -> None:
     await handle_watchdog_tick(timer)
 
 
-# The orders API (shared/edge, README "The orders API"): each route a function-level key, its
+# The orders API (shared/edge, docs/orders-api.md): each route a function-level key, its
 # request handed to the edge as it came (shared/adapters/http_in.py translates).
 @app.function_name("place_order")
 @app.route(route="orders", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)

@@ -7,7 +7,7 @@ sends. The client is warmed up first (an order of another id), so the SDK's one-
 are not charged to a message; a metadata request during a path would still show in ``total``.
 
 The floor is one request per applied message. Each path's verdict is its expected count (the
-README's lifecycle table: an applied OrderPlaced or change 1, a change before its order 2, a
+docs/lifecycle.md's table: an applied OrderPlaced or change 1, a change before its order 2, a
 duplicate or mismatch 2, a stale change or OrderPlaced 3, an InvalidTransition 2: the refused
 batch and the order's read), its settlement, and the outcome the consumer logged for it. The
 paths run in one fixed sequence on two orders, each message's cost measured alone; it owns the

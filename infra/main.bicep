@@ -103,7 +103,7 @@ param duplicateDetectionHistoryTimeWindowOverride string = ''
 ])
 param retainedEventsTimeToLive string = 'P1D'
 
-@description('How long after a message is dead-lettered an operator may still resubmit it (`python -m ops resubmit`) and have a copy the consumer already handled recognised as a duplicate by its inbox marker. The markers are kept this long beyond what the queue itself can redeliver (INBOX_MARKER_TTL_SECONDS; README "Inbox markers: retention"). Past it, a replayed amendment or cancellation is still caught by the order\'s version (stale), never applied twice.')
+@description('How long after a message is dead-lettered an operator may still resubmit it (`python -m ops resubmit`) and have a copy the consumer already handled recognised as a duplicate by its inbox marker. The markers are kept this long beyond what the queue itself can redeliver (INBOX_MARKER_TTL_SECONDS; docs/configuration.md, "Inbox markers: retention"). Past it, a replayed amendment or cancellation is still caught by the order\'s version (stale), never applied twice.')
 @allowed([
   'P1D'
   'P3D'

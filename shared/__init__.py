@@ -1,6 +1,6 @@
 """The idempotent order consumer: everything the Functions app runs, and all of it that ships
 (`.funcignore`). Layers, each importing only those below it (``make lint``: the contracts of
-``[tool.importlinter]`` in pyproject.toml, README "Layout"):
+``[tool.importlinter]`` in pyproject.toml, docs/architecture.md "Layout"):
 
 - ``bootstrap``: the composition root, the one place that builds adapters from app settings
   and wires them into the cores (``function_app.py`` calls only this);

@@ -160,7 +160,8 @@ class IdentitySettings:
 # ---- inbox markers' retention ----------------------------------------------------------------
 # The queue's semantics as infra/messaging.json deploys them, and main.bicep's default replay
 # horizon: shared/ never reads infra/, so tests/infra/test_inbox_retention.py holds these equal to
-# what the Bicep computes from that file (README "Inbox markers: retention" says why each term).
+# what the Bicep computes from that file (docs/configuration.md, "Inbox markers: retention", says
+# why each term).
 QUEUE_LOCK_DURATION_S = 60  # lockDuration PT1M
 QUEUE_MAX_DELIVERY_COUNT = 10  # maxDeliveryCount
 QUEUE_MESSAGE_TTL_S = 14 * 86_400  # defaultMessageTimeToLive P14D

@@ -113,7 +113,7 @@ var paymentProviderApiKeyReference = '@Microsoft.KeyVault(SecretUri=${paymentPro
 
 // The inbox markers' window (per-item ttl, counted by Cosmos DB from the marker's last write):
 // everything the queue can still redeliver plus the dead-letter replay horizon. The app refuses a
-// shorter INBOX_MARKER_TTL_SECONDS at start-up (shared/config.py); README "Inbox markers: retention".
+// shorter INBOX_MARKER_TTL_SECONDS at start-up (shared/config.py); docs/configuration.md, "Inbox markers: retention".
 var inboxMarkerTtlSeconds = inboxRedeliveryHorizonSeconds + deadLetterReplayHorizonSeconds
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {

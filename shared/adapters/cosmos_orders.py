@@ -17,11 +17,11 @@ azure-core ``HttpResponseError``, not a ``CosmosHttpResponseError``, so the SDK'
 retries never see a throttled batch. ``batch_failure`` reads the failing operation;
 ``classify_status`` decides, as for a single request.
 
-Client settings (see README "Timeouts and retries"): every operation carries an absolute timeout
-so that create + conflict read + settlement fit inside one message lock even before the host
-renews it, and the SDK's own throttling retries are capped below that timeout. Non-idempotent
-writes are not retried by the SDK on connection errors (its default): an ambiguous write is
-resolved by the redelivery, whose create then conflicts and is recognised as a duplicate.
+Client settings (see docs/configuration.md, "Timeouts and retries"): every operation carries an
+absolute timeout so that create + conflict read + settlement fit inside one message lock even before
+the host renews it, and the SDK's own throttling retries are capped below that timeout.
+Non-idempotent writes are not retried by the SDK on connection errors (its default): an ambiguous
+write is resolved by the redelivery, whose create then conflicts and is recognised as a duplicate.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ when the queue did not take it for a reason a retry can fix (throttled, unreacha
 whether it was enqueued is then unknown), anything else for a bug. Sending the same MessageId
 again is safe by design: the queue's duplicate detection drops a copy inside its window, and
 past it the consumer recognises it (an OrderPlaced's order document, a change's inbox marker
-or its version: README, "The order lifecycle").
+or its version: docs/lifecycle.md).
 
 The adapter is ``shared.adapters.servicebus_out.ServiceBusOrderSender`` (azure-servicebus);
 ``tests/edge`` use a recording double for the core.

@@ -21,7 +21,8 @@ rest:
 - ``service``: the delivery decided, retried, settled once and reported (``Consumer``).
 
 Three instances: the orders (``shared.consumer``), the stock reservation (``shared.stock``) and
-the payment capture (``shared.payments``); ``examples/units_sold.py`` is the README's fourth.
+the payment capture (``shared.payments``); ``examples/units_sold.py`` is
+docs/your-own-consumer.md's fourth.
 
 Imports only ``shared.clock``; never a consumer built on it, the relay, an adapter, telemetry,
 config, Azure or OpenTelemetry (``make lint``: import-linter).

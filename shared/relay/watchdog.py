@@ -71,7 +71,7 @@ class WatchdogPolicy:
 
     def drain_capacity_per_s(self) -> float:
         """The most a run publishes, per second of the schedule: what the watchdog can promise
-        when the change feed publishes nothing at all (README, docs/capacity.md)."""
+        when the change feed publishes nothing at all (docs/relay.md, docs/capacity.md)."""
         return self.max_documents * MAX_PAGES_PER_RUN / WATCHDOG_PERIOD_S
 
 

@@ -54,7 +54,8 @@ ATTR_KEPT_ERROR_TYPE = "orders.error_type"
 # Data written before it existed has none: queries read an empty value as DEFAULT_CONSUMER.
 ATTR_CONSUMER = "orders.consumer"
 DEFAULT_CONSUMER = "orders"
-# Ours: what the consumer decided, in the vocabulary of the README and the metrics.
+# Ours: what the consumer decided, in the vocabulary of docs/orders.md ("Outcomes and settlement")
+# and the metrics.
 ATTR_ORDER_ID = "orders.order_id"
 ATTR_OUTCOME = "orders.outcome"
 ATTR_SETTLEMENT = "orders.settlement"

@@ -136,7 +136,7 @@ async def test_a_new_order_is_one_create_item_with_the_outbox_off(
 
     outcomes = result["outcomes"]
     assert result["ok"], outcomes
-    # The README's lifecycle table: an applied message is the floor, the others 0 to 3.
+    # docs/lifecycle.md's table: an applied message is the floor, the others 0 to 3.
     assert {name: (o["outcome"], o["documents"]) for name, o in outcomes.items()} == {
         "new": ("processed", 1),
         "duplicate": ("duplicate", 2),

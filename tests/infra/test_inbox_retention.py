@@ -257,8 +257,9 @@ def test_the_app_settings_carry_the_window_and_both_of_its_terms() -> None:
 
 
 def test_the_app_s_defaults_are_what_the_bicep_deploys_by_default() -> None:
-    """shared/config.py cannot read infra/messaging.json (README: layout): its constants are held
-    to it here, so a changed queue changes the local defaults in the same commit."""
+    """shared/config.py cannot read infra/messaging.json (docs/architecture.md: layout): its
+    constants are held to it here, so a changed queue changes the local defaults in the same
+    commit."""
     data = messaging()
     assert _seconds(data["lockDuration"]) == QUEUE_LOCK_DURATION_S
     assert data["maxDeliveryCount"] == QUEUE_MAX_DELIVERY_COUNT

@@ -59,6 +59,8 @@ NOT_SHIPPED = [
     "Makefile",
     "azure.yaml",
     "README.md",
+    "mkdocs.yml",
+    "site/",
     ".funcignore",
 ]
 ABSENT_EXAMPLES = [
@@ -71,6 +73,7 @@ ABSENT_EXAMPLES = [
     "node_modules/@vercel/cosmosdb-server/package.json",
     "shared/__pycache__/config.cpython-313.pyc",
     "shared/relay/__pycache__/core.cpython-313.pyc",
+    "site/index.html",
 ]
 
 

@@ -1,6 +1,6 @@
 """The kit's contract suite: what every consumer built on it does, whatever its effect. One
 abstract suite, run by each consumer (the order consumer, the stock reservation, the payment
-capture, the README's units-sold consumer), over two stores:
+capture, docs/your-own-consumer.md's units-sold consumer), over two stores:
 
 - the in-memory document store (held to the Cosmos DB adapter by tests/contracts/), failures
   scripted as the port's errors;
@@ -688,7 +688,7 @@ class TestPaymentCapture(ConsumerContract):
         assert provider.requests_received["POST /v1/captures"] == 2  # the acceptance's, this one
 
 
-# ---- the README's own consumer: units sold per SKU per day ---------------------------------
+# ---- docs/your-own-consumer.md's consumer: units sold per SKU per day ----------------------------
 
 
 def accepted_event(order_id: str, message_id: str, **payload: Any) -> IncomingMessage:

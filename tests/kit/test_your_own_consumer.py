@@ -1,4 +1,4 @@
-"""The README's "Your own consumer" runs as written: its code is examples/units_sold.py, and
+"""docs/your-own-consumer.md runs as written: its code is examples/units_sold.py, and
 that code counts units sold per SKU per day exactly once through the kit, with the real
 azure-cosmos SDK (the app's document store adapter) against the local Cosmos DB server's atomic
 batch: redeliveries, concurrent deliveries, and a stop between two SKUs' batches."""
@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 30, 9, tzinfo=UTC)
 
 
-def test_the_readme_shows_the_example_s_whole_code() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Your own consumer", 1)[1]
+def test_the_page_shows_the_example_s_whole_code() -> None:
+    page = (REPO / "docs" / "your-own-consumer.md").read_text(encoding="utf-8")
+    section = page.split("# Your own consumer", 1)[1]
     shown = re.search(r"```python\n(.*?)```", section, re.S)
     assert shown is not None
     assert shown.group(1) == (REPO / "examples" / "units_sold.py").read_text(encoding="utf-8")

@@ -1,7 +1,7 @@
 """Each crash window of the two-phase record, with the provider that honours the Idempotency-Key
 and with one that honours none: where the delivery stops, what is stored then, and that the
 redelivery ends with the money moved exactly once (the stand-in's ledger) and the event recorded
-once. The README's guarantee table cites these tests by name.
+once. docs/guarantees.md cites these tests by name.
 
 A stop is made at the lowest boundary each window has: the store's request (the kit's in-memory
 store, held to Cosmos DB's batch by tests/contracts), the provider's answer (the stand-in's

@@ -101,7 +101,7 @@ async def test_an_invalid_order_s_values_reach_no_description_span_or_log(
 async def test_an_invalid_sale_s_values_reach_no_description_span_or_log(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The README's own consumer (``examples/units_sold.py``), run as the kit runs every
+    """docs/your-own-consumer.md's consumer (``examples/units_sold.py``), run as the kit runs every
     consumer (``Consumer``: decide, settle, report to a ``ConsumerTelemetry``); its refusal never
     reads the store, so the kit's in-memory one stands for it."""
     now = datetime(2026, 11, 30, 9, tzinfo=UTC)

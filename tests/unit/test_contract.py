@@ -533,7 +533,7 @@ def test_a_text_of_exactly_the_limit_is_kept_whole() -> None:
 
 
 def test_a_body_of_exactly_256_kib_is_an_order() -> None:
-    # README "The contract": "A UTF-8 JSON object of at most 256 KiB"; one byte more is
+    # docs/orders.md, "The contract": "A UTF-8 JSON object of at most 256 KiB"; one byte more is
     # PayloadTooLarge (test_message_level_reasons).
     body = json.dumps(order_body()).encode()
     padded = body[:-1] + b" " * (256 * 1024 - len(body)) + b"}"

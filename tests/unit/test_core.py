@@ -281,8 +281,8 @@ async def test_an_order_stored_by_an_earlier_deployment_is_still_a_duplicate() -
 
 
 def test_the_default_retry_policy_is_the_documented_one() -> None:
-    # README "Riding out an outage": backoff 1, 2, 4, 8, 8 ... s (full jitter), abandoned 5 s
-    # before the lock expires; an unexpected error holds the lock 30 s; a message without its
+    # docs/orders.md, "Riding out an outage": backoff 1, 2, 4, 8, 8 ... s (full jitter), abandoned
+    # 5 s before the lock expires; an unexpected error holds the lock 30 s; a message without its
     # lock expiry gets no more than a lock's worth either. The consumer uses RetryPolicy() as is.
     policy = RetryPolicy()
 
