@@ -18,7 +18,7 @@ What each answer follows, and what is not known:
   399); a lost response after the server committed: ``ServiceResponseError`` (:392-393); a slow
   one past the read timeout: ``ServiceResponseTimeoutError`` (:396-397). Which of them a real
   reset raises depends on when aiohttp sees it; the SDK retries all three the same way for a
-  read, and never a write (``retry_write`` off: README "Timeouts and retries").
+  read, and never a write (``retry_write`` off: docs/configuration.md, "Timeouts and retries").
 - a failed batch: HTTP 207 with a JSON array of one result per operation, in order. The
   failing operation carries its ``statusCode``, ``subStatusCode``, ``requestCharge`` and, when
   throttled, ``retryAfterMilliseconds``; every other operation ``statusCode`` 424 (Failed
