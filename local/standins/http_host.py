@@ -55,6 +55,18 @@ src/WebJobs.Extensions.Http/):
   (WebHost/Middleware/ExceptionMiddleware.cs) and logged with the worker's error, quoted.
 - the request size: 100 MB (104,857,600 bytes), Learn's limit ("Azure Functions HTTP trigger",
   Limits); past it aiohttp answers 413 (the status the host answers there is not checked).
+- a header Kestrel cannot decode: Kestrel reads a request header value as ASCII, else as UTF-8
+  with ``throwOnInvalidBytes: true`` (the default ``RequestHeaderEncodingSelector``, "null to use
+  the default UTF8Encoding": KestrelServerOptions.cs; Internal/Infrastructure/HttpUtilities.cs
+  ``GetRequestHeaderString`` and UTF8EncodingSealed.cs; src/Shared/ServerInfrastructure/
+  StringUtilities.cs ``GetAsciiOrUTF8String``, which turns the decoder's error into an
+  ``InvalidOperationException``), and a header name as ASCII only (``GetHeaderName``:
+  ``InvalidCharactersInHeaderName``); Http1Connection.cs answers either while parsing headers as
+  400 "Malformed request: invalid headers" with no body and closes the connection, before any
+  routing or invocation. So a value in UTF-8 reaches the function decoded ("café"), and one
+  whose bytes are not UTF-8 (a Latin-1 "caf\xe9") is 400 here too, the connection closed
+  (aiohttp decodes both with ``surrogateescape``, which the worker's protobuf cannot encode:
+  it used to be a 500).
 
 Not reproduced: HTTP streaming (the runtime's ``HttpUri`` capability, with the FastAPI extension:
 refused at start), proxies, CORS, host.json's ``customHeaders``, ``hsts``, ``maxConcurrentRequests``
@@ -84,7 +96,7 @@ import logging
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -361,6 +373,7 @@ def route_prefix_of(host_json: Path) -> str:
 @dataclass
 class HttpHostStats:
     requests: int = 0
+    malformed: int = 0  # 400: a header Kestrel cannot decode (the module docstring)
     not_found: int = 0
     unauthorized: int = 0
     invocations: int = 0
@@ -473,6 +486,11 @@ class LocalHttpHost:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.stats.requests += 1
+        if not _kestrel_decodes(request.raw_headers):
+            self.stats.malformed += 1
+            refused = web.Response(status=400)
+            refused.force_close()  # Kestrel ends the connection after a bad request
+            return refused
         found = self._route(request)
         if found is None:
             self.stats.not_found += 1
@@ -505,6 +523,19 @@ class LocalHttpHost:
         except NotModelled as error:
             logger.error("Functions.%s answered what is not modelled: %s", name, error)
             return web.Response(status=500)
+
+
+def _kestrel_decodes(raw_headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether Kestrel reads every header: its name ASCII, its value ASCII or UTF-8 (the module
+    docstring; its sources there)."""
+    for name, value in raw_headers:
+        if not name.isascii():
+            return False
+        try:
+            value.decode("utf-8")  # strict, as UTF8EncodingSealed's throwOnInvalidBytes
+        except UnicodeDecodeError:
+            return False
+    return True
 
 
 async def _request_data(request: web.Request, route_values: Mapping[str, str]) -> HttpRequestData:
