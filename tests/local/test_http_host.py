@@ -21,8 +21,10 @@ from local.assembly.world import CosmosAccount, local_world
 from local.standins.http_host import (
     DEFAULT_ROUTE_PREFIX,
     FUNCTIONS_KEY_HEADER,
+    AnswerFault,
     HostKeys,
     LocalHttpHost,
+    LostAnswer,
     parse_template,
     route_prefix_of,
 )
@@ -386,3 +388,45 @@ async def test_a_header_value_in_utf8_reaches_the_function_decoded(http: LocalHt
 
     assert head.startswith(b"HTTP/1.1 200 ")
     assert json.loads(rest)["note"] == "café"
+
+
+@pytest.mark.parametrize(
+    ("kind", "client_sees"),
+    [
+        (LostAnswer.DISCONNECT, aiohttp.ServerDisconnectedError),
+        (LostAnswer.HOLD, TimeoutError),
+        (LostAnswer.GATEWAY_TIMEOUT, 504),
+    ],
+)
+async def test_an_answer_lost_after_the_invocation_is_recorded_and_the_next_one_is_heard(
+    http: LocalHttpHost,
+    client: aiohttp.ClientSession,
+    kind: LostAnswer,
+    client_sees: type[Exception] | int,
+) -> None:
+    # Only the request that matches loses its answer, once: the function ran all the same.
+    http.answer_faults.append(
+        AnswerFault(kind, lambda request: request.headers.get("x-attempt") == "1", hold_s=1.0)
+    )
+    invocations = http.stats.invocations
+    url = http.function_url("orders")
+    headers = {FUNCTIONS_KEY_HEADER: "host-key", "x-attempt": "1"}
+    order = {"orderId": "ord-8"}
+
+    heard: int | type[Exception]
+    try:
+        async with client.post(
+            url, json=order, headers=headers, timeout=aiohttp.ClientTimeout(total=0.3)
+        ) as first:
+            heard = first.status
+    except (aiohttp.ClientError, TimeoutError) as error:
+        heard = type(error)
+    async with client.post(url, json=order, headers={**headers, "x-attempt": "2"}) as second:
+        assert second.status == 201  # the next request is answered
+
+    assert heard == client_sees
+    assert http.stats.invocations == invocations + 2  # the first one ran too
+    [lost] = http.lost
+    assert (lost.kind, lost.function, lost.status) == (kind, "create_order", 201)
+    assert lost.headers["Location"] == "/edge/orders/ord-8"  # what the client never read
+    assert json.loads(lost.body) == {"received": order}
