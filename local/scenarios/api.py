@@ -358,17 +358,18 @@ class Client:
             headers["If-Match"] = if_match
         data = json.dumps(intent.body).encode()
         url = self.world.http.function_url(path)
-        while len(run.answers) < MAX_ATTEMPTS:
-            async with self.slots:
+        # One slot for the intent's attempts: a retry goes at once, not behind other intents.
+        async with self.slots:
+            while len(run.answers) < MAX_ATTEMPTS:
                 answer = await self._attempt(url, data, headers)
-            run.answers.append(answer)
-            if answer.accepted:
-                return None
-            if answer.status is None or answer.status == 504:
-                continue  # no answer of the API's: retry at once, the same key and body
-            if answer.status in (409, 503) and answer.retry_after is not None:
-                return int(answer.retry_after)
-            return None  # an answer a retry cannot change: the table shows it
+                run.answers.append(answer)
+                if answer.accepted:
+                    return None
+                if answer.status is None or answer.status == 504:
+                    continue  # no answer of the API's: retry at once, the same key and body
+                if answer.status in (409, 503) and answer.retry_after is not None:
+                    return int(answer.retry_after)
+                return None  # an answer a retry cannot change: the table shows it
         return None
 
     async def _attempt(self, url: str, data: bytes, headers: Mapping[str, str]) -> Answer:
