@@ -37,7 +37,7 @@ every order in the state of its last intent and its events downstream in increas
 per order (``local.scenarios.inventory``'s functions over the intended orders); money captured
 once per order (``local.scenarios.payments``'s); every retry answered the first response
 (status, Location, ETag, body: the answers heard, the answers the host lost, the stored
-response); every kind of trouble drawn happened; the stand-in's own figures.
+response); each intent's trouble happened and each intent was answered; the stand-in's own figures.
 
 A scenario on a world of its own (its queue, topic, containers); never imports the runner.
 """
@@ -110,8 +110,9 @@ from shared.stock.inventory import RESERVATION_TYPE
 ATTEMPT_TIMEOUT_S = 1.5
 HELD_S = 2.0
 MAX_ATTEMPTS = 8
-# The world's sender: the SDK's retries (3 by default) on a short backoff, so that a refused
-# send costs milliseconds; a refusal of all four attempts is the SDK's error to the edge.
+# The edge's sender here: the SDK's own retries (``retry_total`` 3 by default, azure/servicebus/
+# _common/_configuration.py) on a short backoff (0.8 s by default), so that a refused send costs
+# milliseconds; a refusal of all four attempts is the SDK's error to the edge.
 SEND_ATTEMPTS = 4
 # A Cosmos DB 503 on a write is retried once by the SDK on a one-region account ("writes are
 # retried for 503s"; "If an account only has 1 region, then we still want to retry once on the
@@ -132,7 +133,7 @@ ONE_MESSAGE_ID_PER_INTENT = "on the queue one MessageId per intent (copies only 
 STOCK_ONCE = "stock reserved once per order, at its last intent's version"
 MONEY_ONCE = "money captured once per order: its net the last intent's total, one move per key"
 SAME_ANSWER = "every retry answered the first response (status, Location, ETag, body)"
-TROUBLE_HAPPENED = "every kind of trouble drawn happened, each intent answered in the end"
+TROUBLE_HAPPENED = "each intent's trouble happened, and each intent was answered in the end"
 NO_INVOCATION_FAILED = "no HTTP invocation failed"
 CONSUMERS_DRAINED = "the queue and subscriptions drained, no consumer invocation failed"
 CAPTION = (
@@ -468,6 +469,7 @@ def _arm(intent: Intent, world: World, transport: StallingTransport, sends: Queu
             AnswerFault(_LOST[trouble], functools.partial(_keyed, intent.key), hold_s=HELD_S)
         )
     elif trouble is TroubleKind.IN_PROGRESS:
+        # Matched as a rule is; the transport waits ``delay_s``, then sends it on.
         transport.stalls.append(
             _DocumentBatchRule(
                 FaultKind.SLOW_RESPONSE, delay_s=HELD_S, document_id=record, operation="Patch"
