@@ -80,11 +80,12 @@ default, while the origin goes on (learn.microsoft.com/azure/frontdoor/troublesh
 "504 response from Azure Front Door"), and "230 seconds is the maximum amount of time that an
 HTTP triggered function can take to respond to a request ... because of the default idle
 timeout of Azure Load Balancer" while the function's own timeout is 30 minutes on Flex
-Consumption (learn.microsoft.com/azure/azure-functions/functions-scale, "Function app timeout
-duration"). The host records what it would have answered (``LocalHttpHost.lost``), so a test
-can hold a retry's answer to it. A client never retries a POST on its own (aiohttp retries a
-reset connection for ``IDEMPOTENT_METHODS`` only, aiohttp/client.py; RFC 9110, section 9.2.2):
-retrying one is the client's choice, which the Idempotency-Key makes safe.
+Consumption (Learn's "Function app timeout duration": MicrosoftDocs/azure-docs
+includes/functions-timeout-duration.md). The host records what it would have answered
+(``LocalHttpHost.lost``), so a test can hold a retry's answer to it. A client never retries a
+POST on its own (aiohttp retries a reset connection for ``IDEMPOTENT_METHODS`` only,
+aiohttp/client.py; RFC 9110, section 9.2.2): retrying one is the client's choice, which the
+Idempotency-Key makes safe.
 
 Not reproduced: HTTP streaming (the runtime's ``HttpUri`` capability, with the FastAPI extension:
 refused at start), proxies, CORS, host.json's ``customHeaders``, ``hsts``, ``maxConcurrentRequests``
