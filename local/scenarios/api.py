@@ -50,9 +50,10 @@ import functools
 import json
 import logging
 import random
+import threading
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -109,6 +110,7 @@ from shared.stock.inventory import RESERVATION_TYPE
 # store a slow sent mark: past the timeout, so the client never hears them. Real seconds.
 ATTEMPT_TIMEOUT_S = 1.5
 HELD_S = 2.0
+STALL_BOUND_S = 30.0  # a stalled sent mark leaves by then, released or not (never a hang)
 MAX_ATTEMPTS = 8
 # The edge's sender here: the SDK's own retries (``retry_total`` 3 by default, azure/servicebus/
 # _common/_configuration.py) on a short backoff (0.8 s by default), so that a refused send costs
@@ -310,9 +312,16 @@ class Client:
     world's clock while another intent is under way would make its handling look stopped to
     its own retry (``IN_PROGRESS_WINDOW``, on that clock)."""
 
-    def __init__(self, world: World, session: aiohttp.ClientSession, concurrency: int) -> None:
+    def __init__(
+        self,
+        world: World,
+        session: aiohttp.ClientSession,
+        concurrency: int,
+        retried: Callable[[str], None] = lambda _key: None,
+    ) -> None:
         self.world = world
         self.session = session
+        self.retried = retried  # told each key whose retry was answered (or not)
         self.slots = asyncio.Semaphore(concurrency)
         # The client's own timeout for one attempt (aiohttp's ClientTimeout).
         self.attempt_timeout = aiohttp.ClientTimeout(total=ATTEMPT_TIMEOUT_S)
@@ -364,6 +373,8 @@ class Client:
             while len(run.answers) < MAX_ATTEMPTS:
                 answer = await self._attempt(url, data, headers)
                 run.answers.append(answer)
+                if len(run.answers) > 1:
+                    self.retried(intent.key)
                 if answer.accepted:
                     return None
                 if answer.status is None or answer.status == 504:
@@ -440,19 +451,35 @@ class QueueSends:
 
 
 class StallingTransport(FaultInjectingTransport):
-    """``FaultInjectingTransport`` with stalls: a request a stall matches waits ``delay_s``
-    before it leaves, as a request of an instance stalled (or on a slow path to the store)
-    lands late: the sent mark of a request still under way when its client's retry comes."""
+    """``FaultInjectingTransport`` with stalls: a request a stall matches waits, before it
+    leaves, until the stall is released (``release``, by the document it writes) or
+    ``STALL_BOUND_S`` passed, as a request of an instance stalled (or on a slow path to the
+    store) lands late: the sent mark of a request still under way when its client's retry
+    comes. Released by the client once its retry is answered, so the retry always finds the
+    first handling under way, however loaded the machine: the premise is made, not timed."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stalls: list[_DocumentBatchRule] = []
+        self._released: set[str] = set()
+        self._lock = threading.Lock()
+
+    def release(self, document_id: str) -> None:
+        with self._lock:
+            self._released.add(document_id)
 
     async def send(self, request: Any, **kwargs: Any) -> Any:
         stall = next((rule for rule in self.stalls if rule.matches(request)), None)
         if stall is not None:
             stall.fired += 1
-            await asyncio.sleep(stall.delay_s)
+            # Polled: the app's requests may run on another event loop than the client's.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + STALL_BOUND_S
+            while loop.time() < deadline:
+                with self._lock:
+                    if stall.document_id in self._released:
+                        break
+                await asyncio.sleep(0.01)
         return await super().send(request, **kwargs)
 
 
@@ -469,11 +496,9 @@ def _arm(intent: Intent, world: World, transport: StallingTransport, sends: Queu
             AnswerFault(_LOST[trouble], functools.partial(_keyed, intent.key), hold_s=HELD_S)
         )
     elif trouble is TroubleKind.IN_PROGRESS:
-        # Matched as a rule is; the transport waits ``delay_s``, then sends it on.
+        # Matched as a rule is; the transport holds it until released, then sends it on.
         transport.stalls.append(
-            _DocumentBatchRule(
-                FaultKind.SLOW_RESPONSE, delay_s=HELD_S, document_id=record, operation="Patch"
-            )
+            _DocumentBatchRule(FaultKind.SLOW_RESPONSE, document_id=record, operation="Patch")
         )
     elif trouble is TroubleKind.STORE_REFUSED:
         transport.add(
@@ -844,8 +869,8 @@ async def _run(world: World, options: DemoOptions, container: Any) -> ApiReport:
     # The edge's sender: the SDK's own, into the queue model through ``sends`` (a send target
     # under the queue's name, which the namespace looks up before its entities).
     namespace = LocalNamespace(entities={queue_name: world.queue}, topics={queue_name: sends})
-    client = async_servicebus_client(namespace, **SENDER_OPTIONS)
-    sender = client.get_queue_sender(queue_name)
+    servicebus = async_servicebus_client(namespace, **SENDER_OPTIONS)
+    sender = servicebus.get_queue_sender(queue_name)
     world.compose(
         transport=transport, queue_sender=sender, jitter=random.Random(options.seed).random
     )
@@ -857,11 +882,17 @@ async def _run(world: World, options: DemoOptions, container: Any) -> ApiReport:
             _arm(intent, world, transport, sends)
     try:
         async with aiohttp.ClientSession() as session:
-            runs = await Client(world, session, options.concurrency).run(orders)
+            client = Client(
+                world,
+                session,
+                options.concurrency,
+                retried=lambda key: transport.release(request_id(CLIENT, key)),
+            )
+            runs = await client.run(orders)
             await world.http.until_idle()  # the answers held and the marks slowed, done
     finally:
         await sender.close()
-        await client.close()
+        await servicebus.close()
     # The consumers, as the host runs them: the queue, the relay, the two subscriptions.
     await world.host.run_until_idle()
     await RelayRun().until_idle(world)
