@@ -12,6 +12,8 @@ scenario per concern, each with its table of invariants, composed by a short run
   declined card), its ledger table and invariants;
 - ``lifecycle``: amendments and cancellations out of order, a scenario on a world of its own (and
   the convergence ``make chaos`` checks over the lifecycles it mixes in);
+- ``api``: the orders API through the HTTP host, a seeded client retrying each
+  Idempotency-Key through lost answers, 409s and 503s, on a world of its own, and its table;
 - ``chaos``: the faults below the Cosmos SDK;
 - ``deliveries``: the trouble a delivery gets and the consumers' outcome logs, counted;
 - ``invariants``: the orders' table of invariants, each defined once (``ops.audit``'s, plus what

@@ -17,11 +17,15 @@ sleeping. The phases, in order:
 3. the relay's edge: orders accepted while its lease store is empty, their events left to the
    outbox watchdog (its timer, through the worker);
 4. the operator's part: orders whose events the topic refuses until fixed, parked by the relay,
-   listed and republished with ``python -m ops parked``.
+   listed and republished with ``python -m ops parked``;
+5. the orders API (``local.scenarios.api``, on a world of its own, after the lifecycle's): a
+   seeded client places, amends and cancels orders through the HTTP host, retrying each
+   Idempotency-Key through lost answers, 409s and 503s, then the consumers run.
 
 Then each table: the orders' (the live audit's invariants over the run's own data, the demo's
 expectations, the phases' claims, the stand-in's figures), the inventory's, the payments', and
-the order lifecycle's (``local.scenarios.lifecycle``, a scenario on a world of its own). Last,
+the order lifecycle's (``local.scenarios.lifecycle``, a scenario on a world of its own), the
+orders API's. Last,
 the tool over the run's own data (``local.scenarios.tool_runs``): ``--dead-letters`` (``list`` by
 default), then ``python -m ops audit --since ...`` as an operator runs it, whose ``--json``
 twin, run when the table is, must agree with the table. ``make chaos`` is the same at volume,
@@ -50,6 +54,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from local.assembly.world import World, cosmos_account, local_world
+from local.scenarios.api import ApiReport, print_api, run_api
 from local.scenarios.chaos import chaos_transport
 from local.scenarios.deliveries import OutcomeLog, Trouble, quiet_logs, settled_for_good
 from local.scenarios.invariants import Row, demo_data, stand_in_checks
@@ -114,13 +119,15 @@ class DemoReport:
     inventory: InventoryReport | None = None  # the inventory's, with its own table
     payments: PaymentsReport | None = None  # the payments', with its own table
     lifecycle: LifecycleReport | None = None  # the lifecycle scenario's, with its own table
+    api: ApiReport | None = None  # the orders API's, with its own table
 
     @property
     def checks(self) -> list[Invariant]:
         inventory = self.inventory.checks if self.inventory is not None else []
         payments = self.payments.checks if self.payments is not None else []
         lifecycle = self.lifecycle.checks if self.lifecycle is not None else []
-        return [*(row.invariant for row in self.rows), *inventory, *payments, *lifecycle]
+        api = self.api.checks if self.api is not None else []
+        return [*(row.invariant for row in self.rows), *inventory, *payments, *lifecycle, *api]
 
     @property
     def passed(self) -> bool:
@@ -234,6 +241,9 @@ async def _run(
                 verify_tls=options.verify_tls,
                 concurrency=options.concurrency,
             )
+        if options.api and options.outbox:
+            # The orders API, a client's retries through the HTTP host: a world of its own.
+            report.api = await run_api(account, options)
     return report
 
 
@@ -438,6 +448,12 @@ def print_report(report: DemoReport, console: Console) -> None:
             "The order lifecycle: a scenario of its own, on a queue, topic and container of its own"
         )
         print_lifecycle(report.lifecycle, console)
+    if report.api is not None:
+        console.rule(
+            "The orders API: a client places, amends and cancels through the HTTP host, "
+            "retrying each Idempotency-Key"
+        )
+        print_api(report.api, console)
     if report.tool_runs:
         console.rule("python -m ops, over this demo's own queue, topic and containers")
     for run in report.tool_runs.values():

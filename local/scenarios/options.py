@@ -98,6 +98,18 @@ class DemoOptions:
         "provider faults on its first requests, this many of each: a timeout after it "
         "committed, a 503 after it committed, a 503 before",
     )
+    # The orders API's phase (local.scenarios.api): orders a seeded client places, amends and
+    # cancels through the HTTP host, and the share of its intents whose first attempt meets
+    # trouble (a lost answer, a 409 in progress, a 503).
+    api: bool = _option(
+        True,
+        "skip the orders API phase (a client's places, amendments and cancellations through "
+        "the HTTP host, retried with the same Idempotency-Key; on a world of its own)",
+    )
+    api_orders: int = _option(12, "orders the API phase's client places")
+    api_trouble_rate: float = _option(
+        0.5, "share of the API phase's intents whose first attempt meets trouble"
+    )
     lifecycle: bool = _option(
         True,
         "skip the lifecycle scenario (amendments and cancellations out of order, on a world of "
@@ -144,6 +156,8 @@ CHAOS = DemoOptions(
     skipped_orders=20,
     lifecycle_rate=0.2,
     provider_faults=10,
+    api_orders=300,
+    api_trouble_rate=0.2,
     stock_audit=False,
     dead_letters="",
 )

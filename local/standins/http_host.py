@@ -55,6 +55,37 @@ src/WebJobs.Extensions.Http/):
   (WebHost/Middleware/ExceptionMiddleware.cs) and logged with the worker's error, quoted.
 - the request size: 100 MB (104,857,600 bytes), Learn's limit ("Azure Functions HTTP trigger",
   Limits); past it aiohttp answers 413 (the status the host answers there is not checked).
+- a header Kestrel cannot decode: Kestrel reads a request header value as ASCII, else as UTF-8
+  with ``throwOnInvalidBytes: true`` (the default ``RequestHeaderEncodingSelector``, "null to use
+  the default UTF8Encoding": KestrelServerOptions.cs; Internal/Infrastructure/HttpUtilities.cs
+  ``GetRequestHeaderString`` and UTF8EncodingSealed.cs; src/Shared/ServerInfrastructure/
+  StringUtilities.cs ``GetAsciiOrUTF8String``, which turns the decoder's error into an
+  ``InvalidOperationException``), and a header name as ASCII only (``GetHeaderName``:
+  ``InvalidCharactersInHeaderName``); Http1Connection.cs answers either while parsing headers as
+  400 "Malformed request: invalid headers" with no body and closes the connection, before any
+  routing or invocation. So a value in UTF-8 reaches the function decoded ("café"), and one
+  whose bytes are not UTF-8 (a Latin-1 "caf\xe9") is 400 here too, the connection closed
+  (aiohttp decodes both with ``surrogateescape``, which the worker's protobuf cannot encode:
+  it used to be a 500).
+
+Answers lost on the way back (``AnswerFault``, the tests' and the demo's, off unless added): the
+function ran to its end (whatever it committed stays committed) and its client never reads its
+answer, as happens between a client and Azure: the connection reset after the invocation
+(``LostAnswer.DISCONNECT``: the client reads no response, aiohttp's
+``ServerDisconnectedError``); the answer held past the client's own timeout
+(``LostAnswer.HOLD``: aiohttp's ``ClientTimeout``), then written to a connection nobody reads;
+a front door's 504 in its place (``LostAnswer.GATEWAY_TIMEOUT``): Azure Front Door answers
+504 "OriginTimeout" when the origin is slower than its origin response timeout, 30 s by
+default, while the origin goes on (learn.microsoft.com/azure/frontdoor/troubleshoot-issues,
+"504 response from Azure Front Door"), and "230 seconds is the maximum amount of time that an
+HTTP triggered function can take to respond to a request ... because of the default idle
+timeout of Azure Load Balancer" while the function's own timeout is 30 minutes on Flex
+Consumption (Learn's "Function app timeout duration": MicrosoftDocs/azure-docs
+includes/functions-timeout-duration.md). The host records what it would have answered
+(``LocalHttpHost.lost``), so a test can hold a retry's answer to it. A client never retries a
+POST on its own (aiohttp retries a reset connection for ``IDEMPOTENT_METHODS`` only,
+aiohttp/client.py; RFC 9110, section 9.2.2): retrying one is the client's choice, which the
+Idempotency-Key makes safe.
 
 Not reproduced: HTTP streaming (the runtime's ``HttpUri`` capability, with the FastAPI extension:
 refused at start), proxies, CORS, host.json's ``customHeaders``, ``hsts``, ``maxConcurrentRequests``
@@ -76,6 +107,7 @@ are data handed to the worker, quoted in logs.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import functools
 import hmac
@@ -84,7 +116,7 @@ import logging
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -361,12 +393,54 @@ def route_prefix_of(host_json: Path) -> str:
 @dataclass
 class HttpHostStats:
     requests: int = 0
+    in_flight: int = 0  # requests whose answer is not yet written (a held one included)
+    malformed: int = 0  # 400: a header Kestrel cannot decode (the module docstring)
     not_found: int = 0
     unauthorized: int = 0
     invocations: int = 0
     failed_invocations: int = 0
     errors: list[str] = field(default_factory=list)  # the worker's messages of failed ones
     last: InvocationResult | None = None
+
+
+class LostAnswer(enum.Enum):
+    """How an answer is lost after the invocation (the module docstring)."""
+
+    DISCONNECT = "disconnect"
+    HOLD = "hold"
+    GATEWAY_TIMEOUT = "gateway timeout"
+
+
+@dataclass
+class AnswerFault:
+    """Lose the answer of the next ``times`` requests that ``matches`` (None: every one), after
+    their invocation succeeded; ``hold_s``: how long a ``HOLD`` keeps it."""
+
+    kind: LostAnswer
+    matches: Callable[[web.Request], bool] = lambda _request: True
+    times: int | None = 1
+    hold_s: float = 0.0
+    fired: int = 0
+
+    def takes(self, request: web.Request) -> bool:
+        if self.times is not None and self.fired >= self.times:
+            return False
+        if not self.matches(request):
+            return False
+        self.fired += 1
+        return True
+
+
+@dataclass(frozen=True)
+class LostResponse:
+    """An answer the client never read: what the host would have written."""
+
+    kind: LostAnswer
+    function: str
+    request_headers: Mapping[str, str]
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
 
 
 class NotModelled(Exception):
@@ -407,6 +481,10 @@ class LocalHttpHost:
         ]
         self.routes = sorted(routes, key=functools.cmp_to_key(_route_order))
         self.stats = HttpHostStats()
+        self.answer_faults: list[AnswerFault] = []
+        self.lost: list[LostResponse] = []  # what ``answer_faults`` kept from their clients
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -473,6 +551,26 @@ class LocalHttpHost:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.stats.requests += 1
+        self.stats.in_flight += 1
+        self._idle.clear()
+        try:
+            return await self._answer(request)
+        finally:
+            self.stats.in_flight -= 1
+            if not self.stats.in_flight:
+                self._idle.set()
+
+    async def until_idle(self) -> None:
+        """Until every request taken has its answer written (or lost): a held answer, a slow
+        invocation its client gave up on."""
+        await self._idle.wait()
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
+        if not _kestrel_decodes(request.raw_headers):
+            self.stats.malformed += 1
+            refused = web.Response(status=400)
+            refused.force_close()  # Kestrel ends the connection after a bad request
+            return refused
         found = self._route(request)
         if found is None:
             self.stats.not_found += 1
@@ -501,10 +599,51 @@ class LocalHttpHost:
             return web.Response(status=500)
         answer = _output(result, route.output_name)
         try:
-            return _response(answer)
+            response = _response(answer)
         except NotModelled as error:
             logger.error("Functions.%s answered what is not modelled: %s", name, error)
             return web.Response(status=500)
+        fault = next((f for f in self.answer_faults if f.takes(request)), None)
+        return response if fault is None else await self._lose(fault, request, name, response)
+
+    async def _lose(
+        self, fault: AnswerFault, request: web.Request, function: str, response: web.Response
+    ) -> web.StreamResponse:
+        """The answer, lost as ``fault`` says (the module docstring); recorded in ``lost``."""
+        body = response.body if isinstance(response.body, bytes) else b""
+        self.lost.append(
+            LostResponse(
+                fault.kind,
+                function,
+                dict(request.headers),
+                response.status,
+                dict(response.headers),
+                body,
+            )
+        )
+        if fault.kind is LostAnswer.DISCONNECT:
+            if request.transport is not None:
+                request.transport.abort()
+        elif fault.kind is LostAnswer.HOLD:
+            await asyncio.sleep(fault.hold_s)
+        else:
+            gateway = web.Response(status=504)  # the front door's own answer, no body here
+            gateway.force_close()
+            return gateway
+        return response
+
+
+def _kestrel_decodes(raw_headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether Kestrel reads every header: its name ASCII, its value ASCII or UTF-8 (the module
+    docstring; its sources there)."""
+    for name, value in raw_headers:
+        if not name.isascii():
+            return False
+        try:
+            value.decode("utf-8")  # strict, as UTF8EncodingSealed's throwOnInvalidBytes
+        except UnicodeDecodeError:
+            return False
+    return True
 
 
 async def _request_data(request: web.Request, route_values: Mapping[str, str]) -> HttpRequestData:

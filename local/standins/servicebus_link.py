@@ -138,9 +138,12 @@ def servicebus_client(namespace: LocalNamespace) -> ServiceBusClient:
     return client
 
 
-def async_servicebus_client(namespace: LocalNamespace) -> AsyncServiceBusClient:
-    """A real ``azure.servicebus.aio.ServiceBusClient`` whose senders speak to ``namespace``."""
-    client = AsyncServiceBusClient.from_connection_string(CONNECTION_STRING)
+def async_servicebus_client(
+    namespace: LocalNamespace, **client_options: Any
+) -> AsyncServiceBusClient:
+    """A real ``azure.servicebus.aio.ServiceBusClient`` whose senders speak to ``namespace``;
+    ``client_options`` are the client's own (``retry_backoff_factor`` ...)."""
+    client = AsyncServiceBusClient.from_connection_string(CONNECTION_STRING, **client_options)
     # As ``servicebus_client``: the aio client passes its transport to every sender it creates
     # (azure/servicebus/aio/_servicebus_client_async.py:141, get_queue_sender :357); the one
     # private assignment.

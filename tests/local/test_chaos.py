@@ -29,7 +29,9 @@ from ops.audit import ONE_EVENT_PER_ORDER
 
 @pytest.fixture(scope="module")
 async def chaos() -> DemoReport:
-    options = dataclasses.replace(CHAOS, orders=300, seed=5, quiet=True, lifecycle=False)
+    options = dataclasses.replace(
+        CHAOS, orders=300, seed=5, quiet=True, lifecycle=False, api_orders=40
+    )
     return await run_demo(options, Console(quiet=True))
 
 
@@ -111,3 +113,19 @@ async def test_chaos_moves_every_orders_money_once_to_its_highest_version(
         figures[f"provider faults fired: {fault}"] == CHAOS.provider_faults
         for fault in ("timeout_after_commit", "error_after_commit", "error_before_commit")
     )
+
+
+async def test_chaos_places_amends_and_cancels_through_the_api_once_per_intent(
+    chaos: DemoReport,
+) -> None:
+    """The orders API's phase with the faults below the Cosmos SDK on the app's every request
+    (the edge's commits, reads and marks among them): every row holds, the faults fired and
+    the client heard the edge's 503s and retried them with the same key."""
+    api = chaos.api
+    assert api is not None
+    assert api.passed, [c for c in api.checks if not c.passed]
+    figures = api.figures
+    assert figures["intents: places"] == figures["order documents"] == 40
+    assert figures["injected Cosmos faults (chaos, all the app's requests)"] > 0
+    assert figures["503 heard (store or queue refused; chaos: its faults)"] > 0
+    assert figures["retries with the same key"] > 0

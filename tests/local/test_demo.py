@@ -104,6 +104,7 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
         relay_batch=10,
         relay_crash_rate=0.2,
         send_failure_rate=0.2,
+        api_orders=4,  # the orders API's phase, small: its own tests hold it (test_api_scenario)
         quiet=True,
     )
     the_plan = plan(options)
@@ -164,6 +165,8 @@ async def test_demo_invariants_hold_with_every_kind_of_trouble() -> None:
     assert_the_inventory_passed(report.inventory, orders)
     assert_the_payments_passed(report.payments, orders)
     assert_the_lifecycle_passed(report.lifecycle)
+    assert report.api is not None and report.api.passed, report.api
+    assert report.api.figures["intents: places"] == report.api.figures["order documents"] == 4
 
 
 def assert_the_payments_passed(payments: PaymentsReport | None, orders: int) -> None:
@@ -327,6 +330,7 @@ def test_demo_command_exits_zero_and_prints_the_verdicts() -> None:
     assert "Lifecycle: the money the provider moved" in result.stdout
     assert "Lifecycle: the final documents" in result.stdout
     assert "Lifecycle: the events downstream" in result.stdout
+    assert "Orders API invariants" in result.stdout
     # It reads clean: no library warning or log line among the tables.
     assert "Warning" not in result.stdout + result.stderr
     assert "GOAWAY" not in result.stdout + result.stderr

@@ -8,6 +8,7 @@ raises."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -20,8 +21,10 @@ from local.assembly.world import CosmosAccount, local_world
 from local.standins.http_host import (
     DEFAULT_ROUTE_PREFIX,
     FUNCTIONS_KEY_HEADER,
+    AnswerFault,
     HostKeys,
     LocalHttpHost,
+    LostAnswer,
     parse_template,
     route_prefix_of,
 )
@@ -336,3 +339,94 @@ async def test_the_world_of_an_app_without_http_functions_has_no_http_host(
         assert world.queue_sender is None and world.requests_container is None
         with pytest.raises(LookupError, match="no HTTP-triggered function"):
             _ = world.http_url
+
+
+async def _raw_get(http: LocalHttpHost, path: str, header: bytes) -> tuple[bytes, bytes]:
+    """A GET written byte by byte (an HTTP client encodes its headers; this one sends what it is
+    given): the answer's status line and head, and whether the host closed the connection."""
+    port = int(http.url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        request_line = b"GET /edge/" + path.encode() + b" HTTP/1.1\r\n"
+        writer.write(request_line + b"Host: 127.0.0.1\r\n" + header + b"\r\n\r\n")
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        rest = await asyncio.wait_for(reader.read(), timeout=5)  # EOF: the connection closed
+        return head, rest
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"X-Note: caf\xe9",  # Latin-1, not UTF-8
+        b"X-Note: \x80\xff",
+        b"X-Note: caf\xc3",  # a UTF-8 sequence cut short
+    ],
+)
+async def test_a_header_value_that_is_not_utf8_is_400_and_the_connection_closed_as_kestrel_does(
+    http: LocalHttpHost, header: bytes
+) -> None:
+    # Kestrel decodes a header value as ASCII, else as UTF-8 that throws on invalid bytes, and
+    # answers 400 "Malformed request: invalid headers" before routing (http_host's docstring).
+    invocations = http.stats.invocations
+
+    head, rest = await _raw_get(http, "orders/ord-1001", header)
+
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert b"connection: close" in head.lower()
+    assert rest == b""  # no body, and the host closed the connection
+    assert http.stats.invocations == invocations  # the worker was never asked
+    assert http.stats.failed_invocations == 0
+
+
+async def test_a_header_value_in_utf8_reaches_the_function_decoded(http: LocalHttpHost) -> None:
+    header = "X-Note: café\r\nConnection: close".encode()  # so the body ends with the connection
+
+    head, rest = await _raw_get(http, "orders/ord-1001", header)
+
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert json.loads(rest)["note"] == "café"
+
+
+@pytest.mark.parametrize(
+    ("kind", "client_sees"),
+    [
+        (LostAnswer.DISCONNECT, aiohttp.ServerDisconnectedError),
+        (LostAnswer.HOLD, TimeoutError),
+        (LostAnswer.GATEWAY_TIMEOUT, 504),
+    ],
+)
+async def test_an_answer_lost_after_the_invocation_is_recorded_and_the_next_one_is_heard(
+    http: LocalHttpHost,
+    client: aiohttp.ClientSession,
+    kind: LostAnswer,
+    client_sees: type[Exception] | int,
+) -> None:
+    # Only the request that matches loses its answer, once: the function ran all the same.
+    http.answer_faults.append(
+        AnswerFault(kind, lambda request: request.headers.get("x-attempt") == "1", hold_s=1.0)
+    )
+    invocations = http.stats.invocations
+    url = http.function_url("orders")
+    headers = {FUNCTIONS_KEY_HEADER: "host-key", "x-attempt": "1"}
+    order = {"orderId": "ord-8"}
+
+    heard: int | type[Exception]
+    try:
+        async with client.post(
+            url, json=order, headers=headers, timeout=aiohttp.ClientTimeout(total=0.3)
+        ) as first:
+            heard = first.status
+    except (aiohttp.ClientError, TimeoutError) as error:
+        heard = type(error)
+    async with client.post(url, json=order, headers={**headers, "x-attempt": "2"}) as second:
+        assert second.status == 201  # the next request is answered
+
+    assert heard == client_sees
+    assert http.stats.invocations == invocations + 2  # the first one ran too
+    [lost] = http.lost
+    assert (lost.kind, lost.function, lost.status) == (kind, "create_order", 201)
+    assert lost.headers["Location"] == "/edge/orders/ord-8"  # what the client never read
+    assert json.loads(lost.body) == {"received": order}
