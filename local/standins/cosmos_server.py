@@ -23,11 +23,11 @@ and TLS handshake (several milliseconds of CPU on both sides). ``keep_alive=Fals
 package's CLI as it is published: its own handlers (batches not atomic), without keep-alive; a
 baseline, used by nothing in the product.
 
-What it does not do (tests that need these run only against the real emulator, see docs/testing.md): the
-request charge is always 1, no change feed, no TTL, no throttling, no session consistency
-tokens; in a batch, no non-atomic (bulk) mode and no ``ifNoneMatch`` (both refused with 400, so
-nothing relies on them by accident), no 5-second execution limit, no sub-status codes; the full
-list is in ``cosmos_batch.js``.
+What it does not do (tests that need these run only against the real emulator, see
+docs/testing.md): the request charge is always 1, no change feed, no TTL, no throttling, no session
+consistency tokens; in a batch, no non-atomic (bulk) mode and no ``ifNoneMatch`` (both refused with
+400, so nothing relies on them by accident), no 5-second execution limit, no sub-status codes; the
+full list is in ``cosmos_batch.js``.
 
 The server dies with the process that started it, however that process ends: its stdin is a
 pipe whose only writer is this process, so when it exits, even by SIGKILL (a mutant that timed
