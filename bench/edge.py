@@ -50,6 +50,7 @@ from datetime import timedelta
 from typing import Any
 
 import aiohttp
+from idempotent_consumer import DocumentExists, DocumentStore, Write
 
 from bench.standin import StandIn
 from bench.stats import distribution
@@ -61,9 +62,6 @@ from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.adapters.servicebus_out import ServiceBusOrderSender
 from shared.edge import OrdersEdge
 from shared.edge.requests import IN_PROGRESS_WINDOW, order_id_for, request_id
-from shared.kit.decision import DocumentStore
-from shared.kit.errors import DocumentExists
-from shared.kit.writes import Write
 
 JSON = "application/json"
 Counts = dict[str, float]  # reads, writes, sends (per request, or per replay on average)

@@ -40,6 +40,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from idempotent_consumer import SYSTEM_CLOCK, IncomingMessage, decide_call
+
 from bench import cpu
 from bench.transport import METADATA, CountingTransport
 from local.standins.broker import ManualClock
@@ -60,9 +62,6 @@ from shared.adapters.payment_provider import (
     REFUNDS_PATH,
     HttpPaymentProvider,
 )
-from shared.clock import SYSTEM_CLOCK
-from shared.kit.decision import IncomingMessage
-from shared.kit.external import decide_call
 from shared.payments.consumer import payment_capture
 from shared.payments.provider import (
     Lookup,

@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import CallField, StateField
 
 from ops.payments import ParkedRead
-from shared.kit.external import CallField, StateField
 from shared.payments.capture import PAYMENT_TYPE, STATE_ID, PaymentField
 
 _FIELDS = ", ".join(

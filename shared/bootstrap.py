@@ -54,6 +54,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import azure.functions as func
 from azure.cosmos.aio import CosmosClient
+from idempotent_consumer import (
+    SYSTEM_CLOCK,
+    Clock,
+    ConfigurationError,
+    Consumer,
+    ConsumerObserver,
+    Decision,
+    DocumentStore,
+    IncomingMessage,
+    RetryPolicy,
+    decide,
+    decide_call,
+    hold_then_abandon,
+)
 
 from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
@@ -72,7 +86,6 @@ from shared.adapters.servicebus_out import (
     ServiceBusEventPublisher,
     ServiceBusOrderSender,
 )
-from shared.clock import SYSTEM_CLOCK, Clock
 from shared.config import (
     INVENTORY_SUBSCRIPTION_SETTING,
     PAYMENTS_SUBSCRIPTION_SETTING,
@@ -93,12 +106,6 @@ from shared.edge import responses as edge_responses
 from shared.edge.completer import CompleterReport, RequestCompleter
 from shared.edge.observer import EdgeObserver, Route
 from shared.edge.view import order_view
-from shared.kit.consumer import decide
-from shared.kit.decision import Decision, DocumentStore, IncomingMessage
-from shared.kit.errors import ConfigurationError
-from shared.kit.external import decide_call
-from shared.kit.retry import RetryPolicy
-from shared.kit.service import Consumer, ConsumerObserver, hold_then_abandon
 from shared.payments.consumer import CONSUMER_NAME as PAYMENT_CONSUMER_NAME
 from shared.payments.consumer import payment_capture
 from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport

@@ -113,7 +113,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from shared.kit.errors import ConfigurationError
+from idempotent_consumer import ConfigurationError
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}

@@ -26,10 +26,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
+from idempotent_consumer import (
+    ConditionFailed,
+    Create,
+    DocumentExists,
+    DocumentMissing,
+    PatchOperation,
+    StoreError,
+    Write,
+)
 
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
-from shared.kit.errors import ConditionFailed, DocumentExists, DocumentMissing, StoreError
-from shared.kit.writes import Create, PatchOperation, Write
 
 # ---- the order store -------------------------------------------------------------------------
 

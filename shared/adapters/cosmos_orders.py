@@ -42,20 +42,23 @@ from azure.core.exceptions import (
 )
 from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy, CosmosClient
-
-from shared.config import Settings
-from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
-from shared.kit.errors import (
+from idempotent_consumer import (
+    Condition,
     ConditionFailed,
+    Create,
     DocumentExists,
     DocumentMissing,
     PartitionFull,
+    Patch,
     StoreError,
     SystemicStoreError,
     TransientStoreError,
+    Write,
     WriteRefused,
 )
-from shared.kit.writes import Condition, Create, Patch, Write
+
+from shared.config import Settings
+from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential

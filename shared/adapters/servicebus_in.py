@@ -32,8 +32,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from idempotent_consumer import Decision, IncomingMessage, Settlement
+
 from shared.config import max_concurrent_calls
-from shared.kit.decision import Decision, IncomingMessage, Settlement
 from shared.message_body import property_text, read_body
 
 

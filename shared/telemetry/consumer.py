@@ -24,13 +24,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from idempotent_consumer import ConfigurationError, Decision, IncomingMessage, Outcome, Settlement
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.adapters.servicebus_in import HungSettlements
 from shared.consumer.contract import ORDER_PLACED
-from shared.kit.decision import Decision, IncomingMessage, Outcome, Settlement
-from shared.kit.errors import ConfigurationError
 from shared.telemetry.names import (
     ATTR_ATTEMPTS,
     ATTR_CONSUMER,

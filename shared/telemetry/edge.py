@@ -27,12 +27,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from idempotent_consumer import bound
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from shared.edge.observer import RequestOutcome, Route
 from shared.edge.responses import ORDERS_PATH, ROUTE_PREFIX
-from shared.kit.errors import bound
 from shared.telemetry.names import (
     ATTR_EDGE_OUTCOME,
     ATTR_EDGE_RECORD_AGE,

@@ -24,6 +24,18 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import (
+    Condition,
+    ConditionFailed,
+    Create,
+    DocumentExists,
+    DocumentMissing,
+    IncomingMessage,
+    Patch,
+    Room,
+    WriteRefused,
+    set_field,
+)
 
 from local.standins.doubles import InMemoryOrderStore
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
@@ -32,9 +44,6 @@ from shared.consumer.contract import parse_order
 from shared.consumer.core import OrderStore, build_documents
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from shared.consumer.order import applies_over
-from shared.kit.decision import IncomingMessage
-from shared.kit.errors import ConditionFailed, DocumentExists, DocumentMissing, WriteRefused
-from shared.kit.writes import Condition, Create, Patch, Room, set_field
 from tests.orders import order_body
 
 Document = dict[str, Any]

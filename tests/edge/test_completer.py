@@ -31,6 +31,7 @@ import pytest
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 from azure.servicebus._pyamqp.error import ErrorCondition
+from idempotent_consumer import TransientStoreError, document_timestamp
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -47,7 +48,6 @@ from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.cosmos_requests import CosmosUnsentRequests
 from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.adapters.servicebus_out import LOCK_WAIT_S, SEND_TIMEOUT_S
-from shared.clock import document_timestamp
 from shared.consumer.contract import ORDER_CANCELLED
 from shared.edge import OrdersEdge, SendFailed
 from shared.edge.completer import (
@@ -67,7 +67,6 @@ from shared.edge.requests import (
     order_id_for,
     request_id,
 )
-from shared.kit.errors import TransientStoreError
 from shared.telemetry.completer import CompleterTelemetry
 from tests.edge.conftest import RecordingSender, Stopped, cancel_body, place_body
 from tests.edge.test_end_to_end import Answer, call, order_documents

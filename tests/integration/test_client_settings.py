@@ -22,6 +22,7 @@ from typing import Any
 
 from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import Create, RetryPolicy
 
 from local.standins.broker import PeekLockQueue, QueueSettings
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
@@ -34,8 +35,6 @@ from shared.adapters.cosmos_orders import (
 )
 from shared.adapters.servicebus_in import SETTLEMENT_TIMEOUT_S
 from shared.config import Settings
-from shared.kit.retry import RetryPolicy
-from shared.kit.writes import Create
 from tests.conftest import ComposeApp
 from tests.integration.consumer_logs import consumer_records, retried_attempts
 from tests.orders import message, order_body

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import TransientStoreError
 
 from local.standins.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from shared.adapters import cosmos_orders as cosmos_store
 from shared.adapters.cosmos_orders import CLIENT_OPTIONS, CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.kit.errors import TransientStoreError
 from tests.state import documents
 
 DEADLINE_S = 1.0

@@ -11,6 +11,13 @@ from typing import Any
 from azure.cosmos.aio import ContainerProxy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from idempotent_consumer import (
+    MAX_BODY_BYTES,
+    MAX_DESCRIPTION_CHARS,
+    IncomingMessage,
+    Outcome,
+    Settlement,
+)
 
 from local.standins.broker import OutgoingMessage, PeekLockQueue
 from local.standins.doubles import InMemoryOrderStore, RecordingActions
@@ -20,9 +27,6 @@ from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.contract import DeadletterReason
 from shared.consumer.core import decide
 from shared.consumer.service import OrderConsumer
-from shared.kit.decision import IncomingMessage, Outcome, Settlement
-from shared.kit.errors import MAX_DESCRIPTION_CHARS
-from shared.kit.message import MAX_BODY_BYTES
 from shared.telemetry.consumer import ConsumerTelemetry
 from tests.orders import order_body
 from tests.state import documents

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 from hypothesis import HealthCheck, example, given, settings
+from idempotent_consumer import LANDING_S, OUTLIVES_DELIVERIES_S, WRITE_WINDOW_S
 
 from local.standins.cosmos_server import ensure_container
 from local.standins.doubles import InMemoryDocumentStore
@@ -33,7 +34,6 @@ from shared.adapters.cosmos_orders import (
     create_client,
 )
 from shared.config import Settings
-from shared.kit.consumer import LANDING_S, OUTLIVES_DELIVERIES_S, WRITE_WINDOW_S
 from shared.stock.inventory import RELEASED_TTL_S, STOCK_ITEM_ID, stock_item
 from tests.stock.histories import (
     Case,

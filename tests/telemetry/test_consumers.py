@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from idempotent_consumer import Decision, Outcome, Settlement
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import TracerProvider
@@ -24,7 +25,6 @@ from opentelemetry.trace import SpanKind
 
 from local.standins.broker import ManualClock
 from shared.adapters.servicebus_in import HungSettlements
-from shared.kit.decision import Decision, Outcome, Settlement
 from shared.telemetry import names
 from tests.telemetry.conftest import Captured
 from tests.telemetry.scripted_consumers import (

@@ -14,11 +14,11 @@ from azure.core.pipeline.policies import AzureKeyCredentialPolicy
 from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import CosmosClient
 from azure.identity import ClientSecretCredential
+from idempotent_consumer import StoreError, SystemicStoreError, TransientStoreError
 
 from local.standins.cosmos_server import EMULATOR_KEY
 from shared.adapters.cosmos_orders import CosmosOrderStore, _classify, create_client
 from shared.config import Settings
-from shared.kit.errors import StoreError, SystemicStoreError, TransientStoreError
 
 SYSTEMIC, TRANSIENT, UNKNOWN = SystemicStoreError, TransientStoreError, None
 

@@ -10,12 +10,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from idempotent_consumer import Decision, Outcome
 
 from local.standins.doubles import COMPLETE, InMemoryOrderStore, RecordingActions
 from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.config import DEFAULT_MAX_CONCURRENT_CALLS, HOST_JSON, max_concurrent_calls
 from shared.consumer.service import OrderConsumer
-from shared.kit.decision import Decision, Outcome
 from shared.telemetry.consumer import ConsumerTelemetry
 from tests.orders import order_body
 from tests.unit.doubles import received

@@ -37,7 +37,13 @@ class StaleMutant(ValueError):
     """The mutant's text is no longer in its module (exactly once)."""
 
 
+# The kit is a distribution of its own (kit/); its modules are private, underscore-named.
+KIT_SOURCES = "kit/src/idempotent_consumer"
+
+
 def _m(module: str, what: str, old: str, new: str) -> ConstantMutant:
+    if module.startswith("kit/"):  # the kit's distribution: kit/src/idempotent_consumer/_<name>.py
+        return ConstantMutant(f"{KIT_SOURCES}/_{module.removeprefix('kit/')}.py", what, old, new)
     return ConstantMutant(f"shared/{module}.py", what, old, new)
 
 
