@@ -25,9 +25,8 @@ from typing import Any
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 from idempotent_consumer import Decision, Outcome
-
-from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S
-from shared.adapters.servicebus_in import Settler
+from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S
+from idempotent_consumer.servicebus import Settler
 
 blueprint = func.Blueprint()  # type: ignore[no-untyped-call]
 _expected: dict[str, Sequence[Mapping[str, Any]]] = {}

@@ -41,6 +41,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from idempotent_consumer import SYSTEM_CLOCK, IncomingMessage, decide_call
+from idempotent_consumer.cosmos import CosmosDocumentStore
 
 from bench import cpu
 from bench.transport import METADATA, CountingTransport
@@ -55,7 +56,6 @@ from local.standins.payment_provider import (
 from local.standins.payment_provider import (
     FaultRule as ProviderFaultRule,
 )
-from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.payment_provider import (
     CAPTURES_PATH,
     OPERATIONS_PATH,

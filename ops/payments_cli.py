@@ -126,9 +126,9 @@ async def _run(
     now: datetime,
 ) -> int:
     from azure.cosmos.aio import CosmosClient
+    from idempotent_consumer.cosmos import CosmosDocumentStore
 
     from ops.cosmos_payments import CosmosParkedStates
-    from shared.adapters.cosmos_orders import CosmosDocumentStore
     from shared.adapters.payment_provider import HttpPaymentProvider
 
     credential: Any = args.cosmos_key

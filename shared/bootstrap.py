@@ -68,8 +68,16 @@ from idempotent_consumer import (
     decide_call,
     hold_then_abandon,
 )
+from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.servicebus import (
+    HungSettlements,
+    MessageActions,
+    Settler,
+    max_concurrent_calls,
+    to_incoming,
+)
 
-from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.adapters.cosmos_requests import CosmosUnsentRequests
 from shared.adapters.http_in import (
@@ -80,13 +88,13 @@ from shared.adapters.http_in import (
 from shared.adapters.http_in import client_id as http_client_id
 from shared.adapters.identity import credential as identity_credential
 from shared.adapters.payment_provider import HttpPaymentProvider
-from shared.adapters.servicebus_in import HungSettlements, MessageActions, Settler, to_incoming
 from shared.adapters.servicebus_out import (
     MessageBatchSender,
     ServiceBusEventPublisher,
     ServiceBusOrderSender,
 )
 from shared.config import (
+    HOST_JSON,
     INVENTORY_SUBSCRIPTION_SETTING,
     PAYMENTS_SUBSCRIPTION_SETTING,
     QUEUE_SETTING,
@@ -257,7 +265,7 @@ class Runtime:
         self._completer_telemetry = chosen.completer_telemetry
         self._edge_telemetry = chosen.edge_telemetry
         self._retry_policy = RetryPolicy()
-        self._settler = Settler(watcher=self._settlements_hung)
+        self._settler = Settler(max_concurrent_calls(HOST_JSON), watcher=self._settlements_hung)
         self._exporters_configured = False
         self._wiring: _Wiring | None = None
 

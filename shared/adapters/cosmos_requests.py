@@ -28,8 +28,8 @@ from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 from idempotent_consumer import document_timestamp
+from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S
 
-from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S  # the consumer's bound per operation
 from shared.edge.completer import Page
 from shared.edge.requests import REQUEST_TYPE, RequestField
 

@@ -25,10 +25,10 @@ from contextvars import ContextVar
 from typing import Any
 
 from idempotent_consumer import ConfigurationError, Decision, IncomingMessage, Outcome, Settlement
+from idempotent_consumer.servicebus import HungSettlements
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from shared.adapters.servicebus_in import HungSettlements
 from shared.consumer.contract import ORDER_PLACED
 from shared.telemetry.names import (
     ATTR_ATTEMPTS,

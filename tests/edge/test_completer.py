@@ -32,6 +32,7 @@ from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 from azure.servicebus._pyamqp.error import ErrorCondition
 from idempotent_consumer import TransientStoreError, document_timestamp
+from idempotent_consumer.cosmos import CosmosDocumentStore
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -44,7 +45,6 @@ from local.standins.broker import ManualClock
 from local.standins.doubles import InMemoryDocumentStore
 from local.standins.timer import TimerTriggerEmulator
 from ops.init_cosmos import REQUESTS_INDEXING_POLICY
-from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.cosmos_requests import CosmosUnsentRequests
 from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.adapters.servicebus_out import LOCK_WAIT_S, SEND_TIMEOUT_S

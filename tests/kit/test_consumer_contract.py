@@ -43,6 +43,7 @@ from idempotent_consumer import (
     is_marker,
 )
 from idempotent_consumer import decide as decide_with_kit
+from idempotent_consumer.cosmos import CosmosDocumentStore
 
 from examples.units_sold import units_sold
 from local.standins.broker import ManualClock
@@ -52,7 +53,7 @@ from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, Fa
 from local.standins.payment_provider import Fault, PaymentProviderStandIn
 from local.standins.payment_provider import FaultRule as ProviderFaultRule
 from ops.sample_orders import amended_body, lifecycle_message_id, order_body
-from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.config import Settings
 from shared.consumer.core import decide as decide_order

@@ -25,10 +25,11 @@ from idempotent_consumer import (
     Write,
     decide,
 )
+from idempotent_consumer.cosmos import CosmosDocumentStore
 
 from examples.units_sold import units_sold
 from ops.sample_orders import order_body
-from shared.adapters.cosmos_orders import CosmosDocumentStore, create_client
+from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -31,6 +31,7 @@ from idempotent_consumer import (
     decide_call,
     marker_id,
 )
+from idempotent_consumer.cosmos import CosmosDocumentStore
 
 from local.standins.broker import ManualClock, OutgoingMessage
 from local.standins.cosmos_server import ensure_container
@@ -40,7 +41,6 @@ from local.standins.topic import RETAINED_SUBSCRIPTION, OrderEventsTopic
 from ops.cli import main
 from ops.cosmos import CosmosOrderLookup
 from ops.servicebus import ServiceBusDeadLetterQueue
-from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.payments.consumer import CONSUMER_NAME, payment_capture
 from tests.payments.events import payment_event

@@ -18,12 +18,12 @@ from idempotent_consumer import (
     Outcome,
     Settlement,
 )
+from idempotent_consumer.servicebus import Settler, to_incoming
 
 from local.standins.broker import OutgoingMessage, PeekLockQueue
 from local.standins.doubles import InMemoryOrderStore, RecordingActions
 from local.standins.host import LocalFunctionsHost
 from local.standins.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
-from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.contract import DeadletterReason
 from shared.consumer.core import decide
 from shared.consumer.service import OrderConsumer

@@ -18,10 +18,10 @@ from idempotent_consumer import (
     TransientStoreError,
     document_timestamp,
 )
+from idempotent_consumer.servicebus import Settler, to_incoming
 
 from local.standins.broker import ManualClock, QueueSettings
 from local.standins.doubles import InMemoryOrderStore, RecordingActions
-from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.core import decide
 from shared.consumer.service import OrderConsumer
 from shared.telemetry.consumer import ConsumerTelemetry
