@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from idempotent_consumer import IncomingMessage
+from idempotent_consumer.telemetry import producer_links
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import messaging_attributes as semconv
@@ -18,7 +19,6 @@ from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
 from shared.telemetry import names as telemetry
-from shared.telemetry.spans import producer_links
 from tests.orders import message, order_body
 from tests.telemetry.conftest import Captured, deliver_twice
 
