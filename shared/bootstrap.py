@@ -66,15 +66,14 @@ from idempotent_consumer import (
     RetryPolicy,
     decide,
     decide_call,
-    hold_then_abandon,
 )
 from idempotent_consumer.cosmos import CosmosDocumentStore
 from idempotent_consumer.servicebus import (
     HungSettlements,
     MessageActions,
     Settler,
+    handle_delivery,
     max_concurrent_calls,
-    to_incoming,
 )
 
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
@@ -290,20 +289,15 @@ class Runtime:
         consumer_of_loop: Callable[[], Awaitable[Consumer]],
         observer: Callable[[], ConsumerObserver],
     ) -> Decision:
-        incoming = to_incoming(message)
-        settle = self._settler.bound(actions, message)
-        try:
-            consumer = await consumer_of_loop()
-        except ConfigurationError as error:
-            return await hold_then_abandon(
-                incoming,
-                settle,
-                error,
-                observer=observer(),
-                clock=self._clock,
-                retry_policy=self._retry_policy,
-            )
-        return await consumer.handle(incoming, settle)
+        return await handle_delivery(
+            message,
+            actions,
+            settler=self._settler,
+            consumer=consumer_of_loop,
+            observer=observer,
+            clock=self._clock,
+            retry_policy=self._retry_policy,
+        )
 
     async def consumer(self) -> OrderConsumer:
         """This event loop's order consumer, built on first use; raises ``ConfigurationError``."""

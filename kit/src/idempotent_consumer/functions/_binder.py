@@ -32,7 +32,6 @@ from azure.cosmos.aio import CosmosClient
 from idempotent_consumer import (
     SYSTEM_CLOCK,
     Clock,
-    ConfigurationError,
     Consumer,
     ConsumerDefinition,
     ConsumerObserver,
@@ -40,7 +39,6 @@ from idempotent_consumer import (
     IncomingMessage,
     RetryPolicy,
     decide,
-    hold_then_abandon,
 )
 from idempotent_consumer.cosmos import CosmosDocumentStore, create_client
 from idempotent_consumer.functions._settings import (
@@ -52,8 +50,8 @@ from idempotent_consumer.servicebus import (
     HungSettlements,
     MessageActions,
     Settler,
+    handle_delivery,
     max_concurrent_calls,
-    to_incoming,
 )
 from idempotent_consumer.telemetry import ConsumerTelemetry
 
@@ -132,20 +130,15 @@ class BoundConsumer:
     async def handle(self, message: Any, actions: MessageActions) -> Decision:
         """One delivery: decided, retried within its lock, settled once, reported; never raises
         for anything the message can cause."""
-        incoming = to_incoming(message)
-        settle = self.settler().bound(actions, message)
-        try:
-            consumer = await self.consumer()
-        except ConfigurationError as error:
-            return await hold_then_abandon(
-                incoming,
-                settle,
-                error,
-                observer=self.observer(),
-                clock=self._clock,
-                retry_policy=self._retry_policy,
-            )
-        return await consumer.handle(incoming, settle)
+        return await handle_delivery(
+            message,
+            actions,
+            settler=self.settler(),
+            consumer=self.consumer,
+            observer=self.observer,
+            clock=self._clock,
+            retry_policy=self._retry_policy,
+        )
 
     async def consumer(self) -> Consumer:
         """This event loop's consumer; raises ``ConfigurationError`` for a bad setting."""
