@@ -42,12 +42,12 @@ from typing import Any
 
 from idempotent_consumer import SYSTEM_CLOCK, IncomingMessage, decide_call
 from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from bench import cpu
 from bench.transport import METADATA, CountingTransport
 from local.standins.broker import ManualClock
 from local.standins.cosmos_server import ensure_container
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.faults import WRITES, FaultKind, FaultRule
 from local.standins.payment_provider import (
     Fault,

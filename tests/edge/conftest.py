@@ -15,10 +15,10 @@ import pytest
 from azure.cosmos.aio import CosmosClient
 from idempotent_consumer import Create, DocumentStore, Write
 from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
 from local.standins.cosmos_server import ensure_container
-from local.standins.doubles import InMemoryDocumentStore
 from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
 from shared.edge import OrdersEdge

@@ -33,6 +33,7 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 from azure.servicebus._pyamqp.error import ErrorCondition
 from idempotent_consumer import TransientStoreError, document_timestamp
 from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -42,7 +43,6 @@ from opentelemetry.sdk.metrics.export import (
 
 from local.assembly.world import CosmosAccount, World, local_world
 from local.standins.broker import ManualClock
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.timer import TimerTriggerEmulator
 from ops.init_cosmos import REQUESTS_INDEXING_POLICY
 from shared.adapters.cosmos_requests import CosmosUnsentRequests

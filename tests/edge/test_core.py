@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from idempotent_consumer import DocumentStore, Patch, Write, increment
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
-from local.standins.doubles import InMemoryDocumentStore
 from shared.consumer.contract import (
     ORDER_AMENDED,
     ORDER_CANCELLED,

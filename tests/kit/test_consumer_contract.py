@@ -44,11 +44,12 @@ from idempotent_consumer import (
 )
 from idempotent_consumer import decide as decide_with_kit
 from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from examples.units_sold import units_sold
 from local.standins.broker import ManualClock
 from local.standins.cosmos_server import ensure_container
-from local.standins.doubles import InMemoryDocumentStore, InMemoryOrderStore
+from local.standins.doubles import InMemoryOrderStore
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.payment_provider import Fault, PaymentProviderStandIn
 from local.standins.payment_provider import FaultRule as ProviderFaultRule

@@ -30,8 +30,8 @@ from idempotent_consumer import (
     ValidEvent,
     decide_call,
 )
+from idempotent_consumer.testing import InMemoryDocumentStore
 
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.payments.consumer import payment_capture

@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from idempotent_consumer import Decision, IncomingMessage, Outcome, TransientStoreError, decide_call
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.payments.consumer import payment_capture

@@ -20,10 +20,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from idempotent_consumer import Consumer, Decision, IncomingMessage, decide
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from examples.units_sold import units_sold
 from local.standins.broker import ManualClock, PeekLockQueue
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from shared.telemetry import names

@@ -36,8 +36,8 @@ from idempotent_consumer import (
     TransientStoreError,
     decide,
 )
+from idempotent_consumer.testing import InMemoryDocumentStore
 
-from local.standins.doubles import InMemoryDocumentStore
 from shared.config import DEFAULT_INBOX_MARKER_TTL_S
 from shared.stock.consumer import stock_reservation
 from shared.stock.inventory import RELEASED_TTL_S, RESERVATION_TYPE, STOCK_ITEM_TYPE

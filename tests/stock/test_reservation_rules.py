@@ -15,8 +15,8 @@ from idempotent_consumer import (
     decide,
     is_marker,
 )
+from idempotent_consumer.testing import InMemoryDocumentStore
 
-from local.standins.doubles import InMemoryDocumentStore
 from shared.stock.consumer import stock_reservation
 from shared.stock.inventory import RELEASED_TTL_S, RESERVATION_TYPE, STOCK_ITEM_ID, stock_item
 from tests.stock.events import event_message
