@@ -19,11 +19,14 @@ BENCH_ARGS ?=
 install: install-python install-node
 
 install-python: $(VENV)/.installed $(PROTO_MODULE)
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# requirements.txt installs the kit from ./kit as a deployed app does; here it is then reinstalled
+# editable (its dependencies are already in), so an edit of kit/src is what the tests run.
+$(VENV)/.installed: requirements.txt requirements-dev.txt kit/pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required: install Python 3.13 (pyenv install 3.13, or uv python install 3.13)" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps --editable ./kit
 	touch $@
 
 protos: $(PROTO_MODULE)

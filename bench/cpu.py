@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import IncomingMessage
 
 from bench.floor_app import write_documents
 from bench.orders import order_bytes
@@ -29,7 +30,6 @@ from local.standins.doubles import InMemoryOrderStore
 from local.standins.host_binding import encode_amqp, host_binding_bytes
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents, decide
-from shared.kit.decision import IncomingMessage
 
 TARGET_SHARE = 0.10  # decide's CPU ≤ 10% of one create_item's SDK CPU
 CONCURRENCY = 16  # SDK calls in flight, as at maxConcurrentCalls

@@ -50,20 +50,18 @@ from datetime import timedelta
 from typing import Any
 
 import aiohttp
+from idempotent_consumer import DocumentExists, DocumentStore, Write
+from idempotent_consumer.cosmos import CosmosDocumentStore
 
 from bench.standin import StandIn
 from bench.stats import distribution
 from bench.transport import METADATA, RequestSnapshot
 from local.standins.broker import Delivery
 from local.standins.http_host import FUNCTIONS_KEY_HEADER
-from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.adapters.servicebus_out import ServiceBusOrderSender
 from shared.edge import OrdersEdge
 from shared.edge.requests import IN_PROGRESS_WINDOW, order_id_for, request_id
-from shared.kit.decision import DocumentStore
-from shared.kit.errors import DocumentExists
-from shared.kit.writes import Write
 
 JSON = "application/json"
 Counts = dict[str, float]  # reads, writes, sends (per request, or per replay on average)

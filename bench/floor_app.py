@@ -24,10 +24,9 @@ from typing import Any
 
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
-
-from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S
-from shared.adapters.servicebus_in import Settler
-from shared.kit.decision import Decision, Outcome
+from idempotent_consumer import Decision, Outcome
+from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S
+from idempotent_consumer.servicebus import Settler
 
 blueprint = func.Blueprint()  # type: ignore[no-untyped-call]
 _expected: dict[str, Sequence[Mapping[str, Any]]] = {}

@@ -17,11 +17,12 @@ import resource
 import uuid
 from typing import Any
 
+from idempotent_consumer.servicebus import Settler, to_incoming
+
 from bench.cpu import host_bytes
 from bench.orders import INVALID_BODY, order_bytes
 from local.standins.doubles import InMemoryOrderStore, RecordingActions
 from local.standins.host_binding import decode_host_binding
-from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.service import OrderConsumer
 from shared.telemetry.consumer import ConsumerTelemetry
 

@@ -40,11 +40,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from idempotent_consumer import SYSTEM_CLOCK, IncomingMessage, decide_call
+from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
+
 from bench import cpu
 from bench.transport import METADATA, CountingTransport
 from local.standins.broker import ManualClock
 from local.standins.cosmos_server import ensure_container
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.faults import WRITES, FaultKind, FaultRule
 from local.standins.payment_provider import (
     Fault,
@@ -53,16 +56,12 @@ from local.standins.payment_provider import (
 from local.standins.payment_provider import (
     FaultRule as ProviderFaultRule,
 )
-from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.payment_provider import (
     CAPTURES_PATH,
     OPERATIONS_PATH,
     REFUNDS_PATH,
     HttpPaymentProvider,
 )
-from shared.clock import SYSTEM_CLOCK
-from shared.kit.decision import IncomingMessage
-from shared.kit.external import decide_call
 from shared.payments.consumer import payment_capture
 from shared.payments.provider import (
     Lookup,

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from idempotent_consumer import IncomingMessage, decide
+from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
+
 from bench import cpu
 from bench.transport import CountingTransport
 from local.standins.cosmos_server import ensure_container
-from local.standins.doubles import InMemoryDocumentStore
-from shared.adapters.cosmos_orders import CosmosDocumentStore
-from shared.kit.consumer import decide
-from shared.kit.decision import IncomingMessage
 from shared.stock.consumer import stock_reservation
 from shared.stock.inventory import STOCK_ITEM_ID, order_partition, stock_item
 

@@ -38,13 +38,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from idempotent_consumer import INBOX_TYPE, IncomingMessage, Outcome, decide
+from idempotent_consumer.cosmos import CosmosDocumentStore
+
 from bench.relay import tier_needs
 from bench.stock import event
 from local.standins.cosmos_server import ensure_container
-from shared.adapters.cosmos_orders import CosmosDocumentStore
-from shared.kit.consumer import decide
-from shared.kit.decision import IncomingMessage, Outcome
-from shared.kit.inbox import INBOX_TYPE
 from shared.stock.consumer import stock_reservation
 from shared.stock.inventory import (
     RELEASED_TTL_S,

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from idempotent_consumer import IncomingMessage
+
 from bench import floor_app
 from bench.orders import outgoing
 from bench.standin import Function, StandIn
 from bench.stats import rounds
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents
-from shared.kit.decision import IncomingMessage
 
 TARGET_RATIO = 0.90
 FUNCTIONS: tuple[Function, Function] = ("consumer", "floor")

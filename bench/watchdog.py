@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import IncomingMessage
 
 from bench.latency import RoundTripTopicSender, RoundTripTransport
 from bench.orders import order_bytes
@@ -41,7 +42,6 @@ from local.standins.cosmos_server import ensure_container
 from shared.config import WatchdogSettings
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents
-from shared.kit.decision import IncomingMessage
 from shared.relay.watchdog import MAX_PAGES_PER_RUN, WATCHDOG_PERIOD_S, WatchdogPolicy
 
 LOADED_PER_PUBLISHED = 1.1  # the bound: 1.1 x published + one page

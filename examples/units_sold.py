@@ -7,21 +7,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import TypeAdapter, ValidationError
-from typing_extensions import TypedDict
-
-from shared.kit.apply import Again, Read, Resolution, Retry
-from shared.kit.consumer import ConsumerDefinition
-from shared.kit.decision import IncomingMessage
-from shared.kit.errors import DocumentMissing, InvalidMessage, WriteRefused
-from shared.kit.message import (
+from idempotent_consumer import (
+    Again,
+    ConsumerDefinition,
+    Create,
+    DocumentMissing,
+    IncomingMessage,
+    InvalidMessage,
     KitReason,
+    Patch,
+    Read,
+    Resolution,
+    Retry,
     ValidEvent,
+    Write,
+    WriteRefused,
+    increment,
     read_json_object,
     schema_violations,
     unsupported_type,
 )
-from shared.kit.writes import Create, Patch, Write, increment
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 
 class Line(TypedDict):

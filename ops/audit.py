@@ -45,6 +45,9 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
+from idempotent_consumer import INBOX_TYPE, InboxField
+from idempotent_consumer.servicebus import read_body
+
 from ops.port import DeadLetter
 from shared.consumer.contract import (
     FINGERPRINT_ALGORITHMS,
@@ -56,8 +59,6 @@ from shared.consumer.contract import (
 from shared.consumer.core import ORPHANED_DOCUMENT
 from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
 from shared.consumer.order import ORDER_VERSION, STATUS, STATUS_CANCELLED, stored_version
-from shared.kit.inbox import INBOX_TYPE, InboxField
-from shared.message_body import read_body
 from shared.relay.outbox import (
     OUTBOX_TYPE,
     STATUS_PARKED,

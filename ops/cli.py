@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from azure.core.exceptions import AzureError
+from idempotent_consumer import SYSTEM_CLOCK, Clock
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -39,7 +40,6 @@ from ops.stock import Inventory
 from ops.subscriptions import SUBSCRIPTIONS, EventReading
 from ops.terminal import TextConsole
 from ops.window import Window
-from shared.clock import SYSTEM_CLOCK, Clock
 
 # A table of every result is printed up to this many rows; beyond, the ones not done (and
 # --json gives every one).

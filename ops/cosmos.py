@@ -16,12 +16,12 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
+from idempotent_consumer import INBOX_TYPE, InboxField
 
 from ops.history import PartitionRead
 from shared.config import is_loopback_endpoint
 from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
 from shared.consumer.order import ORDER_TYPE, ORDER_VERSION, STATUS
-from shared.kit.inbox import INBOX_TYPE, InboxField
 from shared.relay.outbox import (
     OUTBOX_TYPE,
     STATUS_PARKED,

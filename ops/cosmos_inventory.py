@@ -16,7 +16,7 @@ Requests, each in one SKU's partition unless said:
   checks the predicate against the item as stored when it applies the patch, so an increment
   of ``reserved`` the consumer commits in between is never overwritten and never passes the
   new ``onHand``: the same mechanics as the consumer's conditional increments
-  (``shared.adapters.cosmos_orders.filter_predicate``);
+  (``idempotent_consumer.cosmos.filter_predicate``);
 - ``partition``: one query with ``partition_key=<sku>`` (a query targeted at one partition key
   value, container.py ``query_items``) returning the stock item and the SKU's reservations,
   their fields projected. Its charge grows with the SKU's reservations (one per order holding

@@ -1,7 +1,7 @@
 """The tool's Cosmos DB adapter over the payments container (``azure-cosmos`` aio: the client the
 app's store adapter runs on; partitioned on ``/orderId``): the ``ops.payments.ParkedStates``
 query, and the kit's ``DocumentStore`` as the consumer itself writes through it
-(``shared.adapters.cosmos_orders.CosmosDocumentStore``: a point read, one transactional batch),
+(``idempotent_consumer.cosmos.CosmosDocumentStore``: a point read, one transactional batch),
 so an operator's resolution is the consumer's own write. A key (emulators) or Entra ID
 (``DefaultAzureCredential``: a Cosmos DB data reader role for ``parked``, a data contributor
 role for ``resolve``).
@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import CallField, StateField
 
 from ops.payments import ParkedRead
-from shared.kit.external import CallField, StateField
 from shared.payments.capture import PAYMENT_TYPE, STATE_ID, PaymentField
 
 _FIELDS = ", ".join(

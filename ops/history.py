@@ -21,12 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from idempotent_consumer import INBOX_TYPE, InboxField
 from rich.console import Console
 from rich.table import Table
 
 from shared.consumer.contract import ORDER_PLACED
 from shared.consumer.order import ORDER_TYPE, STATUS, stored_version
-from shared.kit.inbox import INBOX_TYPE, InboxField
 from shared.relay.outbox import OUTBOX_TYPE, OutboxField
 
 

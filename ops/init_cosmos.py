@@ -21,13 +21,14 @@ import warnings
 from pathlib import Path
 from typing import Any, TextIO
 
+from idempotent_consumer import ConfigurationError
+
 from shared.config import (
     INVENTORY_CONTAINER_SETTING,
     PAYMENTS_CONTAINER_SETTING,
     REQUESTS_CONTAINER_SETTING,
     Settings,
 )
-from shared.kit.errors import ConfigurationError
 
 LEASES_CONTAINER = "leases"  # function_app.py's lease_container_name, infra's leasesContainerName
 ORDERS_PARTITION_KEY = "/orderId"

@@ -41,11 +41,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.kit.decision import DocumentStore
-
 # The tool writes exactly what the consumer writes: the kit's completion and release, never a copy.
-from shared.kit.external import Call, CallField, StateField, complete_call, release_call
-from shared.kit.inbox import Inbox
+from idempotent_consumer import (
+    Call,
+    CallField,
+    DocumentStore,
+    Inbox,
+    StateField,
+    complete_call,
+    release_call,
+)
+
 from shared.payments.capture import STATE_ID, CapturePayment, PaymentField, result_record
 from shared.payments.consumer import CONSUMER_NAME, PARK_AFTER_DELIVERIES, PARTITION_FIELD
 from shared.payments.provider import (

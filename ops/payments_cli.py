@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from idempotent_consumer import StoreError
 from rich.console import Console
 from rich.table import Table
 
 from ops.payments import ParkedPayment, Resolution, parked_payments, resolve
 from shared.config import DEFAULT_INBOX_MARKER_TTL_S, INBOX_MARKER_TTL_SETTING
-from shared.kit.errors import StoreError
 
 BASE_URL_SETTING = "PAYMENT_PROVIDER_BASE_URL"
 API_KEY_SETTING = "PAYMENT_PROVIDER_API_KEY"
@@ -126,9 +126,9 @@ async def _run(
     now: datetime,
 ) -> int:
     from azure.cosmos.aio import CosmosClient
+    from idempotent_consumer.cosmos import CosmosDocumentStore
 
     from ops.cosmos_payments import CosmosParkedStates
-    from shared.adapters.cosmos_orders import CosmosDocumentStore
     from shared.adapters.payment_provider import HttpPaymentProvider
 
     credential: Any = args.cosmos_key

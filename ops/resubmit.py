@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from idempotent_consumer import InboxField, InvalidMessage, marker_id, read_json_object
+
 from ops.port import DeadLetter, DeadLetterQueue, DocumentKey, OrderLookup, ScanResult
 from ops.subscriptions import EventReading
 from shared.consumer.contract import (
@@ -60,9 +62,6 @@ from shared.consumer.contract import (
 )
 from shared.consumer.lifecycle import CONSUMER_NAME
 from shared.consumer.order import is_cancelled, stored_version
-from shared.kit.errors import InvalidMessage
-from shared.kit.inbox import InboxField, marker_id
-from shared.kit.message import read_json_object
 
 
 class Verdict(enum.StrEnum):

@@ -70,11 +70,11 @@ from azure.servicebus.exceptions import (
     MessageSizeExceededError,
     ServiceBusError,
 )
+from idempotent_consumer import SYSTEM_CLOCK, Clock
+from idempotent_consumer.servicebus import BodyKind, property_text, read_body
 
 from ops.audit import SeenEvent
 from ops.port import BatchDecision, DeadLetter, PropertyValue, ScanResult
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.message_body import BodyKind, property_text, read_body
 
 PEEK_PAGE = 250  # messages per peek request
 RECEIVE_BATCH = 100  # dead letters per receive

@@ -26,12 +26,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from idempotent_consumer import (
+    CallField,
+    InboxField,
+    IncomingMessage,
+    InvalidMessage,
+    StateField,
+    ValidEvent,
+    marker_id,
+)
+
 from ops.port import DeadLetter, DocumentKey
-from shared.kit.decision import IncomingMessage
-from shared.kit.errors import InvalidMessage
-from shared.kit.external import CallField, StateField
-from shared.kit.inbox import InboxField, marker_id
-from shared.kit.message import ValidEvent
 from shared.payments import contract as payments_contract
 from shared.payments.capture import STATE_ID as PAYMENT_STATE_ID
 from shared.payments.consumer import CONSUMER_NAME as PAYMENT_CAPTURE

@@ -54,8 +54,29 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import azure.functions as func
 from azure.cosmos.aio import CosmosClient
+from idempotent_consumer import (
+    SYSTEM_CLOCK,
+    Clock,
+    ConfigurationError,
+    Consumer,
+    ConsumerObserver,
+    Decision,
+    DocumentStore,
+    IncomingMessage,
+    RetryPolicy,
+    decide,
+    decide_call,
+)
+from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.servicebus import (
+    HungSettlements,
+    MessageActions,
+    Settler,
+    handle_delivery,
+    max_concurrent_calls,
+)
 
-from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.adapters.cosmos_requests import CosmosUnsentRequests
 from shared.adapters.http_in import (
@@ -66,14 +87,13 @@ from shared.adapters.http_in import (
 from shared.adapters.http_in import client_id as http_client_id
 from shared.adapters.identity import credential as identity_credential
 from shared.adapters.payment_provider import HttpPaymentProvider
-from shared.adapters.servicebus_in import HungSettlements, MessageActions, Settler, to_incoming
 from shared.adapters.servicebus_out import (
     MessageBatchSender,
     ServiceBusEventPublisher,
     ServiceBusOrderSender,
 )
-from shared.clock import SYSTEM_CLOCK, Clock
 from shared.config import (
+    HOST_JSON,
     INVENTORY_SUBSCRIPTION_SETTING,
     PAYMENTS_SUBSCRIPTION_SETTING,
     QUEUE_SETTING,
@@ -93,12 +113,6 @@ from shared.edge import responses as edge_responses
 from shared.edge.completer import CompleterReport, RequestCompleter
 from shared.edge.observer import EdgeObserver, Route
 from shared.edge.view import order_view
-from shared.kit.consumer import decide
-from shared.kit.decision import Decision, DocumentStore, IncomingMessage
-from shared.kit.errors import ConfigurationError
-from shared.kit.external import decide_call
-from shared.kit.retry import RetryPolicy
-from shared.kit.service import Consumer, ConsumerObserver, hold_then_abandon
 from shared.payments.consumer import CONSUMER_NAME as PAYMENT_CONSUMER_NAME
 from shared.payments.consumer import payment_capture
 from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
@@ -250,7 +264,7 @@ class Runtime:
         self._completer_telemetry = chosen.completer_telemetry
         self._edge_telemetry = chosen.edge_telemetry
         self._retry_policy = RetryPolicy()
-        self._settler = Settler(watcher=self._settlements_hung)
+        self._settler = Settler(max_concurrent_calls(HOST_JSON), watcher=self._settlements_hung)
         self._exporters_configured = False
         self._wiring: _Wiring | None = None
 
@@ -275,20 +289,15 @@ class Runtime:
         consumer_of_loop: Callable[[], Awaitable[Consumer]],
         observer: Callable[[], ConsumerObserver],
     ) -> Decision:
-        incoming = to_incoming(message)
-        settle = self._settler.bound(actions, message)
-        try:
-            consumer = await consumer_of_loop()
-        except ConfigurationError as error:
-            return await hold_then_abandon(
-                incoming,
-                settle,
-                error,
-                observer=observer(),
-                clock=self._clock,
-                retry_policy=self._retry_policy,
-            )
-        return await consumer.handle(incoming, settle)
+        return await handle_delivery(
+            message,
+            actions,
+            settler=self._settler,
+            consumer=consumer_of_loop,
+            observer=observer,
+            clock=self._clock,
+            retry_policy=self._retry_policy,
+        )
 
     async def consumer(self) -> OrderConsumer:
         """This event loop's order consumer, built on first use; raises ``ConfigurationError``."""

@@ -104,7 +104,6 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
-import json
 import math
 import re
 import uuid
@@ -113,7 +112,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from shared.kit.errors import ConfigurationError
+from idempotent_consumer import ConfigurationError
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -657,19 +656,10 @@ def _integer(
 # ---- host.json ---------------------------------------------------------------------------------
 # The host's own configuration file, deployed next to function_app.py: the app reads the Service
 # Bus extension's section of it (the settlement pool is sized from maxConcurrentCalls), and so do
-# the local stand-in host (``local.standins.host``) and the tests. The one reader of that file.
+# the local stand-in host (``local.standins.host``) and the tests, each through the kit's reader
+# (``idempotent_consumer.servicebus.max_concurrent_calls``) given this path.
 
 HOST_JSON = Path(__file__).resolve().parent.parent / "host.json"
-DEFAULT_MAX_CONCURRENT_CALLS = 16  # the Service Bus extension's default
-
-
-def max_concurrent_calls(host_json: Path = HOST_JSON) -> int:
-    """host.json ``extensions.serviceBus.maxConcurrentCalls``, or the extension's default."""
-    try:
-        value = json.loads(host_json.read_text())["extensions"]["serviceBus"]["maxConcurrentCalls"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return DEFAULT_MAX_CONCURRENT_CALLS
-    return value if isinstance(value, int) and value >= 1 else DEFAULT_MAX_CONCURRENT_CALLS
 
 
 def _provider_processing_bound(env: Mapping[str, str]) -> float | None:

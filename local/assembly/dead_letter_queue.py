@@ -7,10 +7,11 @@ copy: the tool must find out by looking, as it must in Azure."""
 
 from __future__ import annotations
 
+from idempotent_consumer import SYSTEM_CLOCK, Clock
+
 from local.standins.broker import PeekLockQueue
 from local.standins.servicebus_link import LocalNamespace, servicebus_client
 from ops.servicebus import ServiceBusDeadLetterQueue
-from shared.clock import SYSTEM_CLOCK, Clock
 
 # The model delivers at once: a short wait tells "nothing left to give" quickly.
 LOCAL_RECEIVE_WAIT_S = 0.2

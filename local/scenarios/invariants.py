@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from idempotent_consumer import is_marker
+
 from local.scenarios.tool_runs import ToolRun
 from local.standins.broker import DeadLetteredMessage, OutgoingMessage
 from ops.audit import (
@@ -42,7 +44,6 @@ from ops.audit import (
 )
 from ops.port import DeadLetter
 from shared.consumer.order import ORDER_TYPE
-from shared.kit.inbox import is_marker
 from shared.relay.outbox import STATUS_PARKED, STATUS_PENDING, OutboxField, is_outbox
 
 AUDIT, DEMO, STAND_IN = "audit", "demo", "stand-in"

@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
+from idempotent_consumer import INBOX_TYPE, InboxField
 from rich.console import Console
 from rich.table import Table
 
@@ -54,7 +55,6 @@ from shared.adapters.cosmos_orders import create_client
 from shared.consumer.contract import ORDER_AMENDED, ORDER_CANCELLED, DeadletterReason
 from shared.consumer.lifecycle import PARTITION_FIELD as MARKER_ORDER_ID  # the markers' order id
 from shared.consumer.order import STATUS_ACCEPTED, STATUS_CANCELLED
-from shared.kit.inbox import INBOX_TYPE, InboxField
 
 # A subscription downstream reads (the demo's own, created before any send).
 DOWNSTREAM = "downstream"

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 
+from idempotent_consumer import MAX_BODY_BYTES
+
 from local.scenarios.deliveries import OutcomeLog
 from local.scenarios.invariants import (
     AUDIT,
@@ -52,7 +54,6 @@ from shared.consumer.contract import (
     ORDER_CANCELLED,
     parse_order,
 )
-from shared.kit.message import MAX_BODY_BYTES
 
 POISON_KINDS = {
     "no-message-id": "MissingMessageId",

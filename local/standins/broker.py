@@ -29,8 +29,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from idempotent_consumer import SYSTEM_CLOCK, Clock
+
 from ops.messaging import read_messaging
-from shared.clock import SYSTEM_CLOCK, Clock
 
 __all__ = [
     "MAX_DELIVERY_COUNT_EXCEEDED",

@@ -76,10 +76,10 @@ from typing import Any
 
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import SYSTEM_CLOCK, Clock
 
 from local.standins.host import resolve_setting
 from local.standins.worker import FunctionsWorker, IndexedFunction, InvocationResult, Json
-from shared.clock import SYSTEM_CLOCK, Clock
 
 # RpcRetryOptions.RetryStrategy.fixed_delay (the host's enum; any other is exponential_backoff)
 _FIXED_DELAY = 1

@@ -36,6 +36,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from idempotent_consumer.servicebus import max_concurrent_calls as host_max_concurrent_calls
+
 from local.standins.broker import Delivery, ManualClock, PeekLockQueue
 from local.standins.host_binding import (
     ModelBindingData,
@@ -50,7 +52,6 @@ from local.standins.worker import (
     Json,
     TypedValue,
 )
-from shared.config import max_concurrent_calls as host_max_concurrent_calls
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _SETTING_REFERENCE = re.compile(r"^%([^%]+)%$")

@@ -108,6 +108,7 @@ from typing import Any, Self
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from idempotent_consumer import SYSTEM_CLOCK, Clock, document_timestamp
 
 from shared.adapters.payment_profile import REFUND_EXCEEDS_CAPTURED
 from shared.adapters.payment_provider import (
@@ -117,7 +118,6 @@ from shared.adapters.payment_provider import (
     PROBLEM_JSON,
     REFUNDS_PATH,
 )
-from shared.clock import SYSTEM_CLOCK, Clock, document_timestamp
 from shared.edge.requests import parse_sf_string  # the one parser of the key's header
 from shared.payments.provider import Operation
 

@@ -61,6 +61,8 @@ from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
 from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.aio._transport._pyamqp_transport_async import PyamqpTransportAsync
+from idempotent_consumer import SYSTEM_CLOCK, Clock
+from idempotent_consumer.servicebus import property_text
 
 from local.standins.broker import (
     AmqpSequence,
@@ -74,8 +76,6 @@ from local.standins.broker import (
     PropertyValue,
     SubQueue,
 )
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.message_body import property_text
 
 HOSTNAME = "local-broker.servicebus.windows.net"
 # A well-formed connection string (a SAS signature is computed locally and never checked).

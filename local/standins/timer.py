@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from idempotent_consumer import SYSTEM_CLOCK, Clock
+
 from local.standins.worker import FunctionsWorker, InvocationResult, Json
-from shared.clock import SYSTEM_CLOCK, Clock
 
 
 @dataclass

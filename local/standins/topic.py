@@ -56,6 +56,7 @@ from typing import Any
 
 from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.exceptions import OperationTimeoutError
+from idempotent_consumer import SYSTEM_CLOCK, Clock
 
 from local.standins.broker import (
     OutgoingMessage,
@@ -64,7 +65,6 @@ from local.standins.broker import (
     QueueSettings,
 )
 from ops.messaging import MESSAGING_FILE, read_messaging
-from shared.clock import SYSTEM_CLOCK, Clock
 
 # Standard tier: 256 KB per message (and per batch).
 MAX_BATCH_BYTES = 256 * 1024

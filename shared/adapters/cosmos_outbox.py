@@ -42,9 +42,9 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import document_timestamp
+from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S
 
-from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S  # the consumer's bound per operation
-from shared.clock import document_timestamp
 from shared.relay.outbox import (
     OUTBOX_TYPE,
     STATUS_PENDING,

@@ -27,9 +27,9 @@ from datetime import datetime
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import document_timestamp
+from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S
 
-from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S  # the consumer's bound per operation
-from shared.clock import document_timestamp
 from shared.edge.completer import Page
 from shared.edge.requests import REQUEST_TYPE, RequestField
 

@@ -26,6 +26,17 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, NotRequired
 
 import pydantic_core
+from idempotent_consumer import HASH_MISMATCH as KIT_HASH_MISMATCH
+from idempotent_consumer import (
+    MAX_BODY_BYTES,
+    InvalidMessage,
+    KitReason,
+    bound,
+    fingerprint,
+    read_json_object,
+    schema_violations,
+    unsupported_type,
+)
 from pydantic import (
     AfterValidator,
     ConfigDict,
@@ -36,17 +47,6 @@ from pydantic import (
     with_config,
 )
 from typing_extensions import TypedDict
-
-from shared.kit import inbox
-from shared.kit.errors import InvalidMessage, bound
-from shared.kit.message import (
-    MAX_BODY_BYTES,
-    KitReason,
-    fingerprint,
-    read_json_object,
-    schema_violations,
-    unsupported_type,
-)
 
 SCHEMA_VERSION = 1
 HASH_ALGORITHM = "sha256/canonical-v1"
@@ -65,7 +65,7 @@ class DeadletterReason:
     INVALID_PAYLOAD = KitReason.INVALID_PAYLOAD
     UNSUPPORTED_SCHEMA_VERSION = "UnsupportedSchemaVersion"
     PAYLOAD_TOO_LARGE = KitReason.PAYLOAD_TOO_LARGE
-    HASH_MISMATCH = inbox.HASH_MISMATCH  # the kit's own: the same MessageId, other content
+    HASH_MISMATCH = KIT_HASH_MISMATCH  # the kit's own: the same MessageId, other content
 
 
 _RFC3339 = re.compile(

@@ -16,7 +16,23 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.clock import SYSTEM_CLOCK, Clock, document_timestamp
+from idempotent_consumer import (
+    SYSTEM_CLOCK,
+    Clock,
+    Decision,
+    DocumentStore,
+    IncomingMessage,
+    InvalidMessage,
+    Outcome,
+    SystemicStoreError,
+    TransientStoreError,
+    bound,
+    decided,
+    document_timestamp,
+    failed,
+    refused,
+)
+
 from shared.consumer.contract import (
     CONTRACT_FIELDS,
     FINGERPRINT_ALGORITHMS,
@@ -29,16 +45,6 @@ from shared.consumer.contract import (
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from shared.consumer.lifecycle import decide_change, order_inbox
 from shared.consumer.order import placed_order, stored_version
-from shared.kit.decision import (
-    Decision,
-    DocumentStore,
-    IncomingMessage,
-    Outcome,
-    decided,
-    failed,
-    refused,
-)
-from shared.kit.errors import InvalidMessage, SystemicStoreError, TransientStoreError, bound
 from shared.relay.outbox import new_outbox_document
 
 

@@ -12,7 +12,7 @@ redelivery can fix.
 
 from __future__ import annotations
 
-from shared.kit.errors import StoreError
+from idempotent_consumer import StoreError
 
 
 class OrderAlreadyExists(StoreError):

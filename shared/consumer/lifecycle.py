@@ -25,7 +25,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.clock import document_timestamp
+from idempotent_consumer import (
+    Again,
+    ConditionFailed,
+    Create,
+    Decision,
+    DocumentMissing,
+    DocumentStore,
+    Inbox,
+    IncomingMessage,
+    Patch,
+    Read,
+    Reject,
+    Resolution,
+    Retry,
+    Stale,
+    Write,
+    WriteRefused,
+    apply_once,
+    bound,
+    document_timestamp,
+)
+
 from shared.consumer.contract import ORDER_CANCELLED, DeadletterReason, ValidChange
 from shared.consumer.errors import OrphanedDocument
 from shared.consumer.order import (
@@ -35,11 +56,6 @@ from shared.consumer.order import (
     order_from_change,
     stored_version,
 )
-from shared.kit.apply import Again, Read, Reject, Resolution, Retry, Stale, apply_once
-from shared.kit.decision import Decision, DocumentStore, IncomingMessage
-from shared.kit.errors import ConditionFailed, DocumentMissing, WriteRefused, bound
-from shared.kit.inbox import Inbox
-from shared.kit.writes import Create, Patch, Write
 from shared.relay.outbox import new_change_outbox_document
 
 # This consumer's name: part of every marker's key and id. Stable forever: renamed, every

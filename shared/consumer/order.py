@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from shared.clock import document_timestamp
+from idempotent_consumer import Condition, PatchOperation, document_timestamp, set_field
+
 from shared.consumer.contract import ORDER_AMENDED, ORDER_CANCELLED, ValidChange, ValidOrder
-from shared.kit.writes import Condition, PatchOperation, set_field
 
 ORDER_TYPE = "order"
 STATUS_ACCEPTED = "accepted"

@@ -6,11 +6,17 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from shared.clock import SYSTEM_CLOCK, Clock
+from idempotent_consumer import (
+    SYSTEM_CLOCK,
+    Clock,
+    Consumer,
+    ConsumerObserver,
+    Decision,
+    IncomingMessage,
+    RetryPolicy,
+)
+
 from shared.consumer.core import DEFAULT_MARKER_TTL_S, OrderStore, decide
-from shared.kit.decision import Decision, IncomingMessage
-from shared.kit.retry import RetryPolicy
-from shared.kit.service import Consumer, ConsumerObserver
 
 
 class OrderConsumer(Consumer):

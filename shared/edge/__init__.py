@@ -14,7 +14,7 @@ with one identity from the client's first click to every consumer's record.
 Imports the kit (its ``DocumentStore`` port and writes), the order contract
 (``shared.consumer.contract``) and ``shared.clock``; never an adapter, telemetry, config,
 Azure, OpenTelemetry or aiohttp (``make lint``). Its store port is implemented by
-``shared.adapters.cosmos_orders.CosmosDocumentStore``, its sender's by
+``idempotent_consumer.cosmos.CosmosDocumentStore``, its sender's by
 ``shared.adapters.servicebus_out.ServiceBusOrderSender``; the HTTP functions translate through
 ``shared.adapters.http_in``.
 """

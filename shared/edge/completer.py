@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from shared.clock import SYSTEM_CLOCK, Clock
+from idempotent_consumer import SYSTEM_CLOCK, Clock, DocumentStore, StoreError
+
 from shared.edge.delivery import send_then_mark
 from shared.edge.requests import (
     IN_PROGRESS_WINDOW,
@@ -59,8 +60,6 @@ from shared.edge.requests import (
     read_request_record,
 )
 from shared.edge.sender import MessageSender, SendFailed
-from shared.kit.decision import DocumentStore
-from shared.kit.errors import StoreError
 
 # Every minute (NCronTab, six fields: second minute hour day month day-of-week; UTC,
 # learn.microsoft.com/azure/azure-functions/functions-bindings-timer, "NCRONTAB expressions"):

@@ -67,7 +67,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from shared.clock import Clock, document_timestamp
+from idempotent_consumer import (
+    Clock,
+    ConditionFailed,
+    DocumentExists,
+    DocumentMissing,
+    DocumentStore,
+    InvalidMessage,
+    StoreError,
+    TransientStoreError,
+    WriteRefused,
+    document_timestamp,
+)
+
 from shared.consumer.contract import (
     ORDER_AMENDED,
     ORDER_CANCELLED,
@@ -104,16 +116,6 @@ from shared.edge.responses import (
     order_location,
 )
 from shared.edge.sender import MessageSender, SendFailed
-from shared.kit.decision import DocumentStore
-from shared.kit.errors import (
-    ConditionFailed,
-    DocumentExists,
-    DocumentMissing,
-    InvalidMessage,
-    StoreError,
-    TransientStoreError,
-    WriteRefused,
-)
 
 # The fields the edge assigns; a body that carries one is refused (a client cannot choose an
 # order's id, version or times, nor the message's schema).

@@ -18,10 +18,10 @@ what nobody retried. Pure: no Azure, no I/O of its own.
 
 from __future__ import annotations
 
+from idempotent_consumer import DocumentStore, StoreError
+
 from shared.edge.requests import Intent, mark_sent
 from shared.edge.sender import MessageSender
-from shared.kit.decision import DocumentStore
-from shared.kit.errors import StoreError
 
 
 async def send_then_mark(

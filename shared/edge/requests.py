@@ -71,9 +71,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.clock import document_timestamp
-from shared.kit.inbox import keyed_id
-from shared.kit.writes import Condition, Create, Patch, set_field
+from idempotent_consumer import Condition, Create, Patch, document_timestamp, keyed_id, set_field
 
 CONTAINER_NAME = "requests"
 PARTITION_KEY_PATH = "/orderId"

@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from idempotent_consumer import bound
+
 from shared.edge.observer import RequestOutcome
-from shared.kit.errors import bound
 
 PROBLEM_JSON = "application/problem+json"
 JSON = "application/json"

@@ -21,13 +21,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from idempotent_consumer import DocumentStore, StoreError
+
 from shared.consumer.order import ORDER_TYPE, stored_version
 from shared.edge import responses
 from shared.edge.observer import RequestOutcome
 from shared.edge.requests import HEAD_ID, read_head
 from shared.edge.responses import JSON, EdgeResponse, etag
-from shared.kit.decision import DocumentStore
-from shared.kit.errors import StoreError
 
 # The order document's fields a client sees (shared.consumer.order).
 SHOWN_FIELDS = (

@@ -35,8 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from shared.kit.errors import SystemicStoreError, TransientStoreError
-from shared.kit.external import (
+from idempotent_consumer import (
     Call,
     Escalation,
     Found,
@@ -44,10 +43,14 @@ from shared.kit.external import (
     Looked,
     NotFound,
     NotMade,
+    PatchOperation,
+    SystemicStoreError,
+    TransientStoreError,
+    ValidEvent,
     call_key,
+    set_field,
 )
-from shared.kit.message import ValidEvent
-from shared.kit.writes import PatchOperation, set_field
+
 from shared.payments.contract import charged, target_minor
 from shared.payments.provider import (
     LookupStatus,

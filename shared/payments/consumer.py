@@ -11,8 +11,8 @@ refused that version's call (recorded, counted). No Azure imports.
 
 from __future__ import annotations
 
-from shared.kit.external import CallingConsumerDefinition
-from shared.kit.message import ValidEvent
+from idempotent_consumer import CallingConsumerDefinition, ValidEvent
+
 from shared.payments.capture import DEFAULT_CLOCK_SKEW_S, CapturePayment
 from shared.payments.contract import parse_event
 from shared.payments.provider import PaymentProvider

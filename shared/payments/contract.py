@@ -14,12 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NotRequired
 
+from idempotent_consumer import IncomingMessage, InvalidMessage, KitReason, ValidEvent, read_event
 from pydantic import Field, StringConstraints, TypeAdapter
 from typing_extensions import TypedDict
-
-from shared.kit.decision import IncomingMessage
-from shared.kit.errors import InvalidMessage
-from shared.kit.message import KitReason, ValidEvent, read_event
 
 ORDER_ACCEPTED = "OrderAccepted"
 ORDER_AMENDED = "OrderAmended"

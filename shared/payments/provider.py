@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from shared.kit.errors import bound
+from idempotent_consumer import bound
 
 __all__ = [
     "KeyReused",

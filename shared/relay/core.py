@@ -76,7 +76,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.clock import SYSTEM_CLOCK, Clock
+from idempotent_consumer import SYSTEM_CLOCK, Clock, InvalidMessage, bound
+
 from shared.consumer.contract import (
     EVENT_CONTENT_TYPE,
     ORDER_ACCEPTED_EVENT_TYPE,
@@ -84,7 +85,6 @@ from shared.consumer.contract import (
     encode_event,
     order_event_v1,
 )
-from shared.kit.errors import InvalidMessage, bound
 from shared.relay.outbox import (
     DISPATCHED_TTL_S,
     OutboxField,

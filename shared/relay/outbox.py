@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from shared.clock import document_timestamp
+from idempotent_consumer import document_timestamp
+
 from shared.consumer.contract import (
     ORDER_ACCEPTED_EVENT_TYPE,
     ORDER_AMENDED,

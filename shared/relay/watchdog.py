@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from shared.clock import SYSTEM_CLOCK, Clock
+from idempotent_consumer import SYSTEM_CLOCK, Clock
+
 from shared.relay.core import OutboxRelay, RelayReport
 from shared.relay.outbox import created_at, is_pending_outbox
 

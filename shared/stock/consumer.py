@@ -9,8 +9,8 @@ what their highest versions reserve, never below zero and never above ``onHand``
 
 from __future__ import annotations
 
-from shared.kit.consumer import ConsumerDefinition
-from shared.kit.message import ValidEvent
+from idempotent_consumer import ConsumerDefinition, ValidEvent
+
 from shared.stock.contract import parse_event, wanted
 from shared.stock.effects import OrderIndex, Reserve
 from shared.stock.inventory import PARTITION_FIELD

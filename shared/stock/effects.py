@@ -38,16 +38,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shared.kit.apply import Again, Read, Resolution, Retry, Stale
-from shared.kit.errors import (
+from idempotent_consumer import (
+    Again,
+    Condition,
     ConditionFailed,
+    Create,
     DocumentMissing,
+    Patch,
+    Read,
+    Resolution,
+    Retry,
+    Room,
+    Stale,
     SystemicStoreError,
     TransientStoreError,
+    ValidEvent,
+    Write,
     WriteRefused,
+    increment,
+    set_field,
 )
-from shared.kit.message import ValidEvent
-from shared.kit.writes import Condition, Create, Patch, Room, Write, increment, set_field
+
 from shared.stock.contract import ORDER_ACCEPTED, wanted
 from shared.stock.inventory import (
     ORDER_INDEX_ID,

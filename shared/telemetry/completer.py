@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 
+from idempotent_consumer import StoreError
 from opentelemetry import metrics
 
 from shared.edge.completer import RunEnd
-from shared.kit.errors import StoreError
 from shared.telemetry.names import (
     ATTR_COMPLETER_END,
     ATTR_KEPT_ERROR_TYPE,

@@ -27,12 +27,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from idempotent_consumer import bound
+from idempotent_consumer.telemetry import qualified_name, set_error_type
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from shared.edge.observer import RequestOutcome, Route
 from shared.edge.responses import ORDERS_PATH, ROUTE_PREFIX
-from shared.kit.errors import bound
 from shared.telemetry.names import (
     ATTR_EDGE_OUTCOME,
     ATTR_EDGE_RECORD_AGE,
@@ -41,13 +42,13 @@ from shared.telemetry.names import (
     ATTR_HTTP_METHOD,
     ATTR_HTTP_ROUTE,
     ATTR_HTTP_STATUS_CODE,
+    ATTR_KEPT_ERROR_TYPE,
     ATTR_ORDER_ID,
     EDGE_INSTRUMENTATION_SCOPE,
     EDGE_LOGGER_NAME,
     METRIC_EDGE_REPLAY_AGE,
     METRIC_EDGE_REQUESTS,
 )
-from shared.telemetry.spans import qualified_name, set_error_type
 
 # Each route's method and template, as function_app.py declares them, under the host's prefix.
 _ROUTES = {
@@ -146,7 +147,7 @@ class EdgeTelemetry:
             span.record_exception(error)
         if status >= 500:
             # The conventions' error.type of a 5xx with no exception: the status code.
-            set_error_type(span, error_type or str(status))
+            set_error_type(span, error_type or str(status), ATTR_KEPT_ERROR_TYPE)
             span.set_status(Status(StatusCode.ERROR, f"{status} {outcome.value}"))
 
         dimensions: dict[str, Any] = {

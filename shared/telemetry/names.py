@@ -15,90 +15,142 @@ The app runs several consumers of the kit (names.md: ``orders``, ``stock-reserva
 ``payment-capture``): they share the consumer's span and metric names, told apart by
 ``orders.consumer``; their business counts are the counters of ``BUSINESS_MEASURES``.
 
-Names only: no import, no behaviour.
+Names only, no behaviour: the consumer's are the kit's ``TelemetryNames`` in the ``orders``
+namespace.
 """
 
 from __future__ import annotations
 
-# ---- the consumer -----------------------------------------------------------------------------
+# The semconv names, the same in every namespace: the kit's, re-exported for the app's modules.
+from idempotent_consumer.telemetry import (
+    ATTR_CONVERSATION_ID as ATTR_CONVERSATION_ID,
+)
+from idempotent_consumer.telemetry import (
+    ATTR_DELIVERY_COUNT as ATTR_DELIVERY_COUNT,
+)
+from idempotent_consumer.telemetry import (
+    ATTR_DESTINATION as ATTR_DESTINATION,
+)
+from idempotent_consumer.telemetry import (
+    ATTR_DISPOSITION as ATTR_DISPOSITION,
+)
+from idempotent_consumer.telemetry import ATTR_ERROR_TYPE as KIT_ATTR_ERROR_TYPE
+from idempotent_consumer.telemetry import (
+    ATTR_MESSAGE_ID as ATTR_MESSAGE_ID,
+)
+from idempotent_consumer.telemetry import (
+    ATTR_OPERATION_NAME as ATTR_OPERATION_NAME,
+)
+from idempotent_consumer.telemetry import (
+    ATTR_OPERATION_TYPE as ATTR_OPERATION_TYPE,
+)
+from idempotent_consumer.telemetry import (
+    ATTR_SUBSCRIPTION as ATTR_SUBSCRIPTION,
+)
+from idempotent_consumer.telemetry import (
+    ATTR_SYSTEM as ATTR_SYSTEM,
+)
+from idempotent_consumer.telemetry import (
+    MESSAGING_SYSTEM as MESSAGING_SYSTEM,
+)
+from idempotent_consumer.telemetry import (
+    NOT_SETTLED as NOT_SETTLED,
+)
+from idempotent_consumer.telemetry import (
+    OPERATION_TYPE as OPERATION_TYPE,
+)
+from idempotent_consumer.telemetry import (
+    OTHER_MESSAGE_TYPE as OTHER_MESSAGE_TYPE,
+)
+from idempotent_consumer.telemetry import (
+    BusinessCounter,
+    TelemetryNames,
+)
 
-INSTRUMENTATION_SCOPE = "orders.consumer"
-LOGGER_NAME = "orders.consumer"
+# ---- the consumer -----------------------------------------------------------------------------
+# The kit's consumer telemetry (``idempotent_consumer.telemetry``) in the ``orders`` namespace:
+# each name below is the kit's, spelled out here because infra/ and the docs read them.
+
+CONSUMER_NAMES = TelemetryNames("orders")
+INSTRUMENTATION_SCOPE = CONSUMER_NAMES.instrumentation_scope  # "orders.consumer"
+LOGGER_NAME = CONSUMER_NAMES.logger_name  # "orders.consumer"
 # The distro's logging handler goes on this logger: our records only, not every library's.
 EXPORTED_LOGGER_NAME = "orders"
 
-# Span names and attributes (semconv messaging, Azure Service Bus).
-MESSAGING_SYSTEM = "servicebus"
-OPERATION_TYPE = "process"
-ATTR_SYSTEM = "messaging.system"
-ATTR_OPERATION_TYPE = "messaging.operation.type"
-ATTR_OPERATION_NAME = "messaging.operation.name"
-ATTR_DESTINATION = "messaging.destination.name"  # the queue, or the topic of a subscription
-ATTR_SUBSCRIPTION = "messaging.destination.subscription.name"  # the subscription, if any
-ATTR_MESSAGE_ID = "messaging.message.id"
-ATTR_CONVERSATION_ID = "messaging.message.conversation_id"
-ATTR_DELIVERY_COUNT = "messaging.servicebus.message.delivery_count"
-ATTR_DISPOSITION = "messaging.servicebus.disposition_status"
-ATTR_ERROR_TYPE = "error.type"
+# Span names and attributes (semconv messaging, Azure Service Bus): the kit's.
+ATTR_ERROR_TYPE = KIT_ATTR_ERROR_TYPE
 # The kept copies of the semconv fields operators filter on (the exporter drops the originals).
-ATTR_KEPT_QUEUE = "orders.queue"  # a queue consumer's destination
+ATTR_KEPT_QUEUE = CONSUMER_NAMES.kept_queue  # "orders.queue": a queue consumer's destination
 # A subscription consumer's topic; the relay's publish spans and metrics carry it too.
-ATTR_TOPIC = "orders.topic"
-ATTR_KEPT_SUBSCRIPTION = "orders.subscription"
-ATTR_KEPT_MESSAGE_ID = "orders.message_id"
-ATTR_KEPT_CORRELATION_ID = "orders.correlation_id"
-ATTR_KEPT_DELIVERY_COUNT = "orders.delivery_count"
-ATTR_KEPT_ERROR_TYPE = "orders.error_type"
+ATTR_TOPIC = CONSUMER_NAMES.topic  # "orders.topic"
+ATTR_KEPT_SUBSCRIPTION = CONSUMER_NAMES.kept_subscription
+ATTR_KEPT_MESSAGE_ID = CONSUMER_NAMES.kept_message_id
+ATTR_KEPT_CORRELATION_ID = CONSUMER_NAMES.kept_correlation_id
+ATTR_KEPT_DELIVERY_COUNT = CONSUMER_NAMES.kept_delivery_count
+ATTR_KEPT_ERROR_TYPE = CONSUMER_NAMES.kept_error_type  # "orders.error_type"
 # Which of the app's consumers handled the delivery: the kit's consumer name (part of every inbox
 # marker key), on the consumer span, every consumer metric point and every consumer log record.
 # Data written before it existed has none: queries read an empty value as DEFAULT_CONSUMER.
-ATTR_CONSUMER = "orders.consumer"
+ATTR_CONSUMER = CONSUMER_NAMES.consumer  # "orders.consumer"
 DEFAULT_CONSUMER = "orders"
 # Ours: what the consumer decided, in the vocabulary of docs/orders.md ("Outcomes and settlement")
 # and the metrics.
-ATTR_ORDER_ID = "orders.order_id"
-ATTR_OUTCOME = "orders.outcome"
-ATTR_SETTLEMENT = "orders.settlement"
-ATTR_ATTEMPTS = "orders.attempts"
-ATTR_DEADLETTER_REASON = "orders.deadletter_reason"
-ATTR_REQUEST_CHARGE = "orders.cosmos.request_charge"
+ATTR_ORDER_ID = CONSUMER_NAMES.order_id
+ATTR_OUTCOME = CONSUMER_NAMES.outcome
+ATTR_SETTLEMENT = CONSUMER_NAMES.settlement
+ATTR_ATTEMPTS = CONSUMER_NAMES.attempts
+ATTR_DEADLETTER_REASON = CONSUMER_NAMES.deadletter_reason
+ATTR_REQUEST_CHARGE = CONSUMER_NAMES.request_charge  # "orders.cosmos.request_charge"
 # The order lifecycle: the message's type (bounded: MESSAGE_TYPES, else OTHER_MESSAGE_TYPE), its
 # order version and, for a stale one, the stored version it lost to.
-ATTR_MESSAGE_TYPE = "orders.message_type"
-ATTR_ORDER_VERSION = "orders.order_version"
-ATTR_STORED_VERSION = "orders.stored_version"
+ATTR_MESSAGE_TYPE = CONSUMER_NAMES.message_type
+ATTR_ORDER_VERSION = CONSUMER_NAMES.order_version
+ATTR_STORED_VERSION = CONSUMER_NAMES.stored_version
 # (The order-events subscriptions read OrderAccepted, OrderAmended and OrderCancelled.)
 MESSAGE_TYPES = frozenset({"OrderPlaced", "OrderAccepted", "OrderAmended", "OrderCancelled"})
-OTHER_MESSAGE_TYPE = "other"
 
 # Metric names: the alert rules and KQL in infra/ query these.
-METRIC_MESSAGES = "orders.messages"
-METRIC_DURATION = "orders.processing.duration"
-METRIC_REQUEST_CHARGE = "orders.cosmos.request_charge"
-METRIC_DELIVERY_COUNT = "orders.delivery_count"
-METRIC_RETRIES = "orders.retries"
-METRIC_SETTLEMENT_HUNG = "orders.settlement.hung"
-# The settlement attribute when the settlement call itself failed (lock lost, host gone).
-NOT_SETTLED = "none"
+METRIC_MESSAGES = CONSUMER_NAMES.metric_messages  # "orders.messages"
+METRIC_DURATION = CONSUMER_NAMES.metric_duration  # "orders.processing.duration"
+METRIC_REQUEST_CHARGE = CONSUMER_NAMES.metric_request_charge  # "orders.cosmos.request_charge"
+METRIC_DELIVERY_COUNT = CONSUMER_NAMES.metric_delivery_count  # "orders.delivery_count"
+METRIC_RETRIES = CONSUMER_NAMES.metric_retries  # "orders.retries"
+METRIC_SETTLEMENT_HUNG = CONSUMER_NAMES.metric_settlement_hung  # "orders.settlement.hung"
 
 # The consumers' business counts (``Decision.measures``), each exported as the counter
 # ``orders.<measure>`` with ATTR_CONSUMER. Only these: a measure not listed is not exported (a
 # metric name is a time series for good), and logged once.
-METRIC_STOCK_SHORTFALL = "orders.stock.shortfall"  # units not reserved for lack of stock
-# Events parked (dead-lettered NeedsReconciliation) until an operator reconciles the payment.
-METRIC_PAYMENTS_RECONCILIATION_NEEDED = "orders.payments.reconciliation_needed"
-METRIC_PAYMENTS_DECLINED = "orders.payments.declined"  # a business outcome: processed, completed
-# A request the provider refused as wrong (a refund above what it holds): recorded, completed.
-METRIC_PAYMENTS_REFUSED = "orders.payments.refused"
-# An amendment naming another payer once money moved: dead-lettered PayerChanged for a person.
-METRIC_PAYMENTS_PAYER_CHANGED = "orders.payments.payer_changed"
-BUSINESS_MEASURES = {
-    "stock.shortfall": METRIC_STOCK_SHORTFALL,
-    "payments.reconciliation_needed": METRIC_PAYMENTS_RECONCILIATION_NEEDED,
-    "payments.declined": METRIC_PAYMENTS_DECLINED,
-    "payments.refused": METRIC_PAYMENTS_REFUSED,
-    "payments.payer_changed": METRIC_PAYMENTS_PAYER_CHANGED,
+BUSINESS_COUNTERS = {
+    # units not reserved for lack of stock
+    "stock.shortfall": BusinessCounter(
+        "{unit}", "Units not reserved for lack of stock, by consumer"
+    ),
+    # Events parked (dead-lettered NeedsReconciliation) until an operator reconciles the payment.
+    "payments.reconciliation_needed": BusinessCounter(
+        "{event}", "Events parked until an operator reconciles the payment, by consumer"
+    ),
+    # a business outcome: processed, completed
+    "payments.declined": BusinessCounter(
+        "{payment}", "Payments the provider declined, by consumer"
+    ),
+    # A request the provider refused as wrong (a refund above what it holds): recorded, completed.
+    "payments.refused": BusinessCounter(
+        "{payment}", "Payment requests the provider refused, by consumer"
+    ),
+    # An amendment naming another payer once money moved: dead-lettered PayerChanged for a person.
+    "payments.payer_changed": BusinessCounter(
+        "{event}",
+        "Amendments naming another payer once money moved, sent to a person, by consumer",
+    ),
 }
+BUSINESS_MEASURES = {
+    measure: CONSUMER_NAMES.metric_of_measure(measure) for measure in BUSINESS_COUNTERS
+}
+METRIC_STOCK_SHORTFALL = BUSINESS_MEASURES["stock.shortfall"]
+METRIC_PAYMENTS_RECONCILIATION_NEEDED = BUSINESS_MEASURES["payments.reconciliation_needed"]
+METRIC_PAYMENTS_DECLINED = BUSINESS_MEASURES["payments.declined"]
+METRIC_PAYMENTS_REFUSED = BUSINESS_MEASURES["payments.refused"]
+METRIC_PAYMENTS_PAYER_CHANGED = BUSINESS_MEASURES["payments.payer_changed"]
 
 # ---- the outbox relay and its watchdog --------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from idempotent_consumer.telemetry import producer_links, set_error_type, traceparent_of
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -21,6 +22,7 @@ from shared.telemetry.names import (
     ATTR_DESTINATION,
     ATTR_ERROR_TYPE,
     ATTR_EVENT_ID,
+    ATTR_KEPT_ERROR_TYPE,
     ATTR_MESSAGE_ID,
     ATTR_OPERATION_NAME,
     ATTR_OPERATION_TYPE,
@@ -43,7 +45,6 @@ from shared.telemetry.names import (
     RELAY_PARKED,
     RELAY_PUBLISHED,
 )
-from shared.telemetry.spans import producer_links, set_error_type, traceparent_of
 
 # Relay lag: seconds from the order's acceptance to its event's publish.
 _LAG_BUCKETS_S = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
@@ -189,7 +190,8 @@ class RelayTelemetry:
     ) -> None:
         error_type = type(shown).__name__
         span.set_attribute(ATTR_RELAY_OUTCOME, RELAY_PARKED if parked else RELAY_FAILED)
-        set_error_type(span, error_type)  # error.type and its kept copy orders.error_type
+        # error.type and its kept copy orders.error_type
+        set_error_type(span, error_type, ATTR_KEPT_ERROR_TYPE)
         span.set_status(Status(StatusCode.ERROR, f"{error_type}: {shown}"[:300]))
         span.end()
         self._failed.add(1, {ATTR_TOPIC: self.topic_name, ATTR_ERROR_TYPE: error_type})

@@ -27,12 +27,12 @@ from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActio
 from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions import (
     SettlementError,
 )
+from idempotent_consumer.servicebus import MessageActions
 
 from local.standins.broker import ManualClock, OutgoingMessage, PeekLockQueue, QueueSettings
 from local.standins.doubles import RecordingActions, SettlementRefused
 from local.standins.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
 from local.standins.settlement_server import SettlementServer, bind_message_actions
-from shared.adapters.servicebus_in import MessageActions
 
 # (operation, dead-letter reason, dead-letter description), operations named as the port does.
 Settled = tuple[str, str | None, str | None]

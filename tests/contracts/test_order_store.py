@@ -24,6 +24,13 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import (
+    IncomingMessage,
+    Patch,
+    set_field,
+)
+from idempotent_consumer.testing import DocumentStoreContract
+from idempotent_consumer.testing import StoreUnderTest as KitStoreUnderTest
 
 from local.standins.doubles import InMemoryOrderStore
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
@@ -32,9 +39,6 @@ from shared.consumer.contract import parse_order
 from shared.consumer.core import OrderStore, build_documents
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from shared.consumer.order import applies_over
-from shared.kit.decision import IncomingMessage
-from shared.kit.errors import ConditionFailed, DocumentExists, DocumentMissing, WriteRefused
-from shared.kit.writes import Condition, Create, Patch, Room, set_field
 from tests.orders import order_body
 
 Document = dict[str, Any]
@@ -66,8 +70,9 @@ def without_system_fields(document: Mapping[str, Any]) -> Document:
     return {name: value for name, value in document.items() if not name.startswith("_")}
 
 
-class OrderStoreContract:
-    """What every ``OrderStore`` must do. Subclasses provide ``subject``."""
+class OrderStoreContract(DocumentStoreContract):
+    """What every ``OrderStore`` must do: the kit's ``DocumentStoreContract`` (it is one), and
+    the OrderPlaced path's create. Subclasses provide ``subject``."""
 
     @pytest.fixture
     def subject(self) -> StoreUnderTest:
@@ -165,88 +170,11 @@ class OrderStoreContract:
 
         assert stored is not None and stored["status"] == "accepted"
 
-    # ---- the atomic commit (the lifecycle's marker + conditional change + event) ----------
+    # ---- the atomic commit: the kit's own suite (DocumentStoreContract), and the order's -----
 
-    async def test_a_commit_of_creates_and_a_conditional_patch_writes_them_all(
-        self, subject: StoreUnderTest
-    ) -> None:
-        await subject.put(stored_order(version=1))
-
-        await subject.store.commit(
-            "ord-1001",
-            [
-                Create(marker("m-2")),
-                Patch("ord-1001", [set_field("orderVersion", 2)], applies_over(2)),
-                Create(event(2)),
-            ],
-        )
-
-        assert await subject.stored_ids("ord-1001") == {"ord-1001", "m-2", "ev-2"}
-        stored = await subject.store.read("ord-1001", "ord-1001")
-        assert stored is not None and stored["orderVersion"] == 2
-        assert without_system_fields(await subject.store.read("ord-1001", "m-2") or {}) == marker(
-            "m-2"
-        )
-
-    @pytest.mark.parametrize(
-        ("stored", "refusal"),
-        [
-            ({"orderVersion": 2}, ConditionFailed),  # the same version applied
-            ({"orderVersion": 3}, ConditionFailed),  # a newer one
-            ({"orderVersion": 1, "status": "cancelled"}, ConditionFailed),
-            (None, DocumentMissing),  # no order yet
-        ],
-        ids=["same-version", "newer-version", "cancelled", "missing"],
-    )
-    async def test_a_patch_refused_for_what_is_stored_writes_nothing_of_its_commit(
-        self, subject: StoreUnderTest, stored: dict[str, Any] | None, refusal: type[WriteRefused]
-    ) -> None:
-        """Fails on a store that writes operation by operation (cosmosdb-server's own batch):
-        the marker at index 0 would stay written."""
-        if stored is not None:
-            await subject.put({**stored_order(version=1), **stored})
-
-        with pytest.raises(refusal) as raised:
-            await subject.store.commit(
-                "ord-1001",
-                [
-                    Create(marker("m-2")),
-                    Patch("ord-1001", [set_field("orderVersion", 2)], applies_over(2)),
-                    Create(event(2)),
-                ],
-            )
-
-        assert (raised.value.index, raised.value.document_id) == (1, "ord-1001")
-        expected = {"ord-1001"} if stored is not None else set()
-        assert await subject.stored_ids("ord-1001") == expected
-        if stored is not None:
-            after = await subject.store.read("ord-1001", "ord-1001")
-            assert after is not None and after["orderVersion"] == stored["orderVersion"]
-
-    async def test_a_create_that_meets_its_id_is_document_exists_at_its_index(
-        self, subject: StoreUnderTest
-    ) -> None:
-        await subject.put(stored_order(version=1))
-        await subject.put(marker("m-2"))
-
-        with pytest.raises(DocumentExists) as raised:
-            await subject.store.commit(
-                "ord-1001",
-                [
-                    Create(marker("m-2")),
-                    Patch("ord-1001", [set_field("orderVersion", 2)], applies_over(2)),
-                ],
-            )
-        single = None
-        try:
-            await subject.store.commit("ord-1001", [Create(marker("m-2"))])
-        except DocumentExists as refused:
-            single = refused
-
-        assert (raised.value.index, raised.value.document_id) == (0, "m-2")
-        assert single is not None and (single.index, single.document_id) == (0, "m-2")
-        stored = await subject.store.read("ord-1001", "ord-1001")
-        assert stored is not None and stored["orderVersion"] == 1
+    @pytest.fixture
+    def document_store(self, subject: StoreUnderTest) -> KitStoreUnderTest:
+        return KitStoreUnderTest(subject.store, "orderId", subject.put, subject.stored_ids)
 
     async def test_an_order_without_a_version_is_version_1_to_the_condition(
         self, subject: StoreUnderTest
@@ -262,75 +190,6 @@ class OrderStoreContract:
         stored = await subject.store.read("ord-1001", "ord-1001")
         assert stored is not None and stored["orderVersion"] == 2
 
-    @pytest.mark.parametrize(
-        ("condition", "stored", "holds"),
-        [
-            # No default: a missing field fails the comparison.
-            (Condition(below={"orderVersion": 3}), {"orderVersion": 2}, True),
-            (Condition(below={"orderVersion": 3}), {}, False),
-            # A default not below the limit: a missing field fails too.
-            (Condition(below={"orderVersion": 1}, defaults={"orderVersion": 1}), {}, False),
-            # A default equal to the value: a missing field holds; another stored value fails.
-            (Condition(equals={"status": "accepted"}, defaults={"status": "accepted"}), {}, True),
-            (
-                Condition(equals={"status": "accepted"}, defaults={"status": "accepted"}),
-                {"status": "cancelled"},
-                False,
-            ),
-            (Condition(equals={"status": "accepted"}, defaults={"status": "placed"}), {}, False),
-            (Condition(), {}, True),  # nothing asked: the patch applies
-            # A counter moved within another field (reserved + n <= onHand), both stored.
-            (Condition(room=(Room("reserved", 3, "onHand"),)), {"reserved": 2, "onHand": 5}, True),
-            (Condition(room=(Room("reserved", 4, "onHand"),)), {"reserved": 2, "onHand": 5}, False),
-            (Condition(room=(Room("reserved", -2, "onHand"),)), {"reserved": 7, "onHand": 5}, True),
-            (Condition(room=(Room("reserved", 1, "onHand"),)), {"reserved": 0}, False),
-            (Condition(at_least={"reserved": 2}), {"reserved": 2}, True),
-            (Condition(at_least={"reserved": 3}), {"reserved": 2}, False),
-            (Condition(at_least={"reserved": 0}), {}, False),
-        ],
-        ids=[
-            "below-stored",
-            "below-missing-no-default",
-            "below-missing-default-at-limit",
-            "equals-missing-default-equal",
-            "equals-stored-other",
-            "equals-missing-default-other",
-            "empty",
-            "room-fits",
-            "room-exceeds",
-            "room-negative-amount",
-            "room-limit-missing",
-            "at-least-equal",
-            "at-least-below",
-            "at-least-missing",
-        ],
-    )
-    async def test_a_patch_is_applied_exactly_when_its_condition_holds_for_what_is_stored(
-        self,
-        subject: StoreUnderTest,
-        condition: Condition,
-        stored: dict[str, Any],
-        holds: bool,
-    ) -> None:
-        """The adapter renders a ``Condition`` as a filter predicate; it must say what
-        ``Condition.holds_for`` says, a missing field and its default included."""
-        document = {"id": "ord-1001", "orderId": "ord-1001", "type": "order", **stored}
-        assert condition.holds_for(document) is holds
-        await subject.put(document)
-        patch = Patch("ord-1001", [set_field("note", "changed")], condition)
-
-        if holds:
-            await subject.store.commit("ord-1001", [patch])
-        else:
-            with pytest.raises(ConditionFailed):
-                await subject.store.commit("ord-1001", [patch])
-
-        after = await subject.store.read("ord-1001", "ord-1001")
-        assert after is not None and after.get("note") == ("changed" if holds else None)
-
-    async def test_a_document_never_stored_reads_as_none(self, subject: StoreUnderTest) -> None:
-        assert await subject.store.read("ord-1001", "m-404") is None
-
 
 def stored_order(version: int) -> Document:
     return {
@@ -340,14 +199,6 @@ def stored_order(version: int) -> Document:
         "status": "accepted",
         "orderVersion": version,
     }
-
-
-def marker(document_id: str) -> Document:
-    return {"id": document_id, "orderId": "ord-1001", "type": "inbox", "ttl": 600}
-
-
-def event(version: int) -> Document:
-    return {"id": f"ev-{version}", "orderId": "ord-1001", "type": "outbox", "status": "pending"}
 
 
 class TestInMemoryOrderStore(OrderStoreContract):

@@ -24,9 +24,9 @@ from typing import Any, Protocol
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import document_timestamp
 
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
-from shared.clock import document_timestamp
 from shared.relay.core import OutboxStore
 from shared.relay.outbox import OutboxRef, reference, republish_patch
 from shared.relay.watchdog import OutboxScanner

@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import CosmosClient
+from idempotent_consumer import Create, DocumentStore, Write
+from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
 from local.standins.cosmos_server import ensure_container
-from local.standins.doubles import InMemoryDocumentStore
-from shared.adapters.cosmos_orders import CosmosDocumentStore, create_client
+from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
 from shared.edge import OrdersEdge
 from shared.edge.requests import IN_PROGRESS_WINDOW, PARTITION_KEY_PATH
-from shared.kit.decision import DocumentStore
-from shared.kit.writes import Create, Write
 
 CLIENT = "client-a"
 PAST_THE_WINDOW = IN_PROGRESS_WINDOW + timedelta(seconds=1)

@@ -31,6 +31,9 @@ import pytest
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 from azure.servicebus._pyamqp.error import ErrorCondition
+from idempotent_consumer import TransientStoreError, document_timestamp
+from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -40,14 +43,11 @@ from opentelemetry.sdk.metrics.export import (
 
 from local.assembly.world import CosmosAccount, World, local_world
 from local.standins.broker import ManualClock
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.timer import TimerTriggerEmulator
 from ops.init_cosmos import REQUESTS_INDEXING_POLICY
-from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.cosmos_requests import CosmosUnsentRequests
 from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.adapters.servicebus_out import LOCK_WAIT_S, SEND_TIMEOUT_S
-from shared.clock import document_timestamp
 from shared.consumer.contract import ORDER_CANCELLED
 from shared.edge import OrdersEdge, SendFailed
 from shared.edge.completer import (
@@ -67,7 +67,6 @@ from shared.edge.requests import (
     order_id_for,
     request_id,
 )
-from shared.kit.errors import TransientStoreError
 from shared.telemetry.completer import CompleterTelemetry
 from tests.edge.conftest import RecordingSender, Stopped, cancel_body, place_body
 from tests.edge.test_end_to_end import Answer, call, order_documents

@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from idempotent_consumer import DocumentStore, Patch, Write, increment
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
-from local.standins.doubles import InMemoryDocumentStore
 from shared.consumer.contract import (
     ORDER_AMENDED,
     ORDER_CANCELLED,
@@ -24,8 +25,6 @@ from shared.edge import OrdersEdge
 from shared.edge.core import MAX_COMMIT_ATTEMPTS
 from shared.edge.requests import HEAD_ID, order_id_for, request_id
 from shared.edge.responses import PROBLEM_JSON, ProblemType
-from shared.kit.decision import DocumentStore
-from shared.kit.writes import Patch, Write, increment
 from tests.edge.conftest import (
     CLIENT,
     PAST_THE_WINDOW,

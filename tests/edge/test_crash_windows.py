@@ -9,15 +9,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
+from idempotent_consumer import Create, DocumentStore, TransientStoreError, Write
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
-from local.standins.doubles import InMemoryDocumentStore
 from shared.edge import OrdersEdge, SendFailed
 from shared.edge.requests import HEAD_ID, KEY_EXPIRY, order_id_for, request_id
 from shared.edge.responses import EdgeResponse, ProblemType
-from shared.kit.decision import DocumentStore
-from shared.kit.errors import TransientStoreError
-from shared.kit.writes import Create, Write
 from tests.edge.conftest import (
     CLIENT,
     PAST_THE_WINDOW,

@@ -28,6 +28,7 @@ import aiohttp
 import pytest
 from azure.core.pipeline.transport import HttpRequest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
+from idempotent_consumer import call_key
 
 from local.assembly.world import CosmosAccount, World, local_world
 from local.standins.broker import ManualClock, OutgoingMessage
@@ -41,7 +42,6 @@ from shared.adapters.http_in import FUNCTION_KEY_CLIENT
 from shared.config import PAYMENT_PROVIDER_API_KEY_SETTING, PAYMENT_PROVIDER_BASE_URL_SETTING
 from shared.consumer.contract import lifecycle_message_id
 from shared.edge.requests import order_id_for, request_id
-from shared.kit.external import call_key
 from shared.payments.consumer import CONSUMER_NAME as PAYMENT_CONSUMER
 from shared.payments.provider import Operation
 from shared.relay.outbox import order_event_id, version_event_id

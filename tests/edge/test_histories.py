@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
-from local.standins.doubles import InMemoryDocumentStore
 from shared.consumer.contract import parse_message
 from shared.edge import EdgeResponse, OrdersEdge, SendFailed
 from shared.edge.requests import order_id_for

@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from idempotent_consumer import TransientStoreError
+from idempotent_consumer.testing import InMemoryDocumentStore
+
 from local.standins.broker import ManualClock
-from local.standins.doubles import InMemoryDocumentStore
 from shared.edge import OrdersEdge, SendFailed
 from shared.edge.observer import RequestOutcome
 from shared.edge.requests import KEY_EXPIRY, order_id_for
 from shared.edge.responses import EdgeResponse
-from shared.kit.errors import TransientStoreError
 from tests.edge.conftest import (
     CLIENT,
     PAST_THE_WINDOW,

@@ -8,6 +8,8 @@ import json
 import re
 import uuid
 
+from idempotent_consumer import marker_id
+
 from ops.sample_orders import lifecycle_message_id as ops_lifecycle_message_id
 from shared.consumer.contract import lifecycle_message_id
 from shared.edge.requests import (
@@ -17,7 +19,6 @@ from shared.edge.requests import (
     request_fingerprint,
     request_id,
 )
-from shared.kit.inbox import marker_id
 
 
 def test_an_order_id_is_the_uuidv5_of_client_and_key_and_fits_the_contract() -> None:

@@ -9,7 +9,9 @@ Core Tools' own reading (`func azure functionapp publish`) is held to the same b
 Checked to fail: both "ships the app" tests with the `.funcignore` of before (a deny list that
 left out tests/, local/, infra/, docs/ and bench/ but shipped ops/, tools/, requirements-ops.txt,
 mutants/ and the linter's cache); those two and the closure test with `!/shared/` dropped; the
-closure test with function_app.py importing a module of ops/.
+closure test with function_app.py importing a module of ops/. The kit (kit/, a distribution of
+its own that requirements.txt installs from its path, ``./kit``): the path-requirement test and
+the closure test fail with `!/kit/` dropped from `.funcignore`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ FUNCIGNORE = REPO / ".funcignore"
 # shared/config.py also reads), the requirements the remote build installs, and the package.
 APP_FILES = {"function_app.py", "host.json", "requirements.txt"}
 APP_PACKAGE = "shared"
+# The kit's distribution: requirements.txt installs it from this path (``./kit``), so the remote
+# build (Oryx runs ``pip install -r requirements.txt`` in the deployed folder) needs its sources.
+KIT = "kit"
+KIT_SOURCES = REPO / KIT / "src"
+# What a local build of the kit leaves in its folder: never shipped, never built from.
+KIT_LEFTOVERS = ("kit/build/", "kit/dist/")
 
 # Never shipped. Some exist only on some machines (a mutation run's copy, the linter's cache, an
 # azd environment, a developer's settings): they are checked as if present.
@@ -62,6 +70,8 @@ NOT_SHIPPED = [
     "mkdocs.yml",
     "site/",
     ".funcignore",
+    *KIT_LEFTOVERS,
+    "kit/src/idempotent_consumer_azure.egg-info/",
 ]
 ABSENT_EXAMPLES = [
     "mutants/shared/config.py",
@@ -74,6 +84,10 @@ ABSENT_EXAMPLES = [
     "shared/__pycache__/config.cpython-313.pyc",
     "shared/relay/__pycache__/core.cpython-313.pyc",
     "site/index.html",
+    "kit/build/lib/idempotent_consumer/_removed_long_ago.py",
+    "kit/dist/idempotent_consumer_azure-0.1.0-py3-none-any.whl",
+    "kit/src/idempotent_consumer_azure.egg-info/PKG-INFO",
+    "kit/src/idempotent_consumer/__pycache__/_decision.cpython-313.pyc",
 ]
 
 
@@ -142,17 +156,24 @@ def shipped_by_core_tools(files: Iterable[str]) -> set[str]:
     return {p for p in files if includes.match(p) or not excludes.match(p)}
 
 
+def is_build_output(path: str) -> bool:
+    parts = path.split("/")
+    return (
+        "__pycache__" in parts
+        or path.endswith((".pyc", ".pyo"))
+        or any(part.endswith(".egg-info") for part in parts)
+        or path.startswith(KIT_LEFTOVERS)
+    )
+
+
 def expected_package(files: Iterable[str]) -> set[str]:
-    """The app: its three files and every file of shared/ but the bytecode caches."""
+    """The app: its three files, every file of shared/ and of the kit's distribution but the
+    build outputs (bytecode caches, a local build's leftovers)."""
     return {
         path
         for path in files
         if path in APP_FILES
-        or (
-            path.startswith(APP_PACKAGE + "/")
-            and "__pycache__" not in path.split("/")
-            and not path.endswith((".pyc", ".pyo"))
-        )
+        or (path.startswith((APP_PACKAGE + "/", KIT + "/")) and not is_build_output(path))
     }
 
 
@@ -179,15 +200,19 @@ def test_core_tools_ships_the_app_and_none_of_the_rest() -> None:
 
     assert expected_package(files) <= shipped
     for entry in NOT_SHIPPED:
+        if entry.startswith(KIT + "/"):
+            continue  # its `!/kit/` wins too: a local build's leftovers ship, unused (below)
         assert not [p for p in shipped if under(p, entry)], f"{entry} ships"
-    assert {p for p in shipped if not p.startswith("shared/")} == APP_FILES
+    assert {p for p in shipped if not p.startswith(("shared/", KIT + "/"))} == APP_FILES
 
 
 def repo_module_file(name: str) -> Path | None:
-    base = REPO.joinpath(*name.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
+    """The file of a module of this repository: the app's, or the kit's (its sources)."""
+    for root in (REPO, KIT_SOURCES):
+        base = root.joinpath(*name.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
     return None
 
 
@@ -239,10 +264,35 @@ def test_every_module_function_app_imports_ships() -> None:
         "shared/consumer/core.py",
         "shared/relay/core.py",
         "shared/adapters/cosmos_orders.py",
-        "shared/adapters/servicebus_in.py",
+        "kit/src/idempotent_consumer/servicebus/_settlement.py",
+        "kit/src/idempotent_consumer/cosmos/_store.py",
         "shared/telemetry/exporters.py",
+        "kit/src/idempotent_consumer/__init__.py",
+        "kit/src/idempotent_consumer/_service.py",
     } <= closure
     assert sorted(closure - shipped) == []
+
+
+def test_each_path_requirement_ships_with_what_its_build_reads() -> None:
+    """requirements.txt installs the kit from ``./kit``: the remote build runs pip there, in the
+    deployed folder, so the distribution's project file, README (its long description) and every
+    source file must ship, and none of a local build's leftovers."""
+    lines = [
+        line.split("#", 1)[0].strip()
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+    ]
+    paths = [line for line in lines if line.startswith("./")]
+    files = candidate_files()
+    shipped = shipped_by_azd(files)
+
+    assert paths == ["./" + KIT]
+    for path in paths:
+        root = path.removeprefix("./")
+        sources = {p for p in files if p.startswith(root + "/src/") and not is_build_output(p)}
+        assert {f"{root}/pyproject.toml", f"{root}/README.md"} <= shipped
+        assert f"{root}/src/idempotent_consumer/py.typed" in sources
+        assert sources <= shipped
+        assert not [p for p in shipped if p.startswith(root + "/") and is_build_output(p)]
 
 
 def test_the_files_the_app_reads_at_run_time_ship() -> None:

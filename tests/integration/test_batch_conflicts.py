@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import IncomingMessage
 
 from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.faults import BATCHES, FaultInjectingTransport, FaultKind, FaultRule
@@ -29,7 +30,6 @@ from shared.config import Settings
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
-from shared.kit.decision import IncomingMessage
 from shared.relay.outbox import outbox_document_id
 from tests.conftest import manual_time
 from tests.integration.consumer_logs import consumer_records

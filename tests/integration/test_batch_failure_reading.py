@@ -25,6 +25,19 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.cosmos.exceptions import CosmosBatchOperationError, CosmosHttpResponseError
+from idempotent_consumer import (
+    Condition,
+    ConditionFailed,
+    Create,
+    DocumentExists,
+    DocumentMissing,
+    Patch,
+    SystemicStoreError,
+    TransientStoreError,
+    Write,
+    WriteRefused,
+    set_field,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
@@ -40,15 +53,6 @@ from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
 from shared.consumer.order import applies_over
-from shared.kit.errors import (
-    ConditionFailed,
-    DocumentExists,
-    DocumentMissing,
-    SystemicStoreError,
-    TransientStoreError,
-    WriteRefused,
-)
-from shared.kit.writes import Condition, Create, Patch, Write, set_field
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.names import METRIC_REQUEST_CHARGE
 from tests.state import documents

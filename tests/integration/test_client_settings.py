@@ -22,20 +22,15 @@ from typing import Any
 
 from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import Create, RetryPolicy
+from idempotent_consumer.cosmos import CLIENT_OPTIONS, OPERATION_TIMEOUT_S
+from idempotent_consumer.servicebus import SETTLEMENT_TIMEOUT_S
 
 from local.standins.broker import PeekLockQueue, QueueSettings
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
-from shared.adapters.cosmos_orders import (
-    CLIENT_OPTIONS,
-    OPERATION_TIMEOUT_S,
-    CosmosOrderStore,
-    create_client,
-)
-from shared.adapters.servicebus_in import SETTLEMENT_TIMEOUT_S
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.kit.retry import RetryPolicy
-from shared.kit.writes import Create
 from tests.conftest import ComposeApp
 from tests.integration.consumer_logs import consumer_records, retried_attempts
 from tests.orders import message, order_body

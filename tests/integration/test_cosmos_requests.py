@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import CosmosClient
+from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S
 
-from shared.adapters.cosmos_orders import OPERATION_TIMEOUT_S, CosmosOrderStore, create_client
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
 from shared.consumer.errors import OrderAlreadyExists
 from tests.integration.test_client_settings import RecordingTransport, SeenRequest

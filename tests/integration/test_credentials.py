@@ -19,6 +19,7 @@ from urllib.parse import unquote
 import pytest
 from azure.core.pipeline.transport import AsyncHttpResponse, HttpRequest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import ConfigurationError
 
 from local.assembly.world import World
 from local.standins.broker import PeekLockQueue
@@ -26,7 +27,6 @@ from local.standins.faults import FaultInjectingTransport
 from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
 from shared.config import IdentitySettings, RelaySettings, Settings
-from shared.kit.errors import ConfigurationError
 from tests.integration.identity_endpoint import IdentityEndpoint, identity_endpoint, token_for
 from tests.orders import message, order_body
 from tests.state import documents

@@ -6,7 +6,7 @@ meets them: the moment is wrong, not the order. The delivery rides them out in-d
 completes the order once; a gateway incident must never hold and abandon healthy orders until
 Service Bus dead-letters them as ``MaxDeliveryCountExceeded``.
 
-Killed mutants: 502 or 504 removed from ``shared.adapters.cosmos_orders._TRANSIENT_STATUS`` (the
+Killed mutants: 502 or 504 removed from ``idempotent_consumer.cosmos._store._TRANSIENT_STATUS`` (the
 answer becomes "unexpected": held 30 s, abandoned, no order)."""
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ The operation's budget is scaled down to 1 s (the module's constant, which both 
 ``timeout=`` and the adapter's deadline read); the client keeps the deployed 15 s read timeout.
 The slow answer is the fault transport's ``SLOW_RESPONSE`` below the real SDK: the request
 reaches the local server and commits, its answer takes 3 s (under the read timeout, so aiohttp
-would wait for it). Each test fails with ``shared/adapters/cosmos_orders.py``'s ``_within_deadline``
-awaiting the operation without its deadline: the create then succeeds after 3 s and the read
-returns the order after 3 s.
+would wait for it). Each test fails with the kit's Cosmos store
+(``kit/src/idempotent_consumer/cosmos/_store.py``) ``_within_deadline`` awaiting the operation
+without its deadline: the create then succeeds after 3 s and the read returns the order after
+3 s.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import TransientStoreError
+from idempotent_consumer.cosmos import CLIENT_OPTIONS
 
 from local.standins.faults import POINT_READS, WRITES, FaultInjectingTransport, FaultKind, FaultRule
-from shared.adapters import cosmos_orders as cosmos_store
-from shared.adapters.cosmos_orders import CLIENT_OPTIONS, CosmosOrderStore, create_client
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.kit.errors import TransientStoreError
 from tests.state import documents
 
 DEADLINE_S = 1.0
@@ -35,15 +36,14 @@ assert DEADLINE_S < SLOW_ANSWER_S < CLIENT_OPTIONS["read_timeout"]
 
 @pytest.fixture
 async def store(
-    app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    app_env: dict[str, str],
 ) -> AsyncIterator[tuple[CosmosOrderStore, FaultInjectingTransport]]:
-    monkeypatch.setattr(cosmos_store, "OPERATION_TIMEOUT_S", DEADLINE_S)
     transport = FaultInjectingTransport(connection_verify=False)
     async with create_client(Settings.from_env(app_env), transport=transport) as client:
         proxy = client.get_database_client(app_env["COSMOS_DATABASE"]).get_container_client(
             app_env["COSMOS_CONTAINER"]
         )
-        yield CosmosOrderStore(proxy), transport
+        yield CosmosOrderStore(proxy, operation_timeout_s=DEADLINE_S), transport
 
 
 def order(order_id: str) -> dict[str, Any]:

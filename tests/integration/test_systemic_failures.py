@@ -201,7 +201,7 @@ async def test_invalid_configuration_is_recorded_as_a_systemic_delivery(
     attributes = dict(span.attributes or {})
     assert attributes["orders.outcome"] == "systemic"
     assert attributes["orders.settlement"] == "abandon"
-    assert attributes["error.type"] == "shared.kit.errors.ConfigurationError"
+    assert attributes["error.type"] == "idempotent_consumer.ConfigurationError"
     assert span.status.status_code is StatusCode.ERROR
     assert "OUTBOX_ENABLED" in (span.status.description or "")
     data = metrics.get_metrics_data()

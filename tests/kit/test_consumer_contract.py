@@ -30,24 +30,34 @@ from typing import Any, Protocol
 
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
+from idempotent_consumer import (
+    NEEDS_RECONCILIATION,
+    SETTLEMENT_BY_OUTCOME,
+    Decision,
+    IncomingMessage,
+    Outcome,
+    SystemicStoreError,
+    TransientStoreError,
+    call_key,
+    decide_call,
+    is_marker,
+)
+from idempotent_consumer import decide as decide_with_kit
+from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from examples.units_sold import units_sold
 from local.standins.broker import ManualClock
 from local.standins.cosmos_server import ensure_container
-from local.standins.doubles import InMemoryDocumentStore, InMemoryOrderStore
+from local.standins.doubles import InMemoryOrderStore
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.payment_provider import Fault, PaymentProviderStandIn
 from local.standins.payment_provider import FaultRule as ProviderFaultRule
 from ops.sample_orders import amended_body, lifecycle_message_id, order_body
-from shared.adapters.cosmos_orders import CosmosDocumentStore, CosmosOrderStore, create_client
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.config import Settings
 from shared.consumer.core import decide as decide_order
-from shared.kit.consumer import decide as decide_with_kit
-from shared.kit.decision import SETTLEMENT_BY_OUTCOME, Decision, IncomingMessage, Outcome
-from shared.kit.errors import SystemicStoreError, TransientStoreError
-from shared.kit.external import NEEDS_RECONCILIATION, call_key, decide_call
-from shared.kit.inbox import is_marker
 from shared.payments.consumer import CONSUMER_NAME, payment_capture
 from shared.payments.provider import KeyReused, Operation, PaymentRequest, ProviderBusy
 from shared.stock.consumer import stock_reservation

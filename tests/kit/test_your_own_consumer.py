@@ -17,15 +17,20 @@ from typing import Any
 import pytest
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient
+from idempotent_consumer import (
+    Decision,
+    IncomingMessage,
+    Outcome,
+    TransientStoreError,
+    Write,
+    decide,
+)
+from idempotent_consumer.cosmos import CosmosDocumentStore
 
 from examples.units_sold import units_sold
 from ops.sample_orders import order_body
-from shared.adapters.cosmos_orders import CosmosDocumentStore, create_client
+from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
-from shared.kit.consumer import decide
-from shared.kit.decision import Decision, IncomingMessage, Outcome
-from shared.kit.errors import TransientStoreError
-from shared.kit.writes import Write
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 30, 9, tzinfo=UTC)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
+from idempotent_consumer import IncomingMessage, Outcome
 
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id, order_body
 from shared.consumer.core import OrderStore, decide
-from shared.kit.decision import IncomingMessage, Outcome
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ import asyncio
 
 from azure.cosmos.aio import ContainerProxy
 from hypothesis import HealthCheck, given, settings
+from idempotent_consumer import IncomingMessage
 
 from local.standins.doubles import InMemoryOrderStore
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.kit.decision import IncomingMessage
 from tests.lifecycle.histories import Step, check_converged, deliver_all, deliveries
 
 Case = tuple[list[Step], list[list[IncomingMessage]]]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import IncomingMessage
 from rich.console import Console
 
 from local.assembly.world import World
@@ -81,7 +82,6 @@ from ops.audit import (
 from ops.port import DeadLetter
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents
-from shared.kit.decision import IncomingMessage
 from shared.relay.outbox import outbox_document_id
 from tests.orders import message, order_body
 from tests.state import documents

@@ -9,13 +9,14 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from idempotent_consumer import IncomingMessage
+
 from local.standins.broker import ManualClock
 from local.standins.doubles import InMemoryOrderStore
 from ops.audit import SeenEvent
 from ops.port import DeadLetter
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents, decide
-from shared.kit.decision import IncomingMessage
 from tests.orders import order_body
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import Outcome
 
 from local.assembly.dead_letter_queue import LocalDeadLetterQueue
 from local.standins.broker import (
@@ -39,7 +40,6 @@ from ops.cosmos import CosmosAuditReader, CosmosOrderHistory, CosmosOutboxDocume
 from ops.cosmos import container_client as ops_container
 from ops.cosmos_inventory import CosmosInventory
 from ops.sample_orders import cancelled_body, order_body
-from shared.kit.decision import Outcome
 from shared.relay.outbox import STATUS_PARKED, OutboxField
 from tests.ops.test_dead_letter_tool import WINDOW, dead_ids, exhaust, queued_ids
 from tests.ops.test_payments import ACCEPTED, Consumer, consumer_client, payments, provider

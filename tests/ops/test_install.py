@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -113,13 +114,23 @@ raise SystemExit(main(["--help"]))
 )
 
 
+def requirement(line: str) -> tuple[str, str]:
+    """A requirement line's distribution name and specifier; a local path (``./kit``, the
+    kit's distribution) is the project its ``pyproject.toml`` names, at the path."""
+    if line.startswith(("./", "../")):
+        project = tomllib.loads((REPO / line / "pyproject.toml").read_text())["project"]
+        return project["name"].lower(), line
+    parsed = Requirement(line)
+    return parsed.name.lower(), str(parsed.specifier)
+
+
+def requirement_lines(path: Path) -> list[str]:
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("-")]
+
+
 def declared() -> list[str]:
-    names = []
-    for line in OPS_REQUIREMENTS.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line and not line.startswith("-"):
-            names.append(Requirement(line).name)
-    return names
+    return [requirement(line)[0] for line in requirement_lines(OPS_REQUIREMENTS)]
 
 
 def closure(names: list[str]) -> set[str]:
@@ -184,18 +195,16 @@ def test_the_tool_starts_with_only_the_declared_distributions_importable() -> No
 
 def test_the_operator_pins_are_the_apps() -> None:
     def pins(path: Path) -> dict[str, str]:
-        found = {}
-        for line in path.read_text().splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line and not line.startswith("-"):
-                requirement = Requirement(line)
-                found[requirement.name.lower()] = str(requirement.specifier)
-        return found
+        return dict(requirement(line) for line in requirement_lines(path))
 
     ops, app = pins(OPS_REQUIREMENTS), pins(REPO / "requirements.txt")
     assert {name: ops[name] for name in ops if name in app} == {
         name: app[name] for name in ops if name in app
     }
     for name, specifier in ops.items():  # and what this environment runs
-        assert specifier == f"=={metadata.version(name)}", name
+        if specifier.startswith("./"):  # the kit, from this clone: the version of its sources
+            project = tomllib.loads((REPO / specifier / "pyproject.toml").read_text())
+            assert metadata.version(name) == project["project"]["version"], name
+        else:
+            assert specifier == f"=={metadata.version(name)}", name
     assert "-r requirements-ops.txt" in (REPO / "requirements-dev.txt").read_text()

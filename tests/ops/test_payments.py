@@ -22,6 +22,16 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
+from idempotent_consumer import (
+    NEEDS_RECONCILIATION,
+    Decision,
+    IncomingMessage,
+    Outcome,
+    call_key,
+    decide_call,
+    marker_id,
+)
+from idempotent_consumer.cosmos import CosmosDocumentStore
 
 from local.standins.broker import ManualClock, OutgoingMessage
 from local.standins.cosmos_server import ensure_container
@@ -31,11 +41,7 @@ from local.standins.topic import RETAINED_SUBSCRIPTION, OrderEventsTopic
 from ops.cli import main
 from ops.cosmos import CosmosOrderLookup
 from ops.servicebus import ServiceBusDeadLetterQueue
-from shared.adapters.cosmos_orders import CosmosDocumentStore
 from shared.adapters.payment_provider import HttpPaymentProvider
-from shared.kit.decision import Decision, IncomingMessage, Outcome
-from shared.kit.external import NEEDS_RECONCILIATION, call_key, decide_call
-from shared.kit.inbox import marker_id
 from shared.payments.consumer import CONSUMER_NAME, payment_capture
 from tests.payments.events import payment_event
 

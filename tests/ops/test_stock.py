@@ -18,15 +18,15 @@ import pytest
 from azure.core.pipeline.transport import HttpRequest, RequestsTransport
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
+from idempotent_consumer import Outcome, decide
+from idempotent_consumer.cosmos import CosmosDocumentStore
 
 from local.standins.cosmos_server import ensure_container
 from ops.cli import main
 from ops.cosmos_inventory import CosmosInventory
 from ops.stock import Inventory, Patched
-from shared.adapters.cosmos_orders import CosmosDocumentStore, create_client
+from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
-from shared.kit.consumer import decide
-from shared.kit.decision import Outcome
 from shared.stock.consumer import stock_reservation
 from shared.stock.inventory import STOCK_ITEM_ID
 from tests.stock.events import event_message

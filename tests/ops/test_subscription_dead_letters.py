@@ -12,12 +12,13 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from idempotent_consumer import IncomingMessage
+
 from local.standins.broker import ManualClock, OutgoingMessage
 from local.standins.servicebus_link import LocalNamespace, servicebus_client
 from local.standins.topic import RETAINED_SUBSCRIPTION, OrderEventsTopic
 from ops.cli import main
 from ops.servicebus import ServiceBusDeadLetterQueue
-from shared.kit.decision import IncomingMessage
 from tests.stock.events import event_body, event_message
 
 EXHAUSTED = event_message("o-1", 1, {"A": 2})

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
+from idempotent_consumer.cosmos import CosmosDocumentStore
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -24,7 +25,7 @@ from local.standins.broker import ManualClock, OutgoingMessage
 from local.standins.cosmos_server import ensure_container
 from local.standins.faults import FaultInjectingTransport
 from local.standins.payment_provider import PaymentProviderStandIn
-from shared.adapters.cosmos_orders import CosmosDocumentStore, create_client
+from shared.adapters.cosmos_orders import create_client
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.config import (
     PAYMENT_PROVIDER_API_KEY_SETTING,

@@ -22,14 +22,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from idempotent_consumer import (
+    CallingConsumerDefinition,
+    IncomingMessage,
+    Settlement,
+    TransientStoreError,
+    ValidEvent,
+    decide_call,
+)
+from idempotent_consumer.testing import InMemoryDocumentStore
 
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
 from shared.adapters.payment_provider import HttpPaymentProvider
-from shared.kit.decision import IncomingMessage, Settlement
-from shared.kit.errors import TransientStoreError
-from shared.kit.external import CallingConsumerDefinition, decide_call
-from shared.kit.message import ValidEvent
 from shared.payments.consumer import payment_capture
 from tests.payments.events import payment_event
 

@@ -14,14 +14,12 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from idempotent_consumer import Decision, IncomingMessage, Outcome, TransientStoreError, decide_call
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
 from shared.adapters.payment_provider import HttpPaymentProvider
-from shared.kit.decision import Decision, IncomingMessage, Outcome
-from shared.kit.errors import TransientStoreError
-from shared.kit.external import decide_call
 from shared.payments.consumer import payment_capture
 from tests.payments.events import payment_event
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from azure.core.pipeline.transport import HttpRequest
 from azure.servicebus import ServiceBusMessage
+from idempotent_consumer import NEEDS_RECONCILIATION, call_key
 
 from local.assembly.world import World
 from local.standins.broker import OutgoingMessage, PeekLockQueue
@@ -30,7 +31,6 @@ from local.standins.faults import FaultRule as CosmosFault
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id, order_body
 from shared import bootstrap
-from shared.kit.external import NEEDS_RECONCILIATION, call_key
 from shared.payments.consumer import CONSUMER_NAME
 from shared.payments.provider import Operation
 from shared.stock.consumer import CONSUMER_NAME as STOCK_CONSUMER_NAME

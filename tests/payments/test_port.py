@@ -4,8 +4,8 @@ text the port carries to records and dead-letter descriptions is bounded."""
 from __future__ import annotations
 
 import pytest
+from idempotent_consumer import MAX_DESCRIPTION_CHARS
 
-from shared.kit.errors import MAX_DESCRIPTION_CHARS
 from shared.payments.provider import (
     KeyReused,
     Operation,

@@ -16,12 +16,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from idempotent_consumer import (
+    NEEDS_RECONCILIATION,
+    Decision,
+    DocumentStore,
+    IncomingMessage,
+    Outcome,
+    Write,
+    decide_call,
+)
 
 from local.standins.broker import ManualClock
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
-from shared.kit.decision import Decision, DocumentStore, IncomingMessage, Outcome
-from shared.kit.external import NEEDS_RECONCILIATION, decide_call
-from shared.kit.writes import Write
 from shared.payments.capture import PAYER_CHANGED
 from shared.payments.consumer import payment_capture
 from shared.payments.provider import Operation, PaymentRequest

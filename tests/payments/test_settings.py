@@ -4,9 +4,9 @@ and that a bad one is a ``ConfigurationError`` naming the setting, never showing
 from __future__ import annotations
 
 import pytest
+from idempotent_consumer import ConfigurationError
 
 from shared.config import PaymentSettings
-from shared.kit.errors import ConfigurationError
 
 KEY = "sk-live-4f1c9a7e-never-shown"
 ENV = {

@@ -17,13 +17,18 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from idempotent_consumer import (
+    SYSTEM_CLOCK,
+    CallingConsumerDefinition,
+    Decision,
+    IncomingMessage,
+    Outcome,
+    ValidEvent,
+    decide_call,
+)
 
 from local.standins.faults import WRITES, FaultKind, FaultRule
 from local.standins.payment_provider import PaymentProviderStandIn
-from shared.clock import SYSTEM_CLOCK
-from shared.kit.decision import Decision, IncomingMessage, Outcome
-from shared.kit.external import CallingConsumerDefinition, decide_call
-from shared.kit.message import ValidEvent
 from shared.payments.consumer import payment_capture
 from tests.payments.conftest import COSMOS_PAYMENTS_TIMEOUT_S as CLIENT_TIMEOUT_S
 from tests.payments.conftest import CosmosPayments

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import IncomingMessage
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -30,7 +31,6 @@ from local.standins.topic import OrderEventsTopic
 from shared import bootstrap
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents
-from shared.kit.decision import IncomingMessage
 from shared.telemetry.relay import RelayTelemetry
 from tests.conftest import FAST_SDK_BACKOFF
 from tests.orders import order_body

@@ -7,13 +7,13 @@ import logging
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import ConfigurationError
 
 from local.assembly.world import World
 from local.standins.broker import ManualClock
 from local.standins.change_feed import ChangeFeedEmulator
 from shared import bootstrap
 from shared.config import RelaySettings
-from shared.kit.errors import ConfigurationError
 from tests.relay.conftest import accept_order, new_order_ids
 from tests.state import documents
 

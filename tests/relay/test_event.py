@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from idempotent_consumer import IncomingMessage, InvalidMessage
 
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents
-from shared.kit.decision import IncomingMessage
-from shared.kit.errors import InvalidMessage
 from shared.relay.core import build_event
 from shared.relay.outbox import (
     EVENT_ID_NAMESPACE,

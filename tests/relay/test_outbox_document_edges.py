@@ -16,11 +16,11 @@ from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import OperationTimeoutError
+from idempotent_consumer import bound
 
 from local.standins.broker import ManualClock
 from local.standins.change_feed import ChangeFeedEmulator
 from local.standins.topic import OrderEventsTopic
-from shared.kit.errors import bound
 from shared.relay.core import PARKED_INVALID_EVENT
 from tests.relay.conftest import accept_order, new_order_ids, outbox_by_order
 

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import MessageSizeExceededError
+from idempotent_consumer import document_timestamp
 
 from local.standins.broker import ManualClock
 from local.standins.change_feed import ChangeFeedEmulator
@@ -37,7 +38,6 @@ from local.standins.topic import OrderEventsTopic
 from ops.durations import parse_iso8601_duration
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.adapters.servicebus_out import ServiceBusEventPublisher
-from shared.clock import document_timestamp
 from shared.relay.core import (
     PARKED_INVALID_EVENT,
     PARKED_REJECTED,

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import ConfigurationError, document_timestamp
 from opentelemetry.sdk.metrics import Histogram, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -29,9 +30,7 @@ from local.standins.broker import ManualClock
 from local.standins.change_feed import ChangeFeedEmulator
 from local.standins.topic import OrderEventsTopic
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
-from shared.clock import document_timestamp
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
-from shared.kit.errors import ConfigurationError
 from shared.relay.watchdog import (
     MAX_PAGES_PER_RUN,
     WATCHDOG_PERIOD_S,

@@ -11,18 +11,22 @@ from typing import Any
 from azure.cosmos.aio import ContainerProxy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from idempotent_consumer import (
+    MAX_BODY_BYTES,
+    MAX_DESCRIPTION_CHARS,
+    IncomingMessage,
+    Outcome,
+    Settlement,
+)
+from idempotent_consumer.servicebus import Settler, to_incoming
 
 from local.standins.broker import OutgoingMessage, PeekLockQueue
 from local.standins.doubles import InMemoryOrderStore, RecordingActions
 from local.standins.host import LocalFunctionsHost
 from local.standins.host_binding import decode_host_binding, encode_amqp, host_binding_bytes
-from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.contract import DeadletterReason
 from shared.consumer.core import decide
 from shared.consumer.service import OrderConsumer
-from shared.kit.decision import IncomingMessage, Outcome, Settlement
-from shared.kit.errors import MAX_DESCRIPTION_CHARS
-from shared.kit.message import MAX_BODY_BYTES
 from shared.telemetry.consumer import ConsumerTelemetry
 from tests.orders import order_body
 from tests.state import documents

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import RetryPolicy
 
 from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
-from shared.kit.retry import RetryPolicy
 from tests.orders import message, order_body
 from tests.state import documents, settlements
 

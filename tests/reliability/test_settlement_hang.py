@@ -16,12 +16,12 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from idempotent_consumer import Decision, Outcome
+from idempotent_consumer.servicebus import HungSettlements, Settler
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
 from local.standins.doubles import COMPLETE, RecordingActions
-from shared.adapters.servicebus_in import HungSettlements, Settler
-from shared.kit.decision import Decision, Outcome
 from shared.telemetry.consumer import ConsumerTelemetry
 
 PROCESSED = Decision(Outcome.PROCESSED, order_id="ord-1")

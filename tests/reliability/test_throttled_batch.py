@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import RetryPolicy, SystemicStoreError, TransientStoreError
 
 from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.faults import BATCHES, FaultInjectingTransport, FaultKind, FaultRule
@@ -26,8 +27,6 @@ from local.standins.host import LocalFunctionsHost
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
 from shared.consumer.errors import OrderAlreadyExists, OrphanedDocument
-from shared.kit.errors import SystemicStoreError, TransientStoreError
-from shared.kit.retry import RetryPolicy
 from tests.conftest import InstallFaulty
 from tests.integration.test_batch_conflicts import order_documents
 from tests.orders import message, order_body

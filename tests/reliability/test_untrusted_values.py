@@ -19,15 +19,13 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from idempotent_consumer import Consumer, Decision, IncomingMessage, decide
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from examples.units_sold import units_sold
 from local.standins.broker import ManualClock, PeekLockQueue
-from local.standins.doubles import InMemoryDocumentStore
 from local.standins.host import LocalFunctionsHost
 from shared import bootstrap
-from shared.kit.consumer import decide
-from shared.kit.decision import Decision, IncomingMessage
-from shared.kit.service import Consumer
 from shared.telemetry import names
 from tests.conftest import ComposeApp, manual_time
 from tests.orders import message, order_body

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from shared.kit.decision import IncomingMessage
+from idempotent_consumer import IncomingMessage
 
 _NAMESPACE = uuid.UUID("6f3a9f0e-2d3c-4f6a-9a51-2a0f3c1b7e11")
 

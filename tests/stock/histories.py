@@ -27,13 +27,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import strategies as st
+from idempotent_consumer import (
+    INBOX_TYPE,
+    LANDING_S,
+    DocumentStore,
+    IncomingMessage,
+    Settlement,
+    TransientStoreError,
+    decide,
+)
+from idempotent_consumer.testing import InMemoryDocumentStore
 
-from local.standins.doubles import InMemoryDocumentStore
 from shared.config import DEFAULT_INBOX_MARKER_TTL_S
-from shared.kit.consumer import LANDING_S, decide
-from shared.kit.decision import DocumentStore, IncomingMessage, Settlement
-from shared.kit.errors import TransientStoreError
-from shared.kit.inbox import INBOX_TYPE
 from shared.stock.consumer import stock_reservation
 from shared.stock.inventory import RELEASED_TTL_S, RESERVATION_TYPE, STOCK_ITEM_TYPE
 from tests.stock.events import event_message

@@ -24,16 +24,13 @@ from collections.abc import AsyncIterator
 import pytest
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 from hypothesis import HealthCheck, example, given, settings
+from idempotent_consumer import LANDING_S, OUTLIVES_DELIVERIES_S, WRITE_WINDOW_S
+from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S, CosmosDocumentStore
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.cosmos_server import ensure_container
-from local.standins.doubles import InMemoryDocumentStore
-from shared.adapters.cosmos_orders import (
-    OPERATION_TIMEOUT_S,
-    CosmosDocumentStore,
-    create_client,
-)
+from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
-from shared.kit.consumer import LANDING_S, OUTLIVES_DELIVERIES_S, WRITE_WINDOW_S
 from shared.stock.inventory import RELEASED_TTL_S, STOCK_ITEM_ID, stock_item
 from tests.stock.histories import (
     Case,

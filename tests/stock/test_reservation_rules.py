@@ -7,10 +7,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from local.standins.doubles import InMemoryDocumentStore
-from shared.kit.consumer import WRITE_WINDOW_S, decide
-from shared.kit.decision import Decision, IncomingMessage, Outcome
-from shared.kit.inbox import is_marker
+from idempotent_consumer import (
+    WRITE_WINDOW_S,
+    Decision,
+    IncomingMessage,
+    Outcome,
+    decide,
+    is_marker,
+)
+from idempotent_consumer.testing import InMemoryDocumentStore
+
 from shared.stock.consumer import stock_reservation
 from shared.stock.inventory import RELEASED_TTL_S, RESERVATION_TYPE, STOCK_ITEM_ID, stock_item
 from tests.stock.events import event_message

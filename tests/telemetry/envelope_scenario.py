@@ -48,6 +48,8 @@ import aiohttp
 import pytest
 from azure.cosmos.aio import ContainerProxy
 from azure.servicebus.exceptions import OperationTimeoutError
+from idempotent_consumer import Decision, Outcome
+from idempotent_consumer.servicebus import Settler
 from opentelemetry import _logs as logs
 from opentelemetry import metrics, trace
 
@@ -59,9 +61,7 @@ from local.standins.host import LocalFunctionsHost
 from local.standins.http_host import FUNCTIONS_KEY_HEADER
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id
 from shared import bootstrap
-from shared.adapters.servicebus_in import Settler
 from shared.config import WatchdogSettings
-from shared.kit.decision import Decision, Outcome
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
 from shared.telemetry.names import BUSINESS_MEASURES
 from tests.conftest import InstallFaulty

@@ -16,11 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from idempotent_consumer import Consumer, Decision, IncomingMessage, Settlement
 from opentelemetry import metrics, trace
 
 from local.standins.broker import ManualClock
-from shared.kit.decision import Decision, IncomingMessage, Settlement
-from shared.kit.service import Consumer
 from shared.telemetry.consumer import ConsumerTelemetry
 
 TOPIC = "order-events"

@@ -15,6 +15,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from idempotent_consumer import Decision, Outcome, Settlement
+from idempotent_consumer.servicebus import HungSettlements
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import TracerProvider
@@ -23,8 +25,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from local.standins.broker import ManualClock
-from shared.adapters.servicebus_in import HungSettlements
-from shared.kit.decision import Decision, Outcome, Settlement
 from shared.telemetry import names
 from tests.telemetry.conftest import Captured
 from tests.telemetry.scripted_consumers import (

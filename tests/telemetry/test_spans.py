@@ -7,6 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from idempotent_consumer import IncomingMessage
+from idempotent_consumer.telemetry import producer_links
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import messaging_attributes as semconv
@@ -16,9 +18,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from local.standins.broker import ManualClock, PeekLockQueue
 from local.standins.faults import WRITES, FaultInjectingTransport, FaultKind, FaultRule
 from local.standins.host import LocalFunctionsHost
-from shared.kit.decision import IncomingMessage
 from shared.telemetry import names as telemetry
-from shared.telemetry.spans import producer_links
 from tests.orders import message, order_body
 from tests.telemetry.conftest import Captured, deliver_twice
 
@@ -193,8 +193,8 @@ async def test_a_transient_failure_is_an_error_span_without_an_exception_event(
             "orders.outcome": "transient",
             "orders.settlement": "abandon",
             "messaging.servicebus.disposition_status": "abandon",
-            "error.type": "shared.kit.errors.TransientStoreError",
-            "orders.error_type": "shared.kit.errors.TransientStoreError",
+            "error.type": "idempotent_consumer.TransientStoreError",
+            "orders.error_type": "idempotent_consumer.TransientStoreError",
         }.items()
     )
     assert exception_events(span) == []  # throttling and outages are routine: no stack traces
@@ -220,11 +220,11 @@ async def test_a_systemic_failure_is_an_error_span_with_the_exception(
         >= {
             "orders.outcome": "systemic",
             "messaging.servicebus.disposition_status": "abandon",
-            "error.type": "shared.kit.errors.SystemicStoreError",
+            "error.type": "idempotent_consumer.SystemicStoreError",
         }.items()
     )
     [event] = exception_events(span)
-    assert event["exception.type"] == "shared.kit.errors.SystemicStoreError"
+    assert event["exception.type"] == "idempotent_consumer.SystemicStoreError"
     assert "403" in event["exception.message"]
 
 

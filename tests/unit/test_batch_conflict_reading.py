@@ -1,6 +1,8 @@
-"""Which document of a failed transactional batch conflicted (``conflicting_document``), read
-from the SDK's own ``CosmosBatchOperationError`` as azure-cosmos builds it, and from the shapes
-it could take that today's SDK never builds.
+"""Which document of a failed transactional batch of creates conflicted, as the kit's store reads
+it (``batch_failure``, then ``refused_write``: the ``DocumentExists`` index the order store turns
+into ``OrderAlreadyExists`` at 0 and ``OrphanedDocument`` elsewhere), from the SDK's own
+``CosmosBatchOperationError`` as azure-cosmos builds it, and from the shapes it could take that
+today's SDK never builds.
 
 Today's SDK sets ``error_index`` to the last non-424 operation and ``status_code`` to its status
 (azure/cosmos/aio/_cosmos_client_connection_async.py:2091-2104), so the index branch and the
@@ -18,13 +20,21 @@ from typing import Any
 
 import pytest
 from azure.cosmos.exceptions import CosmosBatchOperationError
-
-from shared.adapters.cosmos_orders import conflicting_document
+from idempotent_consumer import Create, DocumentExists
+from idempotent_consumer.cosmos import batch_failure, refused_write
 
 DOCUMENTS = [
     {"id": "ord-1", "orderId": "ord-1", "type": "order"},
     {"id": "ord-1:OrderAccepted", "orderId": "ord-1", "type": "outbox"},
 ]
+
+
+def conflicting_document(
+    error: CosmosBatchOperationError, documents: list[dict[str, Any]]
+) -> int | None:
+    """The index of the create the batch refused with 409, or None when it failed otherwise."""
+    refused = refused_write(batch_failure(error), [Create(document) for document in documents])
+    return refused.index if isinstance(refused, DocumentExists) else None
 
 
 def failed_batch(

@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos.exceptions import CosmosBatchOperationError
-
-from shared.adapters.cosmos_orders import BatchFailure, batch_failure
+from idempotent_consumer.cosmos import BatchFailure, batch_failure
 
 THROTTLED = {"statusCode": 429, "subStatusCode": 3200, "retryAfterMilliseconds": 150}
 DEPENDENT = {"statusCode": 424}

@@ -1,4 +1,4 @@
-"""``_classify``: every Cosmos DB status and exception the consumer can meet, and what a
+"""``classify_error``: every Cosmos DB status and exception the consumer can meet, and what a
 redelivery can fix about it. ``None`` means "cannot tell": the core treats it as unexpected
 (held briefly, then abandoned, logged with its stack trace)."""
 
@@ -14,11 +14,12 @@ from azure.core.pipeline.policies import AzureKeyCredentialPolicy
 from azure.cosmos import exceptions as cosmos_errors
 from azure.cosmos.aio import CosmosClient
 from azure.identity import ClientSecretCredential
+from idempotent_consumer import StoreError, SystemicStoreError, TransientStoreError
+from idempotent_consumer.cosmos import classify_error
 
 from local.standins.cosmos_server import EMULATOR_KEY
-from shared.adapters.cosmos_orders import CosmosOrderStore, _classify, create_client
+from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
 from shared.config import Settings
-from shared.kit.errors import StoreError, SystemicStoreError, TransientStoreError
 
 SYSTEMIC, TRANSIENT, UNKNOWN = SystemicStoreError, TransientStoreError, None
 
@@ -54,7 +55,7 @@ def test_every_status_is_classified_by_what_a_redelivery_can_fix(
         status_code=status, message=f"status {status}"
     )
 
-    classified = _classify(error, writing=writing)
+    classified = classify_error(error, writing=writing)
 
     expected = STATUSES[(status, writing)]
     if expected is None:
@@ -78,7 +79,7 @@ def test_a_status_whose_sub_status_means_the_moment_is_transient(
         status_code=status, message="retried by the SDK", sub_status=sub_status
     )
 
-    classified = _classify(error, writing=writing)
+    classified = classify_error(error, writing=writing)
 
     assert type(classified) is TRANSIENT
     assert f"{status}.{sub_status}" in str(classified)
@@ -127,7 +128,7 @@ def test_every_exception_class_is_classified(case: str) -> None:
     error, expected = EXCEPTIONS[case]
 
     for writing in (True, False):
-        classified = _classify(error, writing=writing)
+        classified = classify_error(error, writing=writing)
         if expected is None:
             assert classified is None
         else:
@@ -184,7 +185,7 @@ DESCRIPTIONS: dict[str, tuple[Exception, str]] = {
 def test_a_classified_error_is_described_by_its_first_line_bounded(case: str) -> None:
     error, expected = DESCRIPTIONS[case]
 
-    assert str(_classify(error, writing=True)) == expected
+    assert str(classify_error(error, writing=True)) == expected
 
 
 def test_a_client_without_key_or_credential_is_refused_with_what_to_do() -> None:

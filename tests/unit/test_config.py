@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from idempotent_consumer import ConfigurationError
 
 from local.standins.cosmos_server import EMULATOR_KEY
 from shared.config import Settings
-from shared.kit.errors import ConfigurationError
 
 VALID = {"ORDERS_QUEUE_NAME": "orders", "COSMOS_ENDPOINT": "https://localhost:8081/"}
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from idempotent_consumer import MAX_BODY_BYTES, InvalidMessage, bound
 
 from shared.consumer.contract import (
     CONTRACT_FIELDS,
@@ -21,8 +22,6 @@ from shared.consumer.contract import (
     order_accepted_v1,
     parse_order,
 )
-from shared.kit.errors import InvalidMessage, bound
-from shared.kit.message import MAX_BODY_BYTES
 from tests.orders import order_body
 
 

@@ -8,16 +8,22 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from idempotent_consumer import (
+    SYSTEM_CLOCK,
+    IncomingMessage,
+    Outcome,
+    RetryPolicy,
+    Settlement,
+    SystemicStoreError,
+    TransientStoreError,
+    document_timestamp,
+)
+from idempotent_consumer.servicebus import Settler, to_incoming
 
 from local.standins.broker import ManualClock, QueueSettings
 from local.standins.doubles import InMemoryOrderStore, RecordingActions
-from shared.adapters.servicebus_in import Settler, to_incoming
-from shared.clock import SYSTEM_CLOCK, document_timestamp
 from shared.consumer.core import decide
 from shared.consumer.service import OrderConsumer
-from shared.kit.decision import IncomingMessage, Outcome, Settlement
-from shared.kit.errors import SystemicStoreError, TransientStoreError
-from shared.kit.retry import RetryPolicy
 from shared.telemetry.consumer import ConsumerTelemetry
 from tests.orders import order_body
 from tests.unit.doubles import received

@@ -4,9 +4,9 @@ requests container (default ``requests``), the Service Bus connection of the que
 from __future__ import annotations
 
 import pytest
+from idempotent_consumer import ConfigurationError
 
 from shared.config import EdgeSettings, IdentitySettings
-from shared.kit.errors import ConfigurationError
 
 NAMESPACE = {"ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net"}
 

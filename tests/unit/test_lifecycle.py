@@ -7,13 +7,12 @@ import json
 from typing import Any
 
 import pytest
+from idempotent_consumer import IncomingMessage, Outcome, Settlement, marker_id
 
 from local.standins.doubles import InMemoryOrderStore
 from ops.sample_orders import amended_body, cancelled_body, lifecycle_message_id, order_body
 from shared.consumer.core import decide
 from shared.consumer.lifecycle import CONSUMER_NAME
-from shared.kit.decision import IncomingMessage, Outcome, Settlement
-from shared.kit.inbox import marker_id
 from shared.relay.outbox import outbox_document_id, version_event_id
 
 ORDER = "ord-1001"

@@ -13,11 +13,10 @@ import uamqp
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus._pyamqp._encode import encode_payload
 from azure.servicebus._pyamqp.message import Message, Properties
+from idempotent_consumer.servicebus import BodyKind, read_body, to_incoming
 from uamqp.message import MessageProperties
 
 from local.standins.host_binding import decode_host_binding, host_binding_bytes
-from shared.adapters.servicebus_in import to_incoming
-from shared.message_body import BodyKind, read_body
 
 ORDER = b'{"orderId": "ord-1"}'
 

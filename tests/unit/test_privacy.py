@@ -25,14 +25,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from idempotent_consumer import Outcome
+from idempotent_consumer.servicebus import Settler, to_incoming
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from local.standins.doubles import DEADLETTER, InMemoryOrderStore, RecordingActions
-from shared.adapters.servicebus_in import Settler, to_incoming
 from shared.consumer.service import OrderConsumer
-from shared.kit.decision import Outcome
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.names import LOGGER_NAME
 from tests.orders import order_body

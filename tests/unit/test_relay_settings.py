@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from azure.servicebus.aio import ServiceBusSender
+from idempotent_consumer import ConfigurationError
 
 from shared import bootstrap as runtime
 from shared.config import (
@@ -27,7 +28,6 @@ from shared.config import (
     IdentitySettings,
     RelaySettings,
 )
-from shared.kit.errors import ConfigurationError
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "order-events"

@@ -10,12 +10,18 @@ import threading
 from pathlib import Path
 
 import pytest
+from idempotent_consumer import Decision, Outcome
+from idempotent_consumer.servicebus import (
+    DEFAULT_MAX_CONCURRENT_CALLS,
+    Settler,
+    app_host_json,
+    max_concurrent_calls,
+    to_incoming,
+)
 
 from local.standins.doubles import COMPLETE, InMemoryOrderStore, RecordingActions
-from shared.adapters.servicebus_in import Settler, to_incoming
-from shared.config import DEFAULT_MAX_CONCURRENT_CALLS, HOST_JSON, max_concurrent_calls
+from shared.config import HOST_JSON
 from shared.consumer.service import OrderConsumer
-from shared.kit.decision import Decision, Outcome
 from shared.telemetry.consumer import ConsumerTelemetry
 from tests.orders import order_body
 from tests.unit.doubles import received
@@ -28,7 +34,8 @@ def test_the_pool_is_sized_from_host_json_next_to_function_app(tmp_path: Path) -
     host = json.loads((REPO / "host.json").read_text())
     assert HOST_JSON == REPO / "host.json"
     assert (REPO / "function_app.py").exists()
-    assert max_concurrent_calls() == host["extensions"]["serviceBus"]["maxConcurrentCalls"]
+    assert app_host_json() == HOST_JSON  # beside function_app.py (here, the working directory)
+    assert max_concurrent_calls(HOST_JSON) == host["extensions"]["serviceBus"]["maxConcurrentCalls"]
     assert Settler().max_workers == max_concurrent_calls()
     assert max_concurrent_calls(tmp_path / "missing.json") == DEFAULT_MAX_CONCURRENT_CALLS == 16
 

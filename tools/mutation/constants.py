@@ -37,7 +37,15 @@ class StaleMutant(ValueError):
     """The mutant's text is no longer in its module (exactly once)."""
 
 
+# The kit is a distribution of its own (kit/); its modules are private, underscore-named.
+KIT_SOURCES = "kit/src/idempotent_consumer"
+
+
 def _m(module: str, what: str, old: str, new: str) -> ConstantMutant:
+    if module.startswith("kit/"):  # kit/src/idempotent_consumer/[<package>/]_<name>.py
+        package, _, name = module.removeprefix("kit/").rpartition("/")
+        folder = f"{KIT_SOURCES}/{package}" if package else KIT_SOURCES
+        return ConstantMutant(f"{folder}/_{name}.py", what, old, new)
     return ConstantMutant(f"shared/{module}.py", what, old, new)
 
 
@@ -334,34 +342,34 @@ CONTRACT = [
 
 COSMOS_STORE = [
     _m(
-        "adapters/cosmos_orders",
+        "kit/cosmos/store",
         "operation-timeout-90",
         "OPERATION_TIMEOUT_S = 20",
         "OPERATION_TIMEOUT_S = 90",
     ),
     _m(
-        "adapters/cosmos_orders",
+        "kit/cosmos/store",
         "connect-timeout-60",
         '"connection_timeout": 5,',
         '"connection_timeout": 60,',
     ),
-    _m("adapters/cosmos_orders", "read-timeout-150", '"read_timeout": 15,', '"read_timeout": 150,'),
-    _m("adapters/cosmos_orders", "retry-total-0", '"retry_total": 4,', '"retry_total": 0,'),
+    _m("kit/cosmos/store", "read-timeout-150", '"read_timeout": 15,', '"read_timeout": 150,'),
+    _m("kit/cosmos/store", "retry-total-0", '"retry_total": 4,', '"retry_total": 0,'),
     _m(
-        "adapters/cosmos_orders",
+        "kit/cosmos/store",
         "backoff-cap-100",
         '"retry_backoff_max": 10,',
         '"retry_backoff_max": 100,',
     ),
     _m(
-        "adapters/cosmos_orders",
+        "kit/cosmos/store",
         "response-on-write",
         '"no_response_on_write": True,',
         '"no_response_on_write": False,',
     ),
     *(
         _m(
-            "adapters/cosmos_orders",
+            "kit/cosmos/store",
             f"{status}-not-transient",
             "_TRANSIENT_STATUS = {408, 410, 429, 449, 500, 502, 503, 504}",
             "_TRANSIENT_STATUS = {"
@@ -371,19 +379,19 @@ COSMOS_STORE = [
         for status in (408, 410, 429, 449, 500, 502, 503, 504)
     ),
     _m(
-        "adapters/cosmos_orders",
+        "kit/cosmos/store",
         "401-not-systemic",
         "_SYSTEMIC_STATUS = {401, 403}",
         "_SYSTEMIC_STATUS = {403}",
     ),
     _m(
-        "adapters/cosmos_orders",
+        "kit/cosmos/store",
         "403-not-systemic",
         "_SYSTEMIC_STATUS = {401, 403}",
         "_SYSTEMIC_STATUS = {401}",
     ),
     *(
-        _m("adapters/cosmos_orders", f"{what}-not-authentication", f'    "{module}",\n', "")
+        _m("kit/cosmos/store", f"{what}-not-authentication", f'    "{module}",\n', "")
         for what, module in (
             ("cosmos-signing", "azure.cosmos.auth"),
             ("cosmos-policy", "azure.cosmos._auth_policy"),

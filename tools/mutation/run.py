@@ -105,7 +105,18 @@ def run_mutmut(names: Sequence[str], max_children: int) -> int:
     command = [str(mutmut), "run", "--max-children", str(max_children), *names]
     print(f"mutmut: {' '.join(command[1:])} (progress in {WORK.name}/mutmut.log)", flush=True)
     with (WORK / "mutmut.log").open("ab") as log:
-        return subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
+        return subprocess.run(
+            command, cwd=REPO, env=_mutated_kit_first(WORK), stdout=log, stderr=subprocess.STDOUT
+        ).returncode
+
+
+def _mutated_kit_first(copy: Path) -> dict[str, str]:
+    """The environment with the copy's kit sources first on the path: the app imports the kit
+    as an installed distribution (requirements.txt: ./kit), which would otherwise shadow the
+    mutated copy."""
+    kit = str(copy / "kit" / "src")
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": kit if not path else f"{kit}{os.pathsep}{path}"}
 
 
 def selected_constants(names: Sequence[str]) -> list[ConstantMutant]:
@@ -174,7 +185,7 @@ def _run_constant(config: MutationConfig, mutant: ConstantMutant, copy: Path) ->
 def _run_selection(config: MutationConfig, copy: Path) -> dict[str, Any]:
     """The selection in ``copy``: survived (all passed), killed, or timeout."""
     # No bytecode is read or written: a mutant and its restored original may share an mtime.
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**_mutated_kit_first(copy), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("MUTANT_UNDER_TEST", None)
     command = [
         sys.executable,

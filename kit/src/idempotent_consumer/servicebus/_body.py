@@ -1,6 +1,6 @@
 """The one reading of a Service Bus message body (and of its text properties), for the consumer
-(``shared.adapters.servicebus_in``) and the
-dead-letter tool (``ops``): the bytes an order document is parsed from, and whether the body
+(``to_incoming``) and an operator's dead-letter tool: the bytes a message is parsed from, and
+whether the body
 could be read as bytes at all. Never raises: a body nobody can read is described, not fatal.
 
 An AMQP message carries its body in one of three sections (AMQP 1.0 core, messaging 3.2.5-3.2.7;

@@ -1,4 +1,4 @@
-"""The Service Bus adapter: read a received message into the core's terms, and settle it.
+"""The settlement of a received message, exactly as the kit decided it, off the event loop.
 
 ``ServiceBusMessageActions`` settles over a blocking gRPC call to the Functions host, with no
 deadline (the extension sets none). So settlement runs on its own thread pool, never on the
@@ -16,8 +16,8 @@ of a pool's threads are hung, new settlements go to a fresh pool (the old one fi
 holds and keeps its hung threads until they return); at most ``MAX_POOLS`` pools are ever
 created, so the threads stay bounded too, and past that the settler says it is exhausted (the
 worker must be restarted). Every hang, replacement and return is reported to the observer
-(``SettlementWatcher``): the telemetry adapter counts hung threads (``orders.settlement.hung``)
-and logs each at error level, and an alert can read either.
+(``SettlementWatcher``): a telemetry adapter counts hung threads and logs each at error level,
+and an alert can read either.
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shared.config import max_concurrent_calls
-from shared.kit.decision import Decision, IncomingMessage, Settlement
-from shared.message_body import property_text, read_body
+from idempotent_consumer import Decision, Settlement
+from idempotent_consumer.servicebus._host import max_concurrent_calls
 
 
 class MessageActions(Protocol):
@@ -51,20 +50,6 @@ class MessageActions(Protocol):
         deadletter_reason: str | None = None,
         deadletter_error_description: str | None = None,
     ) -> None: ...
-
-
-def to_incoming(message: Any) -> IncomingMessage:
-    """``azure.servicebus.ServiceBusReceivedMessage`` -> ``IncomingMessage``."""
-    return IncomingMessage(
-        message_id=property_text(message.message_id),
-        # One reading for the consumer and the dead-letter tool (shared.message_body).
-        body=read_body(message.body, getattr(message, "body_type", None)).content,
-        correlation_id=property_text(message.correlation_id),
-        delivery_count=message.delivery_count,
-        application_properties=_properties(message.application_properties),
-        locked_until=message.locked_until_utc,
-        subject=property_text(message.subject),
-    )
 
 
 # A settlement is one gRPC round trip to the host on the same machine: seconds mean it hangs.
@@ -125,7 +110,7 @@ class Settler:
 
     def bound(self, actions: MessageActions, message: Any) -> Callable[[Decision], Awaitable[None]]:
         """The settlement of one received message, as the consumer service calls it
-        (``shared.kit.service.Settle``)."""
+        (``idempotent_consumer.Settle``)."""
         return functools.partial(self.settle, actions, message)
 
     async def settle(self, actions: MessageActions, message: Any, decision: Decision) -> None:
@@ -196,13 +181,3 @@ class Settler:
     def close(self) -> None:
         # Not waiting: a hung settlement call must not hang the shutdown too.
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _properties(properties: Mapping[Any, Any] | None) -> dict[str, Any]:
-    # uamqp-decoded application properties arrive with bytes keys and values.
-    if not properties:
-        return {}
-    return {
-        property_text(key) or "": property_text(value) if isinstance(value, bytes) else value
-        for key, value in properties.items()
-    }

@@ -10,7 +10,7 @@ its effect in each; the kit decides the rest (``decide``).
     )
 
 Without a gate, for each partition a message changes, the effect's writes are committed once
-with the message's inbox marker (``shared.kit.apply.apply_once``: one atomic commit, one
+with the message's inbox marker (``_apply.apply_once``: one atomic commit, one
 request when the common case holds); partitions are independent, so a stop after two of five
 leaves two complete, consistent partitions and the redelivery finishes the other three without
 touching the two (their markers make them duplicates). The message's outcome is the
@@ -67,7 +67,7 @@ one. With a gate every message meets the gate's marker first.
 
 A failure is classified by what a redelivery can fix, as for every consumer of
 the kit: transient and systemic are retried within the delivery, anything else held, then
-abandoned (``shared.kit.service.Consumer``).
+abandoned (``_service.Consumer``).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from shared.kit.apply import Effect, Read, apply_once
-from shared.kit.decision import (
+from idempotent_consumer._apply import Effect, Read, apply_once
+from idempotent_consumer._decision import (
     AboutMessage,
     Decision,
     DocumentStore,
@@ -89,21 +89,21 @@ from shared.kit.decision import (
     failed,
     refused,
 )
-from shared.kit.errors import (
+from idempotent_consumer._errors import (
     InvalidMessage,
     SystemicStoreError,
     TransientStoreError,
     WriteRefused,
 )
-from shared.kit.inbox import PROCESSED, Handled, Inbox
-from shared.kit.writes import Write
+from idempotent_consumer._inbox import PROCESSED, Handled, Inbox
+from idempotent_consumer._writes import Write
 
 # Seconds after a delivery passed the gate during which it may start a commit behind it: a
 # delivery's attempt takes well under a second when the store answers (the lock is 60 s); past it
 # the attempt fails as transient and its retry passes the gate again (module docstring).
 WRITE_WINDOW_S = 60.0
 # Seconds a commit started inside the window may take to land: the adapters cancel an operation
-# after their deadline (shared.adapters.cosmos_orders.OPERATION_TIMEOUT_S, 20 s: tests/stock hold
+# after their deadline (the Cosmos DB store's operation deadline, 20 s: an app's tests/stock hold
 # it below this), and Cosmos DB runs a transactional batch within 5 s or fails it (learn.microsoft.
 # com/azure/cosmos-db/nosql/transactional-batch, "Limitations").
 LANDING_S = 30.0

@@ -1,7 +1,8 @@
-"""Span handling shared by the consumer's and the relay's instrumentation: W3C trace context
-(the producer links of a received message or a stored outbox event, the traceparent of a span)
-and the error type set on a failed span. OpenTelemetry API only; the cores never see a span,
-only the traceparent strings this module makes.
+"""Span handling for a consumer's instrumentation (and an app's other spans): W3C trace
+context (the producer links of a received message or a stored event, the traceparent of a span)
+and the error type set on a failed span, with a kept copy (the Azure Monitor exporter drops
+``error.type`` from ``customDimensions``). OpenTelemetry API only; the kit's core never sees a
+span, only the traceparent strings this module makes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from shared.telemetry.names import ATTR_ERROR_TYPE, ATTR_KEPT_ERROR_TYPE
+ATTR_ERROR_TYPE = "error.type"
 
 _propagator = TraceContextTextMapPropagator()
 
@@ -43,9 +44,10 @@ def traceparent_of(span: Span) -> str | None:
     return carrier.get("traceparent")
 
 
-def set_error_type(span: Span, error_type: str) -> None:
+def set_error_type(span: Span, error_type: str, kept_attribute: str) -> None:
+    """``error.type``, and its copy under ``kept_attribute`` (``<namespace>.error_type``)."""
     span.set_attribute(ATTR_ERROR_TYPE, error_type)
-    span.set_attribute(ATTR_KEPT_ERROR_TYPE, error_type)
+    span.set_attribute(kept_attribute, error_type)
 
 
 def qualified_name(kind: type[BaseException]) -> str:

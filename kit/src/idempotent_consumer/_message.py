@@ -29,8 +29,8 @@ from typing import Any
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
-from shared.kit.decision import IncomingMessage
-from shared.kit.errors import InvalidMessage, bound
+from idempotent_consumer._decision import IncomingMessage
+from idempotent_consumer._errors import InvalidMessage, bound
 
 HASH_ALGORITHM = "sha256/canonical-v1"
 MAX_BODY_BYTES = 256 * 1024  # Service Bus Standard's largest message

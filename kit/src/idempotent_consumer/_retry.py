@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.kit.decision import Outcome
+from idempotent_consumer._decision import Outcome
 
 # Outcomes worth retrying within the same delivery: the moment or the system is wrong, and
 # waiting (while holding the lock) is cheaper than burning a delivery attempt.

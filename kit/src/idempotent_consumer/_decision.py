@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.kit.errors import InvalidMessage, TransientStoreError, bound
-from shared.kit.writes import Write
+from idempotent_consumer._errors import InvalidMessage, TransientStoreError, bound
+from idempotent_consumer._writes import Write
 
 
 class Outcome(enum.StrEnum):
@@ -79,7 +79,7 @@ class Decision:
     stored_version: int | None = None
     # The consumer's own business counts for this delivery (units short of stock, a declined
     # payment ...), each exported as a counter by the observer: names from
-    # ``shared.telemetry.names.BUSINESS_MEASURES``.
+    # the telemetry observer's counters.
     measures: Mapping[str, int] = field(default_factory=dict)
 
     @property
@@ -89,11 +89,11 @@ class Decision:
 
 class DocumentStore(Protocol):
     """The store port of every consumer: atomic commits in one partition, and point reads.
-    Adapters translate their errors into ``shared.kit.errors``."""
+    Adapters translate their errors into ``_errors``."""
 
     async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
         """Apply ``writes`` in one partition atomically, in one request: all or nothing. A write
-        refused for what is stored raises its ``shared.kit.errors.WriteRefused`` (the first
+        refused for what is stored raises its ``_errors.WriteRefused`` (the first
         refused, with its index): ``DocumentExists``, ``DocumentMissing``, ``ConditionFailed``."""
         ...
 

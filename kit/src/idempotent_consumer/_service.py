@@ -2,17 +2,18 @@
 and recorded.
 
 This is where a consumer's decision meets its ports: the consumer's ``Decide`` (its contract and
-effect over its store: the order consumer's is ``shared.consumer.core.decide``), the settlement
+effect over its store: ``decide`` or ``decide_call`` over a definition), the settlement
 (``Settle``: a callable the Service Bus adapter binds to one received message) and the observer
-(``ConsumerObserver``: spans, metrics and logs, ``shared.telemetry.consumer``). It never
+(``ConsumerObserver``: spans, metrics and logs, ``idempotent_consumer.telemetry``). It never
 raises for anything a message can cause; a failed settlement is reported and swallowed (the lock
 lapses, the redelivery is recognised as a duplicate). Only cancellation propagates: then nothing
 is settled and the lock expires, exactly as when the worker process dies.
 
 Every delivery, decided or held because the app is misconfigured (``hold_then_abandon``), ends
 through one path, ``_settle_and_record``: settle, report a failed settlement, record the
-outcome. It never builds its collaborators (the composition root, ``shared.bootstrap``, passes
-them in, the clock included), and it imports no adapter, no telemetry and no Azure library.
+outcome. It never builds its collaborators (the composition root, ``idempotent_consumer.functions``
+or an app's own, passes them in, the clock included), and it imports no adapter, no telemetry
+and no Azure library.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Protocol
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.kit.decision import Decision, IncomingMessage, Outcome
-from shared.kit.errors import ConfigurationError
-from shared.kit.retry import HELD_BEFORE_ABANDON, RETRIED_IN_DELIVERY, RetryPolicy
+from idempotent_consumer._clock import SYSTEM_CLOCK, Clock
+from idempotent_consumer._decision import Decision, IncomingMessage, Outcome
+from idempotent_consumer._errors import ConfigurationError
+from idempotent_consumer._retry import HELD_BEFORE_ABANDON, RETRIED_IN_DELIVERY, RetryPolicy
 
 # Settles the delivery as the decision says; raises what the settlement raised.
 Settle = Callable[[Decision], Awaitable[None]]

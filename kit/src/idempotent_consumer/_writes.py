@@ -1,11 +1,11 @@
 """The writes a consumer asks its store for, as plain data: what to create, what to patch and on
 which condition. One ``Sequence[Write]`` is one atomic commit in one partition (on Cosmos DB, one
-transactional batch: ``shared.adapters.cosmos_orders``), so the inbox marker, the change and its
+transactional batch: ``idempotent_consumer.cosmos``), so the inbox marker, the change and its
 outbox event are written together or not at all.
 
 The condition is a conjunction of comparisons on the stored document's top-level fields, never a
 store's query text: the adapter renders it (a Cosmos DB filter predicate), the in-memory double
-evaluates it, and both are held to the same contract suite (tests/contracts/test_order_store.py).
+evaluates it, and both are held to the same contract suite (``idempotent_consumer.testing``).
 
 Pure data: no Azure, no I/O.
 """

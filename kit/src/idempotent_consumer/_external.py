@@ -76,9 +76,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from shared.clock import Clock, document_timestamp
-from shared.kit.consumer import Monotonic, classified
-from shared.kit.decision import (
+from idempotent_consumer._clock import Clock, document_timestamp
+from idempotent_consumer._consumer import Monotonic, classified
+from idempotent_consumer._decision import (
     Decision,
     DocumentStore,
     IncomingMessage,
@@ -86,16 +86,16 @@ from shared.kit.decision import (
     decided,
     refused,
 )
-from shared.kit.errors import (
+from idempotent_consumer._errors import (
     InvalidMessage,
     StoreError,
     TransientStoreError,
     WriteRefused,
     bound,
 )
-from shared.kit.inbox import PROCESSED, Handled, Inbox
-from shared.kit.message import HASH_ALGORITHM
-from shared.kit.writes import Condition, Create, Patch, PatchOperation, Write, set_field
+from idempotent_consumer._inbox import PROCESSED, Handled, Inbox
+from idempotent_consumer._message import HASH_ALGORITHM
+from idempotent_consumer._writes import Condition, Create, Patch, PatchOperation, Write, set_field
 
 NEEDS_RECONCILIATION = "NeedsReconciliation"  # the dead-letter reason of a parked call
 RECONCILIATION_NEEDED = "payments.reconciliation_needed"  # its measure
@@ -267,7 +267,7 @@ async def decide_call[M: Handled](
     clock: Clock,
     monotonic: Monotonic = time.monotonic,
 ) -> Decision:
-    """Validate, apply through the call once, and classify (``shared.kit.consumer.classified``).
+    """Validate, apply through the call once, and classify (``_consumer.classified``).
     ``clock`` is read wherever a moment matters (a window's start, a waiter's lookup), never once
     for the whole delivery; ``monotonic`` times the sender's own window. Never raises for
     anything a message can cause."""

@@ -1,6 +1,6 @@
 """Apply one message's effect in one partition exactly once: the kit's one algorithm.
 
-A consumer's effect in a partition is a few plain writes (``shared.kit.writes``) that assume the
+A consumer's effect in a partition is a few plain writes (``_writes``) that assume the
 common case (the state exists and is older, say); an effect whose writes depend on what is
 stored (a difference to apply) reads it first (``writes`` is given ``read``), and an effect that
 needs nothing stored reads nothing. The kit commits them with the message's inbox
@@ -15,7 +15,7 @@ what is stored refuses a write, nothing was written and the commit says which wr
   written, so its redelivery is a duplicate), or ``Reject`` (dead-letter with the consumer's
   reason, nothing written). It may also raise a store error the consumer classifies.
 
-A partition behind a gate (``shared.kit.consumer``) keeps **no marker** (``inbox`` None): the
+A partition behind a gate (``_consumer``) keeps **no marker** (``inbox`` None): the
 gate's marker already tells this MessageId's repeat and its mismatch, and the effect's own
 stored version tells a repeat in the partition: ``Stale`` at the message's own version is a
 duplicate, above it stale, and nothing is written for either. Such a partition holds what the
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from shared.kit.decision import Decision, DocumentStore, Outcome, decided
-from shared.kit.errors import DocumentExists, TransientStoreError, WriteRefused
-from shared.kit.inbox import PROCESSED, Handled, Inbox
-from shared.kit.writes import Create, Write
+from idempotent_consumer._decision import Decision, DocumentStore, Outcome, decided
+from idempotent_consumer._errors import DocumentExists, TransientStoreError, WriteRefused
+from idempotent_consumer._inbox import PROCESSED, Handled, Inbox
+from idempotent_consumer._writes import Create, Write
 
 MAX_ROUNDS = 3
 

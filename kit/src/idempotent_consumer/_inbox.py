@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.clock import document_timestamp
-from shared.kit.decision import AboutMessage, Decision, DocumentStore, Outcome, decided
-from shared.kit.errors import DocumentExists, SystemicStoreError, TransientStoreError
-from shared.kit.writes import Create
+from idempotent_consumer._clock import document_timestamp
+from idempotent_consumer._decision import AboutMessage, Decision, DocumentStore, Outcome, decided
+from idempotent_consumer._errors import DocumentExists, SystemicStoreError, TransientStoreError
+from idempotent_consumer._writes import Create
 
 INBOX_TYPE = "inbox"
 PROCESSED = "processed"
