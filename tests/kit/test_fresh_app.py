@@ -41,9 +41,7 @@ import azure.functions as func
 from idempotent_consumer.functions import bind_consumer
 
 app = func.FunctionApp()
-bind_consumer(
-    app, units_sold, topic="%TOPIC_NAME%", subscription="%SUBSCRIPTION_NAME%"
-)
+bind_consumer(app, units_sold, topic="%TOPIC_NAME%", subscription="%SUBSCRIPTION_NAME%")
 """
 HOST_JSON = {
     "version": "2.0",

@@ -31,17 +31,20 @@ from examples.units_sold import units_sold
 from ops.sample_orders import order_body
 from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
+from tests.kit.test_fresh_app import function_app_text
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 30, 9, tzinfo=UTC)
 
 
-def test_the_page_shows_the_example_s_whole_code() -> None:
+def test_the_page_shows_the_whole_one_file_app_the_fresh_app_test_runs() -> None:
+    """docs/your-own-consumer.md's file is the example's code and its binding, byte for byte:
+    what ``tests/kit/test_fresh_app.py`` installs and runs from the wheel."""
     page = (REPO / "docs" / "your-own-consumer.md").read_text(encoding="utf-8")
-    section = page.split("# Your own consumer", 1)[1]
+    section = page.split("## One install, one file", 1)[1]
     shown = re.search(r"```python\n(.*?)```", section, re.S)
     assert shown is not None
-    assert shown.group(1) == (REPO / "examples" / "units_sold.py").read_text(encoding="utf-8")
+    assert shown.group(1) == function_app_text()
 
 
 @pytest.fixture
