@@ -24,6 +24,8 @@ PARTITION_FIELD = "orderId"
 # An inconclusive call (a provider that honours no key and cannot say yet) is parked after this
 # many deliveries: lockDuration x 3 of retries within deliveries first.
 PARK_AFTER_DELIVERIES = 3
+# Named in every parked event's dead-letter description: this app's runbook for it.
+RECONCILIATION_RUNBOOK = "docs/operations.md, Payments needing reconciliation"
 
 
 def payment_capture(
@@ -51,4 +53,5 @@ def payment_capture(
         parse=parse_event,
         partition=lambda event: event.order_id,
         effect=lambda event: effect,
+        reconciliation_runbook=RECONCILIATION_RUNBOOK,
     )

@@ -49,9 +49,9 @@ else: a newer call found there meanwhile is decided again) marked for an operato
 (``RECONCILIATION_NEEDED``, by the delivery that marked it, whichever message it was) and
 alerted, never retried blindly. A lookup that says the operation was performed more than once is
 parked at once. Later messages of the same entity are parked behind it (the state cannot move
-past an unknown call) until an operator resolves it (``python -m ops payments``), and are
-resubmitted then; a message at or below the version the state has already applied is still
-answered as a duplicate or stale, never parked.
+past an unknown call) until an operator resolves it (the app's runbook, which the definition
+names: ``reconciliation_runbook``), and are resubmitted then; a message at or below the version
+the state has already applied is still answered as a duplicate or stale, never parked.
 
 A version at or below the state's is stale, as in ``apply_once``: its marker alone. Results the
 other side gives about the request itself (a declined card, a refused refund) are outcomes the
@@ -249,13 +249,16 @@ class ExternalEffect[M](Protocol):
 class CallingConsumerDefinition[M: Handled]:
     """A consumer whose effect is a call (module docstring): its name (part of every marker
     and call key), its contract, the one partition a message concerns (the entity's) and its
-    effect there."""
+    effect there. ``reconciliation_runbook``: where the app's operators read how to resolve a
+    parked call (a page and section of the app's own docs), named in every parked message's
+    dead-letter description; None names none (the kit has no runbook of its own)."""
 
     name: str
     partition_field: str
     parse: Callable[[IncomingMessage], M]
     partition: Callable[[M], str]
     effect: Callable[[M], ExternalEffect[M]]
+    reconciliation_runbook: str | None = None
 
 
 async def decide_call[M: Handled](
@@ -286,6 +289,7 @@ async def decide_call[M: Handled](
         incoming=incoming,
         clock=clock,
         monotonic=monotonic,
+        runbook=definition.reconciliation_runbook,
     )
     return await classified(message, work)
 
@@ -342,19 +346,21 @@ async def apply_with_call[M: Handled](
     incoming: IncomingMessage,
     clock: Clock,
     monotonic: Monotonic = time.monotonic,
+    runbook: str | None = None,
 ) -> Decision:
     """Apply ``message`` through ``effect`` once (module docstring). Raises the store's and the
     effect's transient and systemic errors for the consumer's table; an inconclusive call is
-    transient until ``park_after_deliveries``, then parked."""
+    transient until ``park_after_deliveries``, then parked, its description naming
+    ``runbook`` when given."""
     try:
-        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic)
+        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic, runbook)
     except Inconclusive as inconclusive:
         parking = inconclusive.park_now or (
             (incoming.delivery_count or 1) >= effect.park_after_deliveries
         )
         if not parking:
             raise
-        return await _park(store, message, partition_key, effect, inconclusive)
+        return await _park(store, message, partition_key, effect, inconclusive, runbook)
 
 
 async def _apply[M: Handled](
@@ -365,6 +371,7 @@ async def _apply[M: Handled](
     effect: ExternalEffect[M],
     clock: Clock,
     monotonic: Monotonic,
+    runbook: str | None,
 ) -> Decision:
     # The business counts of the calls this delivery completed, its own and any it finished on
     # another message's behalf: counted once, by the delivery whose completion committed.
@@ -382,7 +389,7 @@ async def _apply[M: Handled](
             return replace(decision, measures=_positive(counted))
         if state is not None and pending and pending.get(CallField.RECONCILE):
             # A parked call holds back every version after the state's.
-            return _parked(message, pending, "its call is parked for reconciliation")
+            return _parked(message, pending, "its call is parked for reconciliation", runbook)
         if state is not None and pending:
             # Finish whoever's call is in progress first: nothing waits for it to expire.
             result, state = await _resume(
@@ -633,7 +640,7 @@ async def complete_call[M](
     """Record the call completed: its message's marker, the state at its version with what the
     call did, and the call's record, in one batch conditional on the revision of ``state``.
     False if another writer moved the state first. The one completion: the kit's deliveries and
-    an operator's ``python -m ops payments resolve --happened`` both call it."""
+    an operator's tool (a call found to have happened) both call it."""
     call = _call(pending)
     owner = _owner(pending)
     operations = [
@@ -721,6 +728,7 @@ async def _park[M: Handled](
     partition_key: str,
     effect: ExternalEffect[M],
     inconclusive: Inconclusive,
+    runbook: str | None,
 ) -> Decision:
     """Mark the attempt found inconclusive for an operator and dead-letter the message
     NeedsReconciliation. Only that attempt: a call completed, withdrawn or begun anew since is
@@ -730,29 +738,34 @@ async def _park[M: Handled](
     if state is None or not pending or not inconclusive.names(pending):
         raise inconclusive  # resolved or moved on meanwhile: the redelivery decides again
     if pending.get(CallField.RECONCILE):
-        return _parked(message, pending, str(inconclusive))  # marked and counted already
+        return _parked(message, pending, str(inconclusive), runbook)  # marked and counted
     revision = _int(state, StateField.REVISION)
     marked = {**pending, CallField.RECONCILE: True}
     try:
         await store.commit(partition_key, [_pending_set(effect, revision, marked)])
     except WriteRefused:
         raise inconclusive from None  # it moved: decide again on the redelivery
-    return _parked(message, pending, str(inconclusive), marked=True)
+    return _parked(message, pending, str(inconclusive), runbook, marked=True)
 
 
 def _parked(
-    message: Handled, pending: Mapping[str, Any], why: str, *, marked: bool = False
+    message: Handled,
+    pending: Mapping[str, Any],
+    why: str,
+    runbook: str | None,
+    *,
+    marked: bool = False,
 ) -> Decision:
     own = _owns(pending, message)
     subject = "" if own else f" behind the call of {pending.get(CallField.MESSAGE_ID)!r}"
+    where = f" ({runbook})" if runbook else ""
     return decided(
         Outcome.INVALID,
         message,
         deadletter_reason=NEEDS_RECONCILIATION,
         description=bound(
             f"parked{subject}: call {pending.get(CallField.KEY)} "
-            f"({pending.get(CallField.OPERATION)}) needs an operator: {why} "
-            "(docs/operations.md, Payments needing reconciliation)"
+            f"({pending.get(CallField.OPERATION)}) needs an operator: {why}{where}"
         ),
         measures={RECONCILIATION_NEEDED: 1} if marked else {},
     )
