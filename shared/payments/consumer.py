@@ -26,6 +26,8 @@ PARTITION_FIELD = "orderId"
 PARK_AFTER_DELIVERIES = 3
 # Named in every parked event's dead-letter description: this app's runbook for it.
 RECONCILIATION_RUNBOOK = "docs/operations.md, Payments needing reconciliation"
+# The count of payments parked for an operator (alerted on: infra/app/order-events-alerts.bicep).
+RECONCILIATION_MEASURE = "payments.reconciliation_needed"
 
 
 def payment_capture(
@@ -54,4 +56,5 @@ def payment_capture(
         partition=lambda event: event.order_id,
         effect=lambda event: effect,
         reconciliation_runbook=RECONCILIATION_RUNBOOK,
+        reconciliation_measure=RECONCILIATION_MEASURE,
     )

@@ -23,6 +23,8 @@ from idempotent_consumer import (
     Call,
     CallingConsumerDefinition,
     Create,
+    Decision,
+    Found,
     IncomingMessage,
     Looked,
     Outcome,
@@ -40,10 +42,6 @@ from shared.config import Settings
 
 RUNBOOK = "our wiki, Payments stuck for a person"
 NOW = datetime(2026, 12, 5, 9, tzinfo=UTC)
-
-
-def says_nothing_of_a_runbook(description: str) -> bool:
-    return "docs/" not in description and "runbook" not in description and "(" not in description
 
 
 @pytest.fixture
@@ -71,14 +69,11 @@ async def test_a_full_partition_names_the_runbook_its_store_was_given_and_no_oth
     with pytest.raises(PartitionFull) as raised:
         await store.commit("o-1", [Create({"id": "x", "orderId": "o-1"})])
 
-    description = str(raised.value)
-    assert description.startswith("Cosmos DB answered 403.1014")
-    if runbook is None:
-        assert description.endswith(": the logical partition is full")
-        assert says_nothing_of_a_runbook(description.split(": the logical partition")[-1])
-    else:
-        assert description.endswith(f": the logical partition is full ({RUNBOOK})")
-    assert "docs/operations.md" not in description
+    named = "" if runbook is None else f" ({RUNBOOK})"
+    assert str(raised.value) == (
+        f"Cosmos DB answered 403.1014: (403) injected fault: status 403: the logical partition "
+        f"is full{named}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +88,9 @@ class Charge:
     hash_algorithm: str = "sha256"
 
 
-class NeverCalled:
-    """An effect whose call is parked already: nothing of it may run."""
+class PerformedTwice:
+    """An effect whose other side says it performed the pending call twice: parked at once.
+    Nothing else of it may run."""
 
     state_id = "state"
     honours_keys = True
@@ -104,62 +100,109 @@ class NeverCalled:
     park_after_deliveries = 3
 
     def new_state(self, message: Charge) -> dict[str, Any]:
-        raise AssertionError("a parked call holds the state")
+        raise AssertionError("a pending call holds the state")
 
     def plan(self, message: Charge, state: Mapping[str, Any] | None) -> Call | None:
-        raise AssertionError("a parked call holds the state")
+        raise AssertionError("a pending call holds the state")
 
     async def perform(self, call: Call) -> Mapping[str, Any]:
-        raise AssertionError("a parked call is never made again")
+        raise AssertionError("a call performed twice is never made again")
 
     async def look_up(self, call: Call) -> Looked:
-        raise AssertionError("a parked call is never looked up")
+        return Found({"status": "captured"}, repeats=1)
 
     def settled(
         self, state: Mapping[str, Any], call: Call, result: Mapping[str, Any]
     ) -> Sequence[PatchOperation]:
-        raise AssertionError("a parked call holds the state")
+        raise AssertionError("a call performed twice is never completed")
 
     def measures(self, result: Mapping[str, Any]) -> Mapping[str, int]:
         return {}
 
 
-def definition(runbook: str | None) -> CallingConsumerDefinition[Charge]:
-    effect = NeverCalled()
+def charges(**parking: Any) -> CallingConsumerDefinition[Charge]:
+    """A calling consumer of version-2 charges of o-1; ``parking``: its reconciliation_*."""
+    effect = PerformedTwice()
     return CallingConsumerDefinition(
         name="charges",
         partition_field="orderId",
         parse=lambda incoming: Charge(str(incoming.message_id), "Charged", "o-1", 2),
         partition=lambda charge: charge.order_id,
         effect=lambda charge: effect,
-        reconciliation_runbook=runbook,
+        **parking,
     )
+
+
+async def parked(definition: CallingConsumerDefinition[Charge], pending_of: str) -> Decision:
+    """Message m-2 delivered while the state of o-1 (version 1) has ``pending_of``'s call
+    pending, version 2's: m-2's own call (found performed twice), or m-1's, parked already."""
+    store = InMemoryDocumentStore()
+    pending = {
+        "messageId": pending_of,
+        "messageType": "Charged",
+        "about": "o-1",
+        "version": 2,
+        "requestHash": "0" * 64,
+        "operation": "capture",
+        "key": "k-1",
+        "request": {"amount": 5},
+        "startedAt": "2026-12-05T08:59:00.000000Z",
+        "overBy": "2026-12-05T08:59:10.000000Z",
+        "reconcile": pending_of != "m-2",
+    }
+    state = {"id": "state", "orderId": "o-1", "version": 1, "revision": 2, "pending": pending}
+    await store.commit("o-1", [Create(state)])
+    incoming = IncomingMessage("m-2", b"{}")
+    return await decide_call(definition, incoming, store, marker_ttl_s=600, clock=ManualClock(NOW))
+
+
+def parked_description(decision: Decision) -> str:
+    assert decision.outcome is Outcome.INVALID
+    assert decision.deadletter_reason == NEEDS_RECONCILIATION
+    description = decision.description or ""
+    assert len(description) <= MAX_DESCRIPTION_CHARS
+    assert "docs/operations.md" not in description
+    return description
+
+
+async def test_a_parked_call_names_the_definition_s_runbook_and_counts_its_measure() -> None:
+    decision = await parked(
+        charges(reconciliation_runbook=RUNBOOK, reconciliation_measure="charges.parked"),
+        pending_of="m-2",
+    )
+
+    description = parked_description(decision)
+    assert description == (
+        "parked: call k-1 (capture) needs an operator: call k-1 (capture): the other side "
+        f"performed it 2 times ({RUNBOOK})"
+    )
+    assert decision.measures == {"charges.parked": 1}
+
+
+async def test_a_parked_call_of_a_definition_without_a_runbook_names_none() -> None:
+    decision = await parked(charges(), pending_of="m-2")
+
+    description = parked_description(decision)
+    assert description == (
+        "parked: call k-1 (capture) needs an operator: call k-1 (capture): the other side "
+        "performed it 2 times"
+    )
+    assert decision.measures == {"reconciliation_needed": 1}
 
 
 @pytest.mark.parametrize("runbook", [RUNBOOK, None], ids=["given", "none"])
 async def test_a_message_behind_a_parked_call_names_the_definition_s_runbook_and_no_other(
     runbook: str | None,
 ) -> None:
-    """Version 1's call is parked for an operator; version 2 is parked behind it, its
-    dead-letter description naming the definition's runbook when it has one."""
-    store = InMemoryDocumentStore()
-    pending = {"messageId": "m-1", "key": "k-1", "operation": "capture", "reconcile": True}
-    state = {"id": "state", "orderId": "o-1", "version": 1, "revision": 2, "pending": pending}
-    await store.commit("o-1", [Create(state)])
-    clock = ManualClock(NOW)
+    """Version 2's call, of m-1, is parked for an operator: m-2 is parked behind it, its
+    dead-letter description naming the definition's runbook when it has one; not counted
+    again (the delivery that marked the call counted it)."""
+    decision = await parked(charges(reconciliation_runbook=runbook), pending_of="m-1")
 
-    decision = await decide_call(
-        definition(runbook), IncomingMessage("m-2", b"{}"), store, marker_ttl_s=600, clock=clock
+    description = parked_description(decision)
+    named = "" if runbook is None else f" ({RUNBOOK})"
+    assert description == (
+        "parked behind the call of 'm-1': call k-1 (capture) needs an operator: its call is "
+        f"parked for reconciliation{named}"
     )
-
-    assert decision.outcome is Outcome.INVALID
-    assert decision.deadletter_reason == NEEDS_RECONCILIATION
-    description = decision.description or ""
-    assert description.startswith("parked behind the call of 'm-1': call k-1 (capture)")
-    assert len(description) <= MAX_DESCRIPTION_CHARS
-    if runbook is None:
-        assert description.endswith("its call is parked for reconciliation")
-        assert says_nothing_of_a_runbook(description.split("needs an operator")[-1])
-    else:
-        assert description.endswith(f"its call is parked for reconciliation ({RUNBOOK})")
-    assert "docs/operations.md" not in description
+    assert decision.measures == {}

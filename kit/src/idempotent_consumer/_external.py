@@ -46,7 +46,8 @@ other side still says is in progress after that moment, is **inconclusive**: ret
 delivery and redelivered, and after ``park_after_deliveries`` deliveries the message is
 **parked**: dead-lettered ``NeedsReconciliation`` with that attempt (its key and start, nothing
 else: a newer call found there meanwhile is decided again) marked for an operator, counted
-(``RECONCILIATION_NEEDED``, by the delivery that marked it, whichever message it was) and
+(the definition's ``reconciliation_measure``, by the delivery that marked it, whichever message
+it was) and
 alerted, never retried blindly. A lookup that says the operation was performed more than once is
 parked at once. Later messages of the same entity are parked behind it (the state cannot move
 past an unknown call) until an operator resolves it (the app's runbook, which the definition
@@ -98,7 +99,7 @@ from idempotent_consumer._message import HASH_ALGORITHM
 from idempotent_consumer._writes import Condition, Create, Patch, PatchOperation, Write, set_field
 
 NEEDS_RECONCILIATION = "NeedsReconciliation"  # the dead-letter reason of a parked call
-RECONCILIATION_NEEDED = "payments.reconciliation_needed"  # its measure
+RECONCILIATION_NEEDED = "reconciliation_needed"  # its measure, unless the definition names one
 MAX_ROUNDS = 4
 _KEY_NAMESPACE = uuid.UUID("2b0e8f1c-5d7a-4c1e-9f3b-7a6d2c4e8b10")
 
@@ -251,7 +252,9 @@ class CallingConsumerDefinition[M: Handled]:
     and call key), its contract, the one partition a message concerns (the entity's) and its
     effect there. ``reconciliation_runbook``: where the app's operators read how to resolve a
     parked call (a page and section of the app's own docs), named in every parked message's
-    dead-letter description; None names none (the kit has no runbook of its own)."""
+    dead-letter description; None names none (the kit has no runbook of its own).
+    ``reconciliation_measure``: the ``Decision.measures`` key a newly parked call is counted
+    under (the app declares it to its telemetry, alerts on it)."""
 
     name: str
     partition_field: str
@@ -259,6 +262,7 @@ class CallingConsumerDefinition[M: Handled]:
     partition: Callable[[M], str]
     effect: Callable[[M], ExternalEffect[M]]
     reconciliation_runbook: str | None = None
+    reconciliation_measure: str = RECONCILIATION_NEEDED
 
 
 async def decide_call[M: Handled](
@@ -289,9 +293,18 @@ async def decide_call[M: Handled](
         incoming=incoming,
         clock=clock,
         monotonic=monotonic,
-        runbook=definition.reconciliation_runbook,
+        parking=Parking(definition.reconciliation_runbook, definition.reconciliation_measure),
     )
     return await classified(message, work)
+
+
+@dataclass(frozen=True, slots=True)
+class Parking:
+    """How a parked call reaches an operator: the runbook its description names (none when
+    None) and the measure a newly parked call is counted under (``CallingConsumerDefinition``)."""
+
+    runbook: str | None = None
+    measure: str = RECONCILIATION_NEEDED
 
 
 class NotMade(Exception):
@@ -346,21 +359,20 @@ async def apply_with_call[M: Handled](
     incoming: IncomingMessage,
     clock: Clock,
     monotonic: Monotonic = time.monotonic,
-    runbook: str | None = None,
+    parking: Parking = Parking(),
 ) -> Decision:
     """Apply ``message`` through ``effect`` once (module docstring). Raises the store's and the
     effect's transient and systemic errors for the consumer's table; an inconclusive call is
-    transient until ``park_after_deliveries``, then parked, its description naming
-    ``runbook`` when given."""
+    transient until ``park_after_deliveries``, then parked as ``parking`` says."""
     try:
-        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic, runbook)
+        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic, parking)
     except Inconclusive as inconclusive:
-        parking = inconclusive.park_now or (
+        park = inconclusive.park_now or (
             (incoming.delivery_count or 1) >= effect.park_after_deliveries
         )
-        if not parking:
+        if not park:
             raise
-        return await _park(store, message, partition_key, effect, inconclusive, runbook)
+        return await _park(store, message, partition_key, effect, inconclusive, parking)
 
 
 async def _apply[M: Handled](
@@ -371,7 +383,7 @@ async def _apply[M: Handled](
     effect: ExternalEffect[M],
     clock: Clock,
     monotonic: Monotonic,
-    runbook: str | None,
+    parking: Parking,
 ) -> Decision:
     # The business counts of the calls this delivery completed, its own and any it finished on
     # another message's behalf: counted once, by the delivery whose completion committed.
@@ -389,7 +401,7 @@ async def _apply[M: Handled](
             return replace(decision, measures=_positive(counted))
         if state is not None and pending and pending.get(CallField.RECONCILE):
             # A parked call holds back every version after the state's.
-            return _parked(message, pending, "its call is parked for reconciliation", runbook)
+            return _parked(message, pending, "its call is parked for reconciliation", parking)
         if state is not None and pending:
             # Finish whoever's call is in progress first: nothing waits for it to expire.
             result, state = await _resume(
@@ -728,7 +740,7 @@ async def _park[M: Handled](
     partition_key: str,
     effect: ExternalEffect[M],
     inconclusive: Inconclusive,
-    runbook: str | None,
+    parking: Parking,
 ) -> Decision:
     """Mark the attempt found inconclusive for an operator and dead-letter the message
     NeedsReconciliation. Only that attempt: a call completed, withdrawn or begun anew since is
@@ -738,27 +750,27 @@ async def _park[M: Handled](
     if state is None or not pending or not inconclusive.names(pending):
         raise inconclusive  # resolved or moved on meanwhile: the redelivery decides again
     if pending.get(CallField.RECONCILE):
-        return _parked(message, pending, str(inconclusive), runbook)  # marked and counted
+        return _parked(message, pending, str(inconclusive), parking)  # marked and counted
     revision = _int(state, StateField.REVISION)
     marked = {**pending, CallField.RECONCILE: True}
     try:
         await store.commit(partition_key, [_pending_set(effect, revision, marked)])
     except WriteRefused:
         raise inconclusive from None  # it moved: decide again on the redelivery
-    return _parked(message, pending, str(inconclusive), runbook, marked=True)
+    return _parked(message, pending, str(inconclusive), parking, marked=True)
 
 
 def _parked(
     message: Handled,
     pending: Mapping[str, Any],
     why: str,
-    runbook: str | None,
+    parking: Parking,
     *,
     marked: bool = False,
 ) -> Decision:
     own = _owns(pending, message)
     subject = "" if own else f" behind the call of {pending.get(CallField.MESSAGE_ID)!r}"
-    where = f" ({runbook})" if runbook else ""
+    where = f" ({parking.runbook})" if parking.runbook else ""
     return decided(
         Outcome.INVALID,
         message,
@@ -767,7 +779,7 @@ def _parked(
             f"parked{subject}: call {pending.get(CallField.KEY)} "
             f"({pending.get(CallField.OPERATION)}) needs an operator: {why}{where}"
         ),
-        measures={RECONCILIATION_NEEDED: 1} if marked else {},
+        measures={parking.measure: 1} if marked else {},
     )
 
 
@@ -819,6 +831,7 @@ __all__ = [
     "Looked",
     "NotFound",
     "NotMade",
+    "Parking",
     "apply_with_call",
     "call_key",
     "complete_call",
