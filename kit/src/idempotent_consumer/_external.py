@@ -47,12 +47,12 @@ delivery and redelivered, and after ``park_after_deliveries`` deliveries the mes
 **parked**: dead-lettered ``NeedsReconciliation`` with that attempt (its key and start, nothing
 else: a newer call found there meanwhile is decided again) marked for an operator, counted
 (the definition's ``reconciliation_measure``, by the delivery that marked it, whichever message
-it was) and
-alerted, never retried blindly. A lookup that says the operation was performed more than once is
-parked at once. Later messages of the same entity are parked behind it (the state cannot move
-past an unknown call) until an operator resolves it (the app's runbook, which the definition
-names: ``reconciliation_runbook``), and are resubmitted then; a message at or below the version
-the state has already applied is still answered as a duplicate or stale, never parked.
+it was) and alerted, never retried blindly. A lookup that says the operation was performed more
+than once is parked at once. Later messages of the same entity are parked behind it (the state
+cannot move past an unknown call) until an operator resolves it (the app's runbook, which the
+definition names: ``reconciliation_runbook``), and are resubmitted then; a message at or below
+the version the state has already applied is still answered as a duplicate or stale, never
+parked.
 
 A version at or below the state's is stale, as in ``apply_once``: its marker alone. Results the
 other side gives about the request itself (a declined card, a refused refund) are outcomes the
