@@ -4,8 +4,12 @@ partition (``CosmosDocumentStore(partition_full_runbook=...)``) and a parked cal
 read; not given, it says nothing of a runbook, and never this repository's docs (a user's
 operators must not be sent to pages they do not have).
 
+A parked call is counted under the definition's ``reconciliation_measure`` (the kit's
+``reconciliation_needed`` by default), never this app's ``payments.`` measure.
+
 Checked to fail: each test on the kit of before (every description named
-``docs/operations.md``), and the parked test with the runbook left out of ``_parked``.
+``docs/operations.md``); the two runbook-given parked tests with the runbook left out of
+``_parked``; the two measure tests with the kit's measure fixed at ``payments.``.
 """
 
 from __future__ import annotations
