@@ -27,6 +27,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt kit/pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet --no-deps --editable ./kit
+	# pip built ./kit in its own tree: leave nothing there a publish could ship (.funcignore)
+	rm -rf kit/build kit/dist kit/src/*.egg-info
 	touch $@
 
 protos: $(PROTO_MODULE)

@@ -141,6 +141,8 @@ _UNKNOWN_TOPIC = "(unset)"
 _UNKNOWN_SUBSCRIPTION = "(unset)"
 # Seconds a client is asked to wait while the orders API's settings are wrong (an operator's fix).
 _MISCONFIGURED_RETRY_AFTER_S = 60
+# Named in every PartitionFull a kit consumer's store raises (a SKU's partition at 20 GB).
+PARTITION_FULL_RUNBOOK = 'docs/operations.md, "A logical partition is filling (PartitionFull)"'
 
 
 class _DecideOne(Protocol):
@@ -369,7 +371,11 @@ class Runtime:
         container = wiring.client.get_database_client(
             wiring.settings.cosmos_database
         ).get_container_client(container_name)
-        store = CosmosDocumentStore(container, on_request_charge=telemetry.record_request_charge)
+        store = CosmosDocumentStore(
+            container,
+            on_request_charge=telemetry.record_request_charge,
+            partition_full_runbook=PARTITION_FULL_RUNBOOK,
+        )
         marker_ttl_s = wiring.settings.inbox_marker_ttl_s
         clock = self._clock
 

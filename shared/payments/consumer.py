@@ -24,6 +24,10 @@ PARTITION_FIELD = "orderId"
 # An inconclusive call (a provider that honours no key and cannot say yet) is parked after this
 # many deliveries: lockDuration x 3 of retries within deliveries first.
 PARK_AFTER_DELIVERIES = 3
+# Named in every parked event's dead-letter description: this app's runbook for it.
+RECONCILIATION_RUNBOOK = "docs/operations.md, Payments needing reconciliation"
+# The count of payments parked for an operator (alerted on: infra/app/order-events-alerts.bicep).
+RECONCILIATION_MEASURE = "payments.reconciliation_needed"
 
 
 def payment_capture(
@@ -51,4 +55,6 @@ def payment_capture(
         parse=parse_event,
         partition=lambda event: event.order_id,
         effect=lambda event: effect,
+        reconciliation_runbook=RECONCILIATION_RUNBOOK,
+        reconciliation_measure=RECONCILIATION_MEASURE,
     )

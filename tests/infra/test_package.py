@@ -12,6 +12,15 @@ mutants/ and the linter's cache); those two and the closure test with `!/shared/
 closure test with function_app.py importing a module of ops/. The kit (kit/, a distribution of
 its own that requirements.txt installs from its path, ``./kit``): the path-requirement test and
 the closure test fail with `!/kit/` dropped from `.funcignore`.
+
+A local build's leftovers in kit/ (``kit/build/``, ``kit/dist/``, ``*.egg-info``): azd's reading
+excludes them; Core Tools' cannot (its `!/kit/` wins over every exclusion), and a stale module in
+``kit/build/lib`` enters the wheel the remote build makes from ``./kit`` (shown below through
+pip). So none may be left in the tree: the kit's builds leave none (``make install`` removes
+pip's in-tree build, tests/kit/test_fresh_app.py builds from a copy), and the tree is checked.
+Checked to fail: the leftover check with a ``kit/build/lib`` file present (what pip's in-tree
+build of ``./kit`` leaves, as the stale-module test shows, and ``make install`` left before it
+removed it).
 """
 
 from __future__ import annotations
@@ -19,6 +28,10 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
+import subprocess
+import sys
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -201,7 +214,7 @@ def test_core_tools_ships_the_app_and_none_of_the_rest() -> None:
     assert expected_package(files) <= shipped
     for entry in NOT_SHIPPED:
         if entry.startswith(KIT + "/"):
-            continue  # its `!/kit/` wins too: a local build's leftovers ship, unused (below)
+            continue  # its `!/kit/` wins too: a local build's leftovers would ship (below)
         assert not [p for p in shipped if under(p, entry)], f"{entry} ships"
     assert {p for p in shipped if not p.startswith(("shared/", KIT + "/"))} == APP_FILES
 
@@ -301,3 +314,39 @@ def test_the_files_the_app_reads_at_run_time_ship() -> None:
     shipped = shipped_by_azd(candidate_files())
 
     assert config.HOST_JSON.relative_to(REPO).as_posix() in shipped
+
+
+def kit_leftovers(root: Path) -> list[str]:
+    """What a local build leaves in the kit's folder: ``build/``, ``dist/``, ``*.egg-info``."""
+    kit = root / KIT
+    found = [kit / "build", kit / "dist", *kit.rglob("*.egg-info")]
+    return sorted(path.relative_to(root).as_posix() for path in found if path.exists())
+
+
+def test_no_build_leftover_is_in_the_kit_a_publish_could_ship() -> None:
+    """Core Tools would ship them (its `!/kit/` wins): the tree holds none. A leftover here
+    comes from a build run in kit/ itself (``python -m build kit``, ``pip install ./kit``):
+    remove it (``rm -rf kit/build kit/dist kit/src/*.egg-info``) before publishing."""
+    assert kit_leftovers(REPO) == []
+
+
+def test_a_stale_module_left_in_kit_build_enters_the_wheel_built_from_it(tmp_path: Path) -> None:
+    """Why a leftover must never ship: pip builds ``./kit`` in its tree (as the remote build
+    does from requirements.txt), and setuptools copies the sources into ``build/lib`` without
+    clearing it, so a module removed from the sources but left there is installed."""
+    sources = tmp_path / KIT
+    shutil.copytree(
+        REPO / KIT, sources, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info")
+    )
+    stale = sources / "build" / "lib" / "idempotent_consumer" / "_removed_long_ago.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("REMOVED = True\n", encoding="utf-8")
+    wheels = tmp_path / "wheels"
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-index"]
+    command += ["--no-build-isolation", "--wheel-dir", str(wheels), str(sources)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    [wheel] = wheels.glob("*.whl")
+    assert "idempotent_consumer/_removed_long_ago.py" in zipfile.ZipFile(wheel).namelist()
+    assert kit_leftovers(tmp_path) == ["kit/build", "kit/src/idempotent_consumer_azure.egg-info"]

@@ -1,8 +1,9 @@
 """Time, for everything that waits or stamps, and the one way a time is stored in a document.
 
 Owns ``Clock`` (injected at the composition root, so tests and stand-ins run lock expiry, backoff
-and ages on one manual time line) and ``document_timestamp`` (``acceptedAt``, ``createdAt``,
-``dispatchedAt``, ``parkedAt``). Imports nothing of this repository and no Azure library.
+and ages on one manual time line) and ``document_timestamp`` (every time the kit stores: a
+call's ``startedAt``, ``overBy`` and ``completedAt``; an app may stamp its own with it). Imports
+nothing else of the kit and no Azure library.
 """
 
 from __future__ import annotations

@@ -61,9 +61,10 @@ nothing and write its own version again, for good. Two guards, each enforced whe
 The limit of markers kept per partition (no gate): the same MessageId with other content is
 told apart in the partitions the two contents share (the first of them stops the message before
 any later one is written); content whose partitions all differ from the first's is applied as a
-new message, and partitions before the first shared one may be written. For events whose
-MessageId is their eventId (derived from what they are: docs/events.md) two contents never share
-one. With a gate every message meets the gate's marker first.
+new message, and partitions before the first shared one may be written. For messages whose
+MessageId is derived from what they are (a producer's deterministic event id: one event, one id,
+on every send) two contents never share one. With a gate every message meets the gate's marker
+first.
 
 A failure is classified by what a redelivery can fix, as for every consumer of
 the kit: transient and systemic are retried within the delivery, anything else held, then
@@ -103,8 +104,8 @@ from idempotent_consumer._writes import Write
 # the attempt fails as transient and its retry passes the gate again (module docstring).
 WRITE_WINDOW_S = 60.0
 # Seconds a commit started inside the window may take to land: the adapters cancel an operation
-# after their deadline (the Cosmos DB store's operation deadline, 20 s: an app's tests/stock hold
-# it below this), and Cosmos DB runs a transactional batch within 5 s or fails it (learn.microsoft.
+# after their deadline (the Cosmos DB store's operation deadline, ``OPERATION_TIMEOUT_S``, 20 s,
+# below this), and Cosmos DB runs a transactional batch within 5 s or fails it (learn.microsoft.
 # com/azure/cosmos-db/nosql/transactional-batch, "Limitations").
 LANDING_S = 30.0
 # What a record left for older deliveries must outlive, counted from its own write.

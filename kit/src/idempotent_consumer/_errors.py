@@ -68,10 +68,6 @@ class SystemicStoreError(StoreError):
     """Authentication, authorisation or a missing database/container: an operator must fix it."""
 
 
-# The runbook of a full logical partition (docs/operations.md), named in every description of one.
-PARTITION_FULL_RUNBOOK = 'docs/operations.md, "A logical partition is filling (PartitionFull)"'
-
-
 class PartitionFull(SystemicStoreError):
     """The logical partition a write goes to is at its storage limit, so the store refuses every
     write there (Cosmos DB: 20 GB per logical partition, learn.microsoft.com/azure/cosmos-db/
@@ -79,10 +75,14 @@ class PartitionFull(SystemicStoreError):
     fix it until an operator frees the partition, so every message writing there is held
     (retried, abandoned, never dead-lettered by the consumer) and the partition's storage alert
     should have fired before it. Its type name is the reason (``PartitionFull``, the outcome's
-    ``error.type`` and the start of its description); the message names the runbook."""
+    ``error.type`` and the start of its description). ``runbook``: where the app's operators
+    read what to do (the app's own page, given to its store), named in the message when given;
+    the kit knows no runbook of its own."""
 
-    def __init__(self, problem: str) -> None:
-        super().__init__(f"{problem}: the logical partition is full ({PARTITION_FULL_RUNBOOK})")
+    def __init__(self, problem: str, *, runbook: str | None = None) -> None:
+        where = f" ({runbook})" if runbook else ""
+        super().__init__(f"{problem}: the logical partition is full{where}")
+        self.runbook = runbook
 
 
 class WriteRefused(StoreError):

@@ -46,12 +46,13 @@ other side still says is in progress after that moment, is **inconclusive**: ret
 delivery and redelivered, and after ``park_after_deliveries`` deliveries the message is
 **parked**: dead-lettered ``NeedsReconciliation`` with that attempt (its key and start, nothing
 else: a newer call found there meanwhile is decided again) marked for an operator, counted
-(``RECONCILIATION_NEEDED``, by the delivery that marked it, whichever message it was) and
-alerted, never retried blindly. A lookup that says the operation was performed more than once is
-parked at once. Later messages of the same entity are parked behind it (the state cannot move
-past an unknown call) until an operator resolves it (``python -m ops payments``), and are
-resubmitted then; a message at or below the version the state has already applied is still
-answered as a duplicate or stale, never parked.
+(the definition's ``reconciliation_measure``, by the delivery that marked it, whichever message
+it was) and alerted, never retried blindly. A lookup that says the operation was performed more
+than once is parked at once. Later messages of the same entity are parked behind it (the state
+cannot move past an unknown call) until an operator resolves it (the app's runbook, which the
+definition names: ``reconciliation_runbook``), and are resubmitted then; a message at or below
+the version the state has already applied is still answered as a duplicate or stale, never
+parked.
 
 A version at or below the state's is stale, as in ``apply_once``: its marker alone. Results the
 other side gives about the request itself (a declined card, a refused refund) are outcomes the
@@ -98,7 +99,7 @@ from idempotent_consumer._message import HASH_ALGORITHM
 from idempotent_consumer._writes import Condition, Create, Patch, PatchOperation, Write, set_field
 
 NEEDS_RECONCILIATION = "NeedsReconciliation"  # the dead-letter reason of a parked call
-RECONCILIATION_NEEDED = "payments.reconciliation_needed"  # its measure
+RECONCILIATION_NEEDED = "reconciliation_needed"  # its measure, unless the definition names one
 MAX_ROUNDS = 4
 _KEY_NAMESPACE = uuid.UUID("2b0e8f1c-5d7a-4c1e-9f3b-7a6d2c4e8b10")
 
@@ -249,13 +250,19 @@ class ExternalEffect[M](Protocol):
 class CallingConsumerDefinition[M: Handled]:
     """A consumer whose effect is a call (module docstring): its name (part of every marker
     and call key), its contract, the one partition a message concerns (the entity's) and its
-    effect there."""
+    effect there. ``reconciliation_runbook``: where the app's operators read how to resolve a
+    parked call (a page and section of the app's own docs), named in every parked message's
+    dead-letter description; None names none (the kit has no runbook of its own).
+    ``reconciliation_measure``: the ``Decision.measures`` key a newly parked call is counted
+    under (the app declares it to its telemetry, alerts on it)."""
 
     name: str
     partition_field: str
     parse: Callable[[IncomingMessage], M]
     partition: Callable[[M], str]
     effect: Callable[[M], ExternalEffect[M]]
+    reconciliation_runbook: str | None = None
+    reconciliation_measure: str = RECONCILIATION_NEEDED
 
 
 async def decide_call[M: Handled](
@@ -286,8 +293,18 @@ async def decide_call[M: Handled](
         incoming=incoming,
         clock=clock,
         monotonic=monotonic,
+        parking=Parking(definition.reconciliation_runbook, definition.reconciliation_measure),
     )
     return await classified(message, work)
+
+
+@dataclass(frozen=True, slots=True)
+class Parking:
+    """How a parked call reaches an operator: the runbook its description names (none when
+    None) and the measure a newly parked call is counted under (``CallingConsumerDefinition``)."""
+
+    runbook: str | None = None
+    measure: str = RECONCILIATION_NEEDED
 
 
 class NotMade(Exception):
@@ -342,19 +359,20 @@ async def apply_with_call[M: Handled](
     incoming: IncomingMessage,
     clock: Clock,
     monotonic: Monotonic = time.monotonic,
+    parking: Parking = Parking(),
 ) -> Decision:
     """Apply ``message`` through ``effect`` once (module docstring). Raises the store's and the
     effect's transient and systemic errors for the consumer's table; an inconclusive call is
-    transient until ``park_after_deliveries``, then parked."""
+    transient until ``park_after_deliveries``, then parked as ``parking`` says."""
     try:
-        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic)
+        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic, parking)
     except Inconclusive as inconclusive:
-        parking = inconclusive.park_now or (
+        park = inconclusive.park_now or (
             (incoming.delivery_count or 1) >= effect.park_after_deliveries
         )
-        if not parking:
+        if not park:
             raise
-        return await _park(store, message, partition_key, effect, inconclusive)
+        return await _park(store, message, partition_key, effect, inconclusive, parking)
 
 
 async def _apply[M: Handled](
@@ -365,6 +383,7 @@ async def _apply[M: Handled](
     effect: ExternalEffect[M],
     clock: Clock,
     monotonic: Monotonic,
+    parking: Parking,
 ) -> Decision:
     # The business counts of the calls this delivery completed, its own and any it finished on
     # another message's behalf: counted once, by the delivery whose completion committed.
@@ -382,7 +401,7 @@ async def _apply[M: Handled](
             return replace(decision, measures=_positive(counted))
         if state is not None and pending and pending.get(CallField.RECONCILE):
             # A parked call holds back every version after the state's.
-            return _parked(message, pending, "its call is parked for reconciliation")
+            return _parked(message, pending, "its call is parked for reconciliation", parking)
         if state is not None and pending:
             # Finish whoever's call is in progress first: nothing waits for it to expire.
             result, state = await _resume(
@@ -633,7 +652,7 @@ async def complete_call[M](
     """Record the call completed: its message's marker, the state at its version with what the
     call did, and the call's record, in one batch conditional on the revision of ``state``.
     False if another writer moved the state first. The one completion: the kit's deliveries and
-    an operator's ``python -m ops payments resolve --happened`` both call it."""
+    an operator's tool (a call found to have happened) both call it."""
     call = _call(pending)
     owner = _owner(pending)
     operations = [
@@ -721,6 +740,7 @@ async def _park[M: Handled](
     partition_key: str,
     effect: ExternalEffect[M],
     inconclusive: Inconclusive,
+    parking: Parking,
 ) -> Decision:
     """Mark the attempt found inconclusive for an operator and dead-letter the message
     NeedsReconciliation. Only that attempt: a call completed, withdrawn or begun anew since is
@@ -730,31 +750,36 @@ async def _park[M: Handled](
     if state is None or not pending or not inconclusive.names(pending):
         raise inconclusive  # resolved or moved on meanwhile: the redelivery decides again
     if pending.get(CallField.RECONCILE):
-        return _parked(message, pending, str(inconclusive))  # marked and counted already
+        return _parked(message, pending, str(inconclusive), parking)  # marked and counted
     revision = _int(state, StateField.REVISION)
     marked = {**pending, CallField.RECONCILE: True}
     try:
         await store.commit(partition_key, [_pending_set(effect, revision, marked)])
     except WriteRefused:
         raise inconclusive from None  # it moved: decide again on the redelivery
-    return _parked(message, pending, str(inconclusive), marked=True)
+    return _parked(message, pending, str(inconclusive), parking, marked=True)
 
 
 def _parked(
-    message: Handled, pending: Mapping[str, Any], why: str, *, marked: bool = False
+    message: Handled,
+    pending: Mapping[str, Any],
+    why: str,
+    parking: Parking,
+    *,
+    marked: bool = False,
 ) -> Decision:
     own = _owns(pending, message)
     subject = "" if own else f" behind the call of {pending.get(CallField.MESSAGE_ID)!r}"
+    where = f" ({parking.runbook})" if parking.runbook else ""
     return decided(
         Outcome.INVALID,
         message,
         deadletter_reason=NEEDS_RECONCILIATION,
         description=bound(
             f"parked{subject}: call {pending.get(CallField.KEY)} "
-            f"({pending.get(CallField.OPERATION)}) needs an operator: {why} "
-            "(docs/operations.md, Payments needing reconciliation)"
+            f"({pending.get(CallField.OPERATION)}) needs an operator: {why}{where}"
         ),
-        measures={RECONCILIATION_NEEDED: 1} if marked else {},
+        measures={parking.measure: 1} if marked else {},
     )
 
 
@@ -806,6 +831,7 @@ __all__ = [
     "Looked",
     "NotFound",
     "NotMade",
+    "Parking",
     "apply_with_call",
     "call_key",
     "complete_call",

@@ -126,7 +126,8 @@ def create_client(
 class CosmosDocumentStore:
     """The kit's ``DocumentStore`` on one container: each commit one ``create_item`` (a single
     create) or one transactional batch, each read a point read; every request's charge to the
-    telemetry adapter."""
+    telemetry adapter. ``partition_full_runbook``: the app's runbook for a full logical
+    partition, named in every ``PartitionFull`` this store raises (None: none named)."""
 
     def __init__(
         self,
@@ -134,10 +135,12 @@ class CosmosDocumentStore:
         on_request_charge: RequestChargeSink | None = None,
         *,
         operation_timeout_s: float = OPERATION_TIMEOUT_S,
+        partition_full_runbook: str | None = None,
     ) -> None:
         self._container = container
         self._on_request_charge = on_request_charge
         self._timeout_s = operation_timeout_s
+        self._runbook = partition_full_runbook
 
     async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
         """One ``create_item`` for a single create, else one transactional batch; a write
@@ -168,14 +171,14 @@ class CosmosDocumentStore:
             self._charge_of_error(operation, error)
             refused = refused_write(batch_failure(error), writes)
             if refused is None:
-                _raise_classified(error, writing=True)
+                _raise_classified(error, writing=True, runbook=self._runbook)
             raise refused from error
         except cosmos_errors.CosmosResourceExistsError as error:
             self._charge_of_error(operation, error)
             raise DocumentExists(0, writes[0].document_id) from error
         except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
             self._charge_of_error(operation, error)
-            _raise_classified(error, writing=True)
+            _raise_classified(error, writing=True, runbook=self._runbook)
 
     async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
         try:
@@ -193,7 +196,7 @@ class CosmosDocumentStore:
             return None
         except Exception as error:  # noqa: BLE001 - translated, or re-raised as is
             self._charge_of_error("read", error)
-            _raise_classified(error, writing=False)
+            _raise_classified(error, writing=False, runbook=self._runbook)
         return document
 
     def _charge_of_error(self, operation: str, error: Exception) -> None:
@@ -366,12 +369,14 @@ def classify_status(
     writing: bool,
     detail: str,
     retry_after_s: float | None = None,
+    runbook: str | None = None,
 ) -> StoreError | None:
     """What a redelivery can fix about a Cosmos DB status: one table for a single request and
-    for the failing operation of a batch. None: we cannot tell (a bug, or unknown)."""
+    for the failing operation of a batch. None: we cannot tell (a bug, or unknown).
+    ``runbook``: named in a ``PartitionFull`` (``CosmosDocumentStore``)."""
     shown = f"{status}.{sub_status}" if sub_status else str(status)
     if (status, sub_status) == _PARTITION_FULL:
-        return PartitionFull(f"Cosmos DB answered {shown}: {detail}")
+        return PartitionFull(f"Cosmos DB answered {shown}: {detail}", runbook=runbook)
     if (status, sub_status) in _TRANSIENT_SUB_STATUS:
         return TransientStoreError(
             f"Cosmos DB answered {shown}: {detail}", retry_after_s=retry_after_s
@@ -401,16 +406,19 @@ def _float(value: Any) -> float | None:
         return None
 
 
-def _raise_classified(error: Exception, *, writing: bool) -> NoReturn:
-    translated = classify_error(error, writing=writing)
+def _raise_classified(error: Exception, *, writing: bool, runbook: str | None) -> NoReturn:
+    translated = classify_error(error, writing=writing, runbook=runbook)
     if translated is None:
         # Unknown: re-raise as is; the core treats it as unexpected (abandon, stack trace).
         raise error
     raise translated from error
 
 
-def classify_error(error: Exception, *, writing: bool) -> StoreError | None:
-    """Map an SDK or transport error to what a redelivery can fix; None if we cannot tell."""
+def classify_error(
+    error: Exception, *, writing: bool, runbook: str | None = None
+) -> StoreError | None:
+    """Map an SDK or transport error to what a redelivery can fix; None if we cannot tell.
+    ``runbook``: named in a ``PartitionFull`` (``CosmosDocumentStore``)."""
     if isinstance(error, cosmos_errors.CosmosBatchOperationError):
         failure = batch_failure(error)
         return classify_status(
@@ -419,6 +427,7 @@ def classify_error(error: Exception, *, writing: bool) -> StoreError | None:
             writing=writing,
             detail=f"batch operation {failure.index} failed (the others 424)",
             retry_after_s=failure.retry_after_s,
+            runbook=runbook,
         )
     if isinstance(error, cosmos_errors.CosmosHttpResponseError):
         headers: Mapping[str, Any] = getattr(error, "headers", None) or {}
@@ -429,6 +438,7 @@ def classify_error(error: Exception, *, writing: bool) -> StoreError | None:
             writing=writing,
             detail=_first_line(error),
             retry_after_s=None if retry_after_ms is None else retry_after_ms / 1000.0,
+            runbook=runbook,
         )
     if isinstance(error, ClientAuthenticationError | binascii.Error) or (
         isinstance(error, ValueError) and _raised_by_authentication(error)

@@ -13,7 +13,8 @@ An AMQP message carries its body in one of three sections (AMQP 1.0 core, messag
   https://docs.redhat.com/ja/documentation/red_hat_amq/2021.q3/html/using_the_amq_jms_client/interoperability).
   Both decoders the app meets surface an AMQP string as ``bytes``: pyamqp decodes the str8/str32
   constructors 0xa1/0xb1 with its binary decoder (azure/servicebus/_pyamqp/_decode.py:587,590),
-  and the Functions extension's uamqp decoding does the same (tests/unit/test_message_body.py);
+  and the Functions extension's, ``uamqp.Message().decode_from_bytes``
+  (azurefunctions/extensions/bindings/servicebus/utils.py:28), does the same;
 - **sequence**: one or more lists of values (a JMS ``StreamMessage``).
 
 A data body, or a value that is a string or binary, is read as those bytes (an order may arrive

@@ -70,7 +70,7 @@ _LOG_LEVEL_BY_OUTCOME = {
     Outcome.PROCESSED: logging.INFO,
     Outcome.DUPLICATE: logging.INFO,
     # A signal (a producer resending an old version, a replay), never a page: counted, and
-    # logged with both versions (docs/operations.md, "Stale messages").
+    # logged with both versions, so an operator can tell which producer sent what.
     Outcome.STALE: logging.INFO,
     Outcome.MISMATCH: logging.WARNING,
     Outcome.INVALID: logging.WARNING,
@@ -102,7 +102,7 @@ class ConsumerTelemetry:
     ``subscription`` of it: the messaging semantic conventions put the topic in
     ``messaging.destination.name`` and the subscription in
     ``messaging.destination.subscription.name``, and name the span after the destination
-    (``process order-events``); the consumer tells the topic's consumers apart. The
+    (``process <topic>``); the consumer tells the topic's consumers apart. The
     subscription is a separate argument rather than a ``topic/subscription`` string because a
     queue's name may itself contain a slash ("Cannot start or end with a slash":
     learn.microsoft.com/dotnet/api/azure.messaging.servicebus.administration.queueproperties.name).

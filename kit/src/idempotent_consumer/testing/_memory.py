@@ -38,8 +38,9 @@ class InMemoryDocumentStore:
     the time period, since the time they were last modified"; "an item no longer appears ...
     immediately after the TTL expires, even if it hasn't yet been permanently deleted"
     (learn.microsoft.com/azure/cosmos-db/nosql/time-to-live), so a read returns nothing, a
-    create takes its id and a patch finds no document. ``ttl`` -1 or absent never expires (the
-    container's ``defaultTtl`` is -1: infra/app/cosmos.bicep). An expired document stays in
+    create takes its id and a patch finds no document. ``ttl`` -1 or absent never expires (a
+    container whose ``defaultTtl`` is -1: time to live on, items kept unless they set one, the
+    same page). An expired document stays in
     ``documents`` until its id is written again, for a test to tell it from one never written
     (``expired``). What the service answers for a point read of an expired item it has not yet
     deleted is not documented; this answers as for a deleted one.
