@@ -85,7 +85,10 @@ async def test_every_intent_is_one_order_version_everywhere_through_every_kind_o
     assert figures["intents: places"] == figures["order documents"] == OPTIONS.api_orders
     assert figures["retries with the same key"] >= len(TroubleKind)
     assert figures["409 in progress, heard"] >= 1
-    assert figures["dropped by duplicate detection"] >= 1  # the 409's intent sent again
+    # Not asserted: a copy dropped by duplicate detection. The 409's intent is sent again only
+    # when its client's retry after Retry-After reaches the record before the released sent
+    # mark does: a race whose both ends are right (a copy absorbed, or a replay), and which a
+    # loaded machine decides either way (seen in CI: 0 copies). The queue row holds the rest.
     assert figures["queue sends refused (injected, SDK retries included)"] >= 4
     # Each lost answer was the function's own: the retry read it back, byte for byte.
     assert data.lost and all(lost.status in (200, 201) for lost in data.lost)
