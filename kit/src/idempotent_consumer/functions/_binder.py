@@ -87,8 +87,10 @@ class BoundConsumer:
         retry_policy: RetryPolicy,
         jitter: Callable[[], float],
         cosmos_options: Mapping[str, Any],
+        partition_full_runbook: str | None = None,
     ) -> None:
         self.definition = definition
+        self._partition_full_runbook = partition_full_runbook
         self._destination = destination
         self._subscription = subscription
         self._container_setting = container_setting
@@ -158,7 +160,9 @@ class BoundConsumer:
         )
         observer = self.observer()
         store = CosmosDocumentStore(
-            container, on_request_charge=getattr(observer, "record_request_charge", None)
+            container,
+            on_request_charge=getattr(observer, "record_request_charge", None),
+            partition_full_runbook=self._partition_full_runbook,
         )
         definition, clock, ttl = self.definition, self._clock, settings.marker_ttl_s
 
@@ -205,6 +209,7 @@ def bind_consumer(
     jitter: Callable[[], float] = random.random,
     env: Mapping[str, str] | None = None,
     cosmos_options: Mapping[str, Any] | None = None,
+    partition_full_runbook: str | None = None,
 ) -> BoundConsumer:
     """Register ``definition`` as a function of ``app`` triggered by a topic ``subscription``
     (or a ``queue``), and return the bound consumer.
@@ -217,6 +222,8 @@ def bind_consumer(
     delivery (``ConsumerSettings``: ``COSMOS_ENDPOINT``, ``COSMOS_DATABASE``, the container's
     ``container_setting``, ``COSMOS_KEY`` or an Entra ID credential, ...). ``observer``
     defaults to the kit's ``ConsumerTelemetry`` on the global OpenTelemetry providers.
+    ``partition_full_runbook``: your runbook for a full logical partition, named in a
+    ``PartitionFull`` failure's description (none by default).
     ``env``, ``clock``, ``jitter`` and ``cosmos_options`` are for tests (app settings, a manual
     clock, a transport)."""
     if (queue is None) == (topic is None):
@@ -235,6 +242,7 @@ def bind_consumer(
         retry_policy=retry_policy or RetryPolicy(),
         jitter=jitter,
         cosmos_options=cosmos_options or {},
+        partition_full_runbook=partition_full_runbook,
     )
 
     async def consume(
