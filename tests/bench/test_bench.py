@@ -252,9 +252,10 @@ async def test_the_payment_target_counts_writes_reads_and_calls_per_path_against
     # The provider's ledger, the referee: the cancelled order holds nothing, each resumed one
     # its total once.
     assert requests["ledger_ok"] and sorted(requests["ledger"].values()) == [0, *[4200] * 4]
-    # (outcome, Cosmos requests by kind, provider calls): an applied path is the floor (two
-    # writes, one call) plus the state's read; nothing else calls the provider but a resumed
-    # call, whose redelivery looks it up first.
+    # (outcome, Cosmos requests by kind, provider calls): an acceptance is the floor (two
+    # writes, one call), a change the floor plus the state's read; a late acceptance pays its
+    # refused create; nothing else calls the provider but a resumed call, whose redelivery
+    # reads and looks it up first.
     calls = {
         name: {k: v for k, v in o["counted"].items() if k not in ("reads", "writes")}
         for name, o in requests["outcomes"].items()
@@ -262,13 +263,13 @@ async def test_the_payment_target_counts_writes_reads_and_calls_per_path_against
     assert {
         name: (o["outcome"], o["kinds"], calls[name]) for name, o in requests["outcomes"].items()
     } == {
-        "accepted": ("processed", {"create": 1, "batch": 1, "read": 1}, {"capture": 1}),
+        "accepted": ("processed", {"create": 1, "batch": 1}, {"capture": 1}),
         "amendment capture": ("processed", {"batch": 2, "read": 1}, {"capture": 1}),
         "amendment refund": ("processed", {"batch": 2, "read": 1}, {"refund": 1}),
         "cancellation refund": ("processed", {"batch": 2, "read": 1}, {"refund": 1}),
         "duplicate": ("duplicate", {"create": 1, "read": 2}, {}),
         "cancellation before capture": ("processed", {"batch": 1, "read": 1}, {}),
-        "stale": ("stale", {"create": 1, "read": 1}, {}),
+        "stale": ("stale", {"create": 2, "read": 1}, {}),
         "resumed after the answer (keys honoured)": (
             "processed",
             {"batch": 1, "read": 1},
@@ -299,7 +300,7 @@ async def test_the_payment_target_counts_writes_reads_and_calls_per_path_against
     assert result["create_item_cpu_us"] > 0 < result["decide_cpu_us"]["p50"]
     assert result["order_decide_cpu_us"]["p50"] > 0
     row = report.summary_rows({"payments": result})[0]
-    assert row[0].startswith("10. payment capture") and row[1].startswith("accepted 1r+2w+1c, ")
+    assert row[0].startswith("10. payment capture") and row[1].startswith("accepted 0r+2w+1c, ")
 
 
 async def test_the_edge_target_counts_requests_and_sends_per_path_and_replays_send_nothing(

@@ -346,8 +346,12 @@ async def apply_with_call[M: Handled](
     """Apply ``message`` through ``effect`` once (module docstring). Raises the store's and the
     effect's transient and systemic errors for the consumer's table; an inconclusive call is
     transient until ``park_after_deliveries``, then parked."""
+    # A first version on its first delivery finds no state in the common case: its in-progress
+    # record is created without the read (the create is the same check: refused when a state
+    # exists, and then it is read). A redelivery reads first: its state is likely there.
+    blind = message.version == 1 and (incoming.delivery_count or 1) <= 1
     try:
-        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic)
+        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic, blind)
     except Inconclusive as inconclusive:
         parking = inconclusive.park_now or (
             (incoming.delivery_count or 1) >= effect.park_after_deliveries
@@ -365,12 +369,14 @@ async def _apply[M: Handled](
     effect: ExternalEffect[M],
     clock: Clock,
     monotonic: Monotonic,
+    blind: bool = False,
 ) -> Decision:
     # The business counts of the calls this delivery completed, its own and any it finished on
     # another message's behalf: counted once, by the delivery whose completion committed.
     counted: Counter[str] = Counter()
     for _ in range(MAX_ROUNDS):
-        state = await store.read(partition_key, effect.state_id)
+        state = None if blind else await store.read(partition_key, effect.state_id)
+        blind = False  # a refused create: read what is there
         pending = state.get(StateField.PENDING) if state is not None else None
         version = _int(state, StateField.VERSION) if state is not None else 0
         if version >= message.version:
