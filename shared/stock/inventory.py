@@ -128,7 +128,7 @@ def order_index(
         Field.SKUS: sorted({*skus, *(lines or {})}),
     }
     if lines is not None:
-        index[Field.LINES] = dict(sorted(lines.items()))
+        index[Field.LINES] = dict(lines)
     return index
 
 
