@@ -9,6 +9,7 @@ from typing import Any
 
 from idempotent_consumer import (
     WRITE_WINDOW_S,
+    ConditionFailed,
     Decision,
     IncomingMessage,
     Outcome,
@@ -175,3 +176,19 @@ async def test_an_index_written_before_it_kept_its_lines_makes_a_change_read_fir
     await handle(store, event_message("o-1", 2, {"A": 1}))
     assert store.requests == ["read", "batch", "read", "batch"]
     assert reserved(store, "A") == 1 == reservations_sum(store, "A")
+
+
+async def test_a_missed_assumption_in_a_sku_short_of_stock_still_has_a_round_for_a_racer() -> None:
+    # Version 1 got 1 of the 3 it wanted in S. Version 2 (2 wanted): its write from the index
+    # is refused (it holds 1, not 3) and it reads; its batch from what it read is then refused
+    # as the store refuses a batch a concurrent writer overtook; it reads again, its increment
+    # is refused (no room), it reads the stock item and keeps the 1: a missed assumption is a
+    # round, and it leaves the racer the round it had before (kit MAX_ROUNDS).
+    store = stocked(S=1)
+    await handle(store, event_message("o-1", 1, {"S": 3}))
+    overtaken = ConditionFailed(0, "reservation:o-1")
+    store.fail_next = [None, None, None, None, overtaken]
+    amended = await handle(store, event_message("o-1", 2, {"S": 2}))
+    assert amended.outcome is Outcome.PROCESSED, amended.error
+    assert reserved(store, "S") == 1 == reservations_sum(store, "S")
+    assert reservation(store, "S", "o-1")["orderVersion"] == 2  # type: ignore[index]
