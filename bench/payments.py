@@ -11,13 +11,14 @@ POST, a lookup by reference a GET. Not through the function: ``capture_payment``
 another change; the requests are the adapter's either way.
 
 The floor the issue states is one call and two writes: the in-progress record, then the
-completed record with the marker (one batch). An applied path here is one read more, the read
-of the payment's state: what is captured so far decides the call (capture or refund, and how
-much), and its revision conditions the in-progress record. docs/benchmarks.md argues whether it
-can go. A resumed call counts the redelivery alone; the stopped delivery's requests are kept
-beside it (``stopped``): a stop before the completed record is made at the transport (the
-completing batch answered 207, throttled), a call that never reached the provider by the
-stand-in's 503 before committing.
+completed record with the marker (one batch). An acceptance's first delivery is at it (its
+in-progress record created unread: the create is the check that no state exists); a change is
+one read more, the read of the payment's state: what is captured so far decides the call
+(capture or refund, and how much), and its revision conditions the in-progress record.
+docs/benchmarks.md argues why that read cannot go. A resumed call counts the redelivery alone;
+the stopped delivery's requests are kept beside it (``stopped``): a stop before the completed
+record is made at the transport (the completing batch answered 207, throttled), a call that
+never reached the provider by the stand-in's 503 before committing.
 
 CPU: ``decide_call`` for new ``OrderAccepted`` events over the kit's in-memory store in its
 benchmark mode (no copies, no request log) and a provider answering at once in this thread
@@ -145,8 +146,9 @@ def paths(order_id: str) -> dict[str, Path]:
     }
     found = {"lookup": 1}
     return {
-        # The state read (none), the in-progress record created, the call, the completed batch.
-        "accepted": Path(payment_event(a, 1, 4200), "processed", 1, 2, {"capture": 1}),
+        # The floor: the in-progress record created unread (a first version's first delivery:
+        # the create is the check that no state exists), the call, the completed batch.
+        "accepted": Path(payment_event(a, 1, 4200), "processed", 0, 2, {"capture": 1}),
         # The state read, the in-progress record patched from its revision, the call, the batch.
         "amendment capture": Path(payment_event(a, 2, 5000), "processed", 1, 2, {"capture": 1}),
         "amendment refund": Path(payment_event(a, 3, 1000), "processed", 1, 2, {"refund": 1}),
@@ -155,8 +157,9 @@ def paths(order_id: str) -> dict[str, Path]:
         "duplicate": Path(payment_event(a, 4, None), "duplicate", 2, 1, {}),
         # Nothing captured, nothing to call: the state created at its version with the marker.
         "cancellation before capture": Path(payment_event(b, 2, None), "processed", 1, 1, {}),
-        # The acceptance after it: the state read, its marker alone.
-        "stale": Path(payment_event(b, 1, 4200), "stale", 1, 1, {}),
+        # The acceptance after it: its unread create refused (what the floor costs a late
+        # acceptance), the state read, its marker alone.
+        "stale": Path(payment_event(b, 1, 4200), "stale", 1, 2, {}),
         # The call answered, the completed batch lost: the redelivery reads the pending call,
         # the lookup finds its result, the completed batch. No second call, either mode.
         **{

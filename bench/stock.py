@@ -97,10 +97,11 @@ def paths(order_id: str) -> dict[str, Path]:
     return {
         # The index created blind with its marker; each SKU one batch: the floor.
         "accepted": Path(event(order_id, 1, {"A": 2, "B": 1}), 2, 1, 1, "processed"),
-        # The index read and patched; each SKU of either version: its reservation read, a batch.
-        "amendment": Path(event(order_id, 2, {"A": 3, "C": 1}), 3, 2, 2, "processed"),
-        # Every SKU the order ever wanted: released.
-        "cancellation": Path(event(order_id, 3, None, cancelled=True), 3, 2, 2, "processed"),
+        # The index read and patched; each SKU of either version one batch, from what the index
+        # read says its reservation holds (A 2, B 1, C none): the floor in every SKU.
+        "amendment": Path(event(order_id, 2, {"A": 3, "C": 1}), 3, 2, 1, "processed"),
+        # Every SKU the order ever wanted released, each in one batch (A 3, C 1, B v2's tombstone).
+        "cancellation": Path(event(order_id, 3, None, cancelled=True), 3, 2, 1, "processed"),
         # S has 1 free for 3 wanted: the refused batch, the stock item's read, a second batch.
         "shortfall": Path(event(other, 1, {"S": 3}), 1, 1, 3, "processed"),
         # The index's batch refused on its marker, the marker read, read once more to learn

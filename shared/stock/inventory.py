@@ -26,8 +26,11 @@ reservation holds until an amendment or a cancellation releases it (capacity.md 
 
 And each order has an **index** in a partition of its own, ``order:<orderId>`` (the partition
 key value; no SKU partition holds a document of that id): the highest version of the order this
-consumer has seen and every SKU any of its versions wanted, so an amendment also releases the
-SKUs only an earlier version had, and a version lower than the index's is stale everywhere. It
+consumer has seen, every SKU any of its versions wanted, so an amendment also releases the
+SKUs only an earlier version had, and what that version wants per SKU (``lines``: the next
+version writes each reservation from it before it reads it; an index written before it had them
+has none, and its next version reads first); a version lower than the index's is stale
+everywhere. It
 holds the consumer's inbox markers too, one per event of the order (kept the marker window,
 ``INBOX_MARKER_TTL_SECONDS``): bounded by the order's own versions.
 
@@ -68,6 +71,7 @@ class Field:
     REQUESTED = "requested"
     BACKORDERED = "backordered"
     SKUS = "skus"
+    LINES = "lines"
     TTL = "ttl"
 
 
@@ -108,15 +112,24 @@ def reservation(
     }
 
 
-def order_index(order_id: str, version: int, skus: Iterable[str]) -> dict[str, Any]:
-    return {
+def order_index(
+    order_id: str, version: int, skus: Iterable[str], lines: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The order's index at ``version``: every SKU any version wanted, and what ``version``
+    wants per SKU (``lines``: what the next version assumes its reservations hold, so that it
+    writes them before it reads them: ``shared.stock.effects``; None: an index as written
+    before it kept them)."""
+    index = {
         Field.ID: ORDER_INDEX_ID,
         Field.SKU: order_partition(order_id),
         Field.TYPE: ORDER_INDEX_TYPE,
         Field.ORDER_ID: order_id,
         Field.ORDER_VERSION: version,
-        Field.SKUS: sorted(set(skus)),
+        Field.SKUS: sorted({*skus, *(lines or {})}),
     }
+    if lines is not None:
+        index[Field.LINES] = dict(lines)
+    return index
 
 
 def stored_int(document: Mapping[str, Any], name: str) -> int:

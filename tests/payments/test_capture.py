@@ -103,6 +103,34 @@ async def test_amendments_capture_or_refund_the_difference_and_a_cancellation_re
     assert [entry.amount_minor for entry in provider.ledger] == [4200, 800, 4000, 1000]
 
 
+async def test_an_acceptance_s_first_delivery_begins_its_call_unread_and_a_redelivery_reads(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The floor: the in-progress record created (the check that no state exists), the call,
+    # the completed batch; no read of a state that cannot be there yet.
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED
+    assert payments.store.requests == ["create", "batch"]
+    payments.store.requests.clear()
+    # Its redelivery reads first (the state is likely there): the read, the refused marker and
+    # the marker's read; no refused create before them.
+    again = await payments.handle(replace(accepted, delivery_count=2))
+    assert again.outcome is Outcome.DUPLICATE
+    assert payments.store.requests == ["read", "create", "read"]
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_a_late_acceptance_s_unread_create_is_refused_and_it_is_stale_without_a_call(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    await payments.handle(payment_event("o-1", 2, None))
+    payments.store.requests.clear()
+    late = await payments.handle(payment_event("o-1", 1, 4200))
+    # The create refused (a state exists), then read: a version below it, its marker alone.
+    assert payments.store.requests == ["create", "read", "create"]
+    assert late.outcome is Outcome.STALE and provider.ledger == ()
+
+
 async def test_a_cancellation_before_the_acceptance_moves_no_money(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
@@ -131,8 +159,9 @@ async def test_a_timeout_after_the_provider_committed_is_resumed_with_the_same_k
 async def test_a_stop_between_the_call_and_the_completed_record_is_finished_by_the_redelivery(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
-    # read, begin, (call), then the completing batch fails: a crash after the call.
-    payments.store.fail_next = [None, None, TransientStoreError("stopped")]
+    # begin (a first delivery of version 1 creates it unread), (call), then the completing
+    # batch fails: a crash after the call.
+    payments.store.fail_next = [None, TransientStoreError("stopped")]
     accepted = payment_event("o-1", 1, 4200)
     assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
     assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED
@@ -143,7 +172,7 @@ async def test_a_stop_between_the_call_and_the_completed_record_is_finished_by_t
 async def test_the_next_version_finishes_a_call_left_in_progress_before_its_own(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
-    payments.store.fail_next = [None, None, TransientStoreError("stopped")]
+    payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, then complete
     await payments.handle(payment_event("o-1", 1, 4200))  # captured, not recorded
     amended = await payments.handle(payment_event("o-1", 2, 5000))
     assert amended.outcome is Outcome.PROCESSED
@@ -175,6 +204,19 @@ async def test_a_declined_card_is_a_business_outcome_recorded_and_completed(
     assert declined.measures == {"payments.declined": 1}
     assert payments.state("o-1")["lastOutcome"] == "declined"
     assert provider.ledger == ()
+
+
+async def test_a_change_s_call_is_counted_from_what_the_provider_holds_not_the_last_total(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Why a change reads the payment's state (docs/benchmarks.md, issue 35): no event carries
+    # what the provider holds. Version 1 was declined (nothing held), so version 2 captures its
+    # whole total; a call counted from the last version's total (800) would leave 4,200 short.
+    await payments.handle(payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER))
+    amended = await payments.handle(payment_event("o-1", 2, 5000, customer_id="customer-2"))
+    assert amended.outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [5000]
+    assert provider.net_captured("o-1") == 5000
 
 
 # -- a provider that honours no Idempotency-Key ----------------------------------------------
@@ -231,7 +273,7 @@ async def test_a_decline_finished_by_the_next_event_is_counted_by_that_event(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
     # The decline was answered, then the delivery stopped before its completed record.
-    payments.store.fail_next = [None, None, TransientStoreError("stopped")]
+    payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, then complete
     accepted = payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER)
     assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
     cancelled = await payments.handle(payment_event("o-1", 2, None))

@@ -81,7 +81,8 @@ def moved_once(provider: PaymentProviderStandIn) -> None:
 async def test_stop_before_the_in_progress_record_starts_afresh(
     consumer: Consumer, provider: PaymentProviderStandIn
 ) -> None:
-    consumer.store.fail_next = [None, TransientStoreError("stopped before the record")]
+    # A first delivery of version 1 creates its in-progress record unread: its first request.
+    consumer.store.fail_next = [TransientStoreError("stopped before the record")]
     assert (await consumer.deliver(ACCEPTED)).outcome is Outcome.TRANSIENT
     assert ("o-1", "payment") not in consumer.store.documents and provider.ledger == ()
     assert (await consumer.deliver(ACCEPTED)).outcome is Outcome.PROCESSED
@@ -111,7 +112,7 @@ async def test_stop_after_the_provider_committed_before_its_answer(
 async def test_stop_after_the_answer_before_the_completed_record(
     consumer: Consumer, provider: PaymentProviderStandIn
 ) -> None:
-    consumer.store.fail_next = [None, None, TransientStoreError("stopped before completing")]
+    consumer.store.fail_next = [None, TransientStoreError("stopped before completing")]
     assert (await consumer.deliver(ACCEPTED)).outcome is Outcome.TRANSIENT
     assert consumer.pending("o-1")
     assert (await consumer.deliver(ACCEPTED)).outcome is Outcome.PROCESSED

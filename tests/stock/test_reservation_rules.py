@@ -9,6 +9,7 @@ from typing import Any
 
 from idempotent_consumer import (
     WRITE_WINDOW_S,
+    ConditionFailed,
     Decision,
     IncomingMessage,
     Outcome,
@@ -132,3 +133,62 @@ async def test_an_unstocked_sku_is_backordered_whole() -> None:
     assert decision.measures == {"stock.shortfall": 4}
     record = reservation(store, "Z", "o-1")
     assert record is not None and record["backordered"] == 4
+
+
+async def test_a_change_writes_each_sku_once_from_what_the_index_says_it_holds() -> None:
+    # The floor: the index read and patched, then one batch per SKU of either version, each
+    # taken from the index's lines (A holds 2, B 1, C nothing), no reservation read.
+    store = stocked(A=10, B=10, C=10)
+    await handle(store, event_message("o-1", 1, {"A": 2, "B": 1}))
+    store.requests.clear()
+    amended = await handle(store, event_message("o-1", 2, {"A": 3, "C": 1}))
+    assert store.requests == ["read", "batch", "batch", "batch", "batch"]
+    store.requests.clear()
+    cancelled = await handle(store, event_message("o-1", 3, cancelled=True))
+    assert store.requests == ["read", "batch", "batch", "batch", "batch"]
+    assert (amended.outcome, cancelled.outcome) == (Outcome.PROCESSED, Outcome.PROCESSED)
+    assert [reserved(store, sku) for sku in "ABC"] == [0, 0, 0]
+    assert all(reservation(store, sku, "o-1")["orderVersion"] == 3 for sku in "ABC")  # type: ignore[index]
+
+
+async def test_a_sku_holding_less_than_its_index_says_moves_stock_by_what_it_really_holds() -> None:
+    # Version 1 wanted 3 of S and got 1 (a shortfall): the index says 3. Version 2's write from
+    # the index is refused on the reservation's reserved (1, not 3), it reads it and moves the
+    # stock item by what it holds; without that condition it would release units it never held.
+    store = stocked(S=1)
+    await handle(store, event_message("o-1", 1, {"S": 3}))
+    store.requests.clear()
+    amended = await handle(store, event_message("o-1", 2, {"S": 2}))
+    # index read + batch; in S: the refused batch, the reservation's read, the refused batch
+    # (no room for 1 more), the stock item's read, the batch keeping the 1 it holds.
+    assert store.requests == ["read", "batch", "batch", "read", "batch", "read", "batch"]
+    assert amended.measures == {"stock.shortfall": 1}
+    assert reserved(store, "S") == 1 == reservations_sum(store, "S")
+    await handle(store, event_message("o-1", 3, cancelled=True))
+    assert reserved(store, "S") == 0 == reservations_sum(store, "S")
+
+
+async def test_an_index_written_before_it_kept_its_lines_makes_a_change_read_first() -> None:
+    store = stocked(A=10)
+    await handle(store, event_message("o-1", 1, {"A": 4}))
+    del store.documents[("order:o-1", "orderIndex")]["lines"]  # as an index of before
+    store.requests.clear()
+    await handle(store, event_message("o-1", 2, {"A": 1}))
+    assert store.requests == ["read", "batch", "read", "batch"]
+    assert reserved(store, "A") == 1 == reservations_sum(store, "A")
+
+
+async def test_a_missed_assumption_in_a_sku_short_of_stock_still_has_a_round_for_a_racer() -> None:
+    # Version 1 got 1 of the 3 it wanted in S. Version 2 (2 wanted): its write from the index
+    # is refused (it holds 1, not 3) and it reads; its batch from what it read is then refused
+    # as the store refuses a batch a concurrent writer overtook; it reads again, its increment
+    # is refused (no room), it reads the stock item and keeps the 1: a missed assumption is a
+    # round, and it leaves the racer the round it had before (kit MAX_ROUNDS).
+    store = stocked(S=1)
+    await handle(store, event_message("o-1", 1, {"S": 3}))
+    overtaken = ConditionFailed(0, "reservation:o-1")
+    store.fail_next = [None, None, None, None, overtaken]
+    amended = await handle(store, event_message("o-1", 2, {"S": 2}))
+    assert amended.outcome is Outcome.PROCESSED, amended.error
+    assert reserved(store, "S") == 1 == reservations_sum(store, "S")
+    assert reservation(store, "S", "o-1")["orderVersion"] == 2  # type: ignore[index]

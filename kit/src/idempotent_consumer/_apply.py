@@ -26,7 +26,8 @@ effect with its marker (or its version); the redelivery then meets it or does th
 deliveries
 are settled by the store: a commit whose condition no longer holds is refused whole and decided
 again from what is stored, at most ``MAX_ROUNDS`` times (each round means another writer
-committed; more is a storm, retried as transient).
+committed, or an effect's assumption of what is stored missed; more is a storm, retried as
+transient).
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ from idempotent_consumer._errors import DocumentExists, TransientStoreError, Wri
 from idempotent_consumer._inbox import PROCESSED, Handled, Inbox
 from idempotent_consumer._writes import Create, Write
 
-MAX_ROUNDS = 3
+# A missed assumption (an effect that writes before it reads: ``_consumer.Blind``,
+# ``_consumer.Foreseeing``), a shortfall's second batch, and one writer overtaking it.
+MAX_ROUNDS = 4
 
 Read = Callable[[str], Awaitable[Mapping[str, Any] | None]]  # a document of the partition, by id
 

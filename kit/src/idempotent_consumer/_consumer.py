@@ -158,6 +158,17 @@ class Blind(Protocol):
     def read_first(self) -> None: ...
 
 
+@runtime_checkable
+class Foreseeing(Protocol):
+    """An effect behind a gate that takes what its partition holds from what the gate read (an
+    order's index that keeps what the order's last version wanted in each SKU), so that it
+    commits before it reads: one request where a read and a commit would be two. The gate's
+    read only saves the effect's: every write it makes is conditional on what it assumes, and a
+    refused one makes it read (its ``resolve``). A redelivery's ``Blind.read_first`` wins."""
+
+    def foresee(self, gate: object) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerDefinition[M: Handled]:
     """What a consumer supplies; see the module docstring."""
@@ -219,6 +230,7 @@ async def _apply_everywhere[M: Handled](
     partitions = set(definition.partitions(message))
     marked: Inbox | None = inbox
     again = False  # a redelivery the gate applied before
+    passed: Gate[M] | None = None  # the gate, once passed: what it read, for ``Foreseeing``
     if definition.gate is not None:
         gate = definition.gate(message)
         # Taken before the gate's first request leaves: never later than its commit.
@@ -245,11 +257,14 @@ async def _apply_everywhere[M: Handled](
         decisions.append(decision)
         partitions.update(found)
         store = _BehindGate(store, gate, message, passed_at, clock)
+        passed = gate
         marked = None  # behind the gate, the effects' versions tell a repeat
     # In a fixed order, so that two deliveries of one message meet its partitions alike; a
     # mismatch or an invalid outcome stops there: no later partition is written.
     for partition in sorted(partitions):
         effect = definition.effect(message, partition)
+        if passed is not None and isinstance(effect, Foreseeing):
+            effect.foresee(passed)
         if again and isinstance(effect, Blind):
             effect.read_first()
         try:

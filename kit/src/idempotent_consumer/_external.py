@@ -8,7 +8,8 @@ The shape every description of the pattern agrees on, and how this kit makes it 
    its idempotency key (derived from the consumer name, the MessageId and the operation: the same
    on every attempt, ``call_key``) and the request, written from the revision it read (a
    conditional patch), so that two deliveries can never start two different calls for one
-   entity. One write.
+   entity. One write. A first version's first delivery writes it unread, as a create (the
+   common case: no state yet); a state that exists refuses the create, and is then read.
 2. **The call**, with the key, so the other side deduplicates too.
 3. **Completed**: one transactional batch: the message's inbox marker, the state moved to the
    message's version with what the call did (``ExternalEffect.settled``) and ``pending`` cleared,
@@ -364,8 +365,14 @@ async def apply_with_call[M: Handled](
     """Apply ``message`` through ``effect`` once (module docstring). Raises the store's and the
     effect's transient and systemic errors for the consumer's table; an inconclusive call is
     transient until ``park_after_deliveries``, then parked as ``parking`` says."""
+    # A first version on its first delivery finds no state in the common case: its in-progress
+    # record is created without the read (the create is the same check: refused when a state
+    # exists, and then it is read). A redelivery reads first: its state is likely there.
+    blind = message.version == 1 and (incoming.delivery_count or 1) <= 1
     try:
-        return await _apply(store, inbox, message, partition_key, effect, clock, monotonic, parking)
+        return await _apply(
+            store, inbox, message, partition_key, effect, clock, monotonic, parking, blind
+        )
     except Inconclusive as inconclusive:
         park = inconclusive.park_now or (
             (incoming.delivery_count or 1) >= effect.park_after_deliveries
@@ -384,12 +391,14 @@ async def _apply[M: Handled](
     clock: Clock,
     monotonic: Monotonic,
     parking: Parking,
+    blind: bool = False,
 ) -> Decision:
     # The business counts of the calls this delivery completed, its own and any it finished on
     # another message's behalf: counted once, by the delivery whose completion committed.
     counted: Counter[str] = Counter()
     for _ in range(MAX_ROUNDS):
-        state = await store.read(partition_key, effect.state_id)
+        state = None if blind else await store.read(partition_key, effect.state_id)
+        blind = False  # a refused create: read what is there
         pending = state.get(StateField.PENDING) if state is not None else None
         version = _int(state, StateField.VERSION) if state is not None else 0
         if version >= message.version:
