@@ -1,5 +1,12 @@
 """Target 4: cold start. Importing ``function_app`` against importing its third-party
-dependencies alone, each in a fresh interpreter, alternately, several times.
+dependencies alone, each in a fresh interpreter, in pairs whose order alternates; the figure is the
+median of the pairs' ratios, so that a burst of other load on a shared machine falls inside one
+pair and moves one ratio, not a whole side's median.
+
+Both sides run with bytecode caches (written by one untimed run each into a directory of this
+measurement's own, ``PYTHONPYCACHEPREFIX``), whatever the caller's environment says: with
+``PYTHONDONTWRITEBYTECODE`` set, the app's modules would be compiled from source in every run and
+the dependencies' read from their installed caches, which measures the compiler, not the imports.
 
 The dependency set is derived from the source: every module-level import statement of
 ``function_app`` and of the project modules it imports (transitively), keeping those whose top-level
@@ -11,8 +18,11 @@ this repository's own modules (and the few standard-library modules only they im
 from __future__ import annotations
 
 import ast
+import os
+import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +79,17 @@ def third_party_imports(entry: str = "function_app") -> list[str]:
     return statements
 
 
-def _run(body: str) -> float:
+def _environment(cache: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = cache
+    return env
+
+
+def _run(body: str, env: dict[str, str]) -> float:
     completed = subprocess.run(
         [sys.executable, "-c", _TIMER.format(body=body)],
         cwd=REPO_ROOT,
+        env=env,
         capture_output=True,
         text=True,
         check=True,
@@ -80,11 +97,12 @@ def _run(body: str) -> float:
     return float(completed.stdout.strip().splitlines()[-1])
 
 
-def own_module_times() -> dict[str, float]:
+def own_module_times(env: dict[str, str]) -> dict[str, float]:
     """Self time (ms) of this repository's modules in one ``-X importtime`` run."""
     completed = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", "import function_app"],
         cwd=REPO_ROOT,
+        env=env,
         capture_output=True,
         text=True,
         check=True,
@@ -100,27 +118,32 @@ def own_module_times() -> dict[str, float]:
     return dict(sorted(times.items(), key=lambda item: -item[1]))
 
 
-def measure(runs: int = 15) -> dict[str, Any]:
+def measure(runs: int = 25) -> dict[str, Any]:
     deps = third_party_imports()
     deps_body = "\n".join(deps)
     app_body = "import function_app"
-    # One untimed run each: bytecode caches written, files in the page cache.
-    _run(deps_body)
-    _run(app_body)
-    app_times: list[float] = []
-    deps_times: list[float] = []
-    for index in range(runs):
-        pair = [(app_body, app_times), (deps_body, deps_times)]
-        for body, sink in pair if index % 2 == 0 else reversed(pair):
-            sink.append(_run(body) * 1000)
+    with tempfile.TemporaryDirectory(prefix="coldstart-pycache-") as cache:
+        env = _environment(cache)
+        # One untimed run each: bytecode caches written, files in the page cache.
+        _run(deps_body, env)
+        _run(app_body, env)
+        app_times: list[float] = []
+        deps_times: list[float] = []
+        for index in range(runs):
+            pair = [(app_body, app_times), (deps_body, deps_times)]
+            for body, sink in pair if index % 2 == 0 else reversed(pair):
+                sink.append(_run(body, env) * 1000)
+        own = own_module_times(env)
+    ratios = [app / dependencies for app, dependencies in zip(app_times, deps_times, strict=True)]
+    overhead = statistics.median(ratios) - 1
     app, dependencies = rounds(app_times), rounds(deps_times)
-    overhead = app["median"] / dependencies["median"] - 1
-    own = own_module_times()
     return {
         "runs": runs,
         "dependency_imports": deps,
         "function_app_ms": app,
         "dependencies_ms": dependencies,
+        # Each pair's app / dependencies, minus one: the spread of the figure.
+        "overhead_per_pair": rounds([ratio - 1 for ratio in ratios]),
         "overhead": overhead,
         "own_modules_self_ms": own,
         # Less noisy than the difference of two medians: this repository's modules' own import
