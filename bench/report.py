@@ -62,7 +62,9 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         rows.append(
             (
                 f"3. consumer / platform floor throughput, concurrency {tp['concurrency']}",
-                f"{_f(tp['ratio'], 2)} ({_f(rates['consumer'])} vs {_f(rates['floor'])} msg/s)",
+                f"{_f(tp['ratio'], 2)} ({_f(rates['consumer'])} vs {_f(rates['floor'])} msg/s; "
+                f"rounds {_f(tp['ratio_per_round']['min'], 2)}-"
+                f"{_f(tp['ratio_per_round']['max'], 2)}; CPU {_f(tp['cpu_ratio'], 2)} ×)",
                 f"≥ {tp['target_ratio']:g}",
                 tp["ok"],
             )
@@ -260,7 +262,9 @@ def markdown_block(results: dict[str, Any]) -> str:
     if tp := results.get("throughput"):
         out += [
             f"Target 3: {tp['messages_per_round']} messages per round, {tp['rounds']} rounds "
-            "(median, min, max):",
+            "(median, min, max); the figure is the median of the rounds' consumer / floor "
+            f"ratios ({', '.join(_f(r, 2) for r in tp['ratio_per_round']['values'])}); CPU per "
+            f"message, consumer / floor, median of the rounds: {_f(tp['cpu_ratio'], 2)}:",
             "",
             "| function | msg/s | min | max | CPU ms per message (this process) |",
             "|---|---|---|---|---|",
