@@ -86,7 +86,6 @@ from shared.adapters.http_in import (
 )
 from shared.adapters.http_in import client_id as http_client_id
 from shared.adapters.identity import credential as identity_credential
-from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.adapters.servicebus_out import (
     MessageBatchSender,
     ServiceBusEventPublisher,
@@ -113,13 +112,9 @@ from shared.edge import responses as edge_responses
 from shared.edge.completer import CompleterReport, RequestCompleter
 from shared.edge.observer import EdgeObserver, Route
 from shared.edge.view import order_view
-from shared.payments.consumer import CONSUMER_NAME as PAYMENT_CONSUMER_NAME
-from shared.payments.consumer import payment_capture
 from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
 from shared.relay.outbox import is_pending_outbox
 from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
-from shared.stock.consumer import CONSUMER_NAME as STOCK_CONSUMER_NAME
-from shared.stock.consumer import stock_reservation
 from shared.telemetry.completer import CompleterTelemetry
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.edge import EdgeTelemetry
@@ -128,6 +123,8 @@ from shared.telemetry.relay import RelayTelemetry
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
+
+    from shared.adapters.payment_provider import HttpPaymentProvider
 
 logger = logging.getLogger("orders.consumer")
 relay_logger = logging.getLogger("orders.relay")
@@ -308,6 +305,10 @@ class Runtime:
     async def stock_consumer(self) -> Consumer:
         """This event loop's stock reservation consumer, on the inventory container of the one
         Cosmos client, built on first use; raises ``ConfigurationError``."""
+        # Imported on first use: a cold start that meets no order event never pays for the
+        # stock reservation's modules (docs/benchmarks.md, target 4).
+        from shared.stock.consumer import stock_reservation
+
         wiring = await self._wired()
         if wiring.stock is None:
             inventory = InventorySettings.from_env(self._env)
@@ -323,6 +324,10 @@ class Runtime:
         """This event loop's payment capture consumer, on the payments container of the one
         Cosmos client and this loop's provider client (its timeout the kit's call deadline),
         built on first use; raises ``ConfigurationError``."""
+        # Imported on first use, as the stock reservation's (``stock_consumer``).
+        from shared.adapters.payment_provider import HttpPaymentProvider
+        from shared.payments.consumer import payment_capture
+
         wiring = await self._wired()
         if wiring.payments is None:
             payments = PaymentSettings.from_env(self._env)
@@ -645,6 +650,8 @@ class Runtime:
     def stock_telemetry(self) -> ConsumerTelemetry:
         """The injected telemetry of the stock reservation consumer, or one on the global
         providers (``_subscription_telemetry``)."""
+        from shared.stock.consumer import CONSUMER_NAME as STOCK_CONSUMER_NAME
+
         if self._stock_telemetry is None:
             self._stock_telemetry = self._subscription_telemetry(
                 INVENTORY_SUBSCRIPTION_SETTING, STOCK_CONSUMER_NAME
@@ -654,6 +661,8 @@ class Runtime:
     def payment_telemetry(self) -> ConsumerTelemetry:
         """The injected telemetry of the payment capture consumer, or one on the global
         providers (``_subscription_telemetry``)."""
+        from shared.payments.consumer import CONSUMER_NAME as PAYMENT_CONSUMER_NAME
+
         if self._payment_telemetry is None:
             self._payment_telemetry = self._subscription_telemetry(
                 PAYMENTS_SUBSCRIPTION_SETTING, PAYMENT_CONSUMER_NAME

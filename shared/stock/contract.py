@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Annotated, Literal, NotRequired
 
 from idempotent_consumer import IncomingMessage, InvalidMessage, KitReason, ValidEvent, read_event
-from pydantic import Field, StringConstraints, TypeAdapter
+from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
 ORDER_ACCEPTED = "OrderAccepted"
@@ -43,6 +43,9 @@ class Payload(TypedDict):
     lines: NotRequired[Annotated[list[Line], Field(min_length=1, max_length=100)]]
 
 
+# Built on the first event this consumer reads, not at import: a cold start for another function
+# of the app never pays for it (docs/benchmarks.md, target 4).
+@with_config(ConfigDict(defer_build=True))
 class Event(TypedDict):
     schemaVersion: Literal[1]
     eventType: str

@@ -7,6 +7,9 @@ the same write for the consumer and the floor); the timing verdicts are the benc
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -396,3 +399,39 @@ def test_cold_start_baseline_is_the_apps_third_party_imports() -> None:
     assert "from azure.cosmos.aio import CosmosClient" in imports
     assert "import azure.functions as func" in imports
     assert not [s for s in imports if s.split()[1].split(".")[0] in coldstart.PROJECT_PACKAGES]
+
+
+def test_cold_start_counts_the_kit_as_the_apps_own_and_reads_its_dependencies() -> None:
+    imports = coldstart.third_party_imports()
+
+    # The kit's own third-party imports, reached through its relative imports.
+    assert "from opentelemetry.trace.propagation.tracecontext import" in " ".join(imports)
+    assert not [s for s in imports if "idempotent_consumer" in s]
+
+
+def test_importing_the_app_builds_only_the_schema_a_new_order_needs() -> None:
+    """A cold start pays at import only for OrderPlaced's schema (its first message needs it);
+    the lifecycle changes' and the outbox events' are built on first use, and the topic
+    consumers' modules are imported when their function first runs."""
+    script = (
+        "import gc, sys, function_app\n"
+        "from pydantic import TypeAdapter\n"
+        "built = [a for a in gc.get_objects() if isinstance(a, TypeAdapter)]\n"
+        "print(sorted(repr(a) for a in built if a.pydantic_complete))\n"
+        "print(len(built))\n"
+        "topic = ('shared.payments', 'shared.stock')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(topic)))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "kit" / "src")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    complete, adapters, topic_consumers = completed.stdout.splitlines()
+
+    assert complete == "['TypeAdapter(OrderPlaced)']"
+    assert int(adapters) >= 6  # the order consumer's and the relay's others exist, unbuilt
+    assert topic_consumers == "[]"

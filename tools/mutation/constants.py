@@ -305,8 +305,10 @@ CONTRACT = [
     _m(
         "consumer/contract",
         "event-extra-ignored",
-        '@with_config(ConfigDict(strict=True, extra="forbid"))\nclass OrderAcceptedV1',
-        '@with_config(ConfigDict(strict=True, extra="ignore"))\nclass OrderAcceptedV1',
+        '@with_config(ConfigDict(strict=True, extra="forbid", defer_build=True))\n'
+        "class OrderAcceptedV1",
+        '@with_config(ConfigDict(strict=True, extra="ignore", defer_build=True))\n'
+        "class OrderAcceptedV1",
     ),
     _m(
         "consumer/contract",
