@@ -194,10 +194,22 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     console = Console()
-    # The consumer logs one line per message; the worker would ship it, we drop it.
-    logging.getLogger("orders").addHandler(logging.NullHandler())
-    logging.getLogger("orders").propagate = False
-    logging.getLogger().setLevel(logging.ERROR)
+    # The consumer logs one line per message; the worker would ship it, we drop it (and put the
+    # loggers back as they were when the run ends: a test runs main in-process).
+    orders_logger, root = logging.getLogger("orders"), logging.getLogger()
+    dropped, kept_propagate, kept_level = logging.NullHandler(), orders_logger.propagate, root.level
+    orders_logger.addHandler(dropped)
+    orders_logger.propagate = False
+    root.setLevel(logging.ERROR)
+    try:
+        return _run_and_report(args, argv, console)
+    finally:
+        orders_logger.removeHandler(dropped)
+        orders_logger.propagate = kept_propagate
+        root.setLevel(kept_level)
+
+
+def _run_and_report(args: argparse.Namespace, argv: list[str], console: Console) -> int:
     started = time.perf_counter()
     results: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
