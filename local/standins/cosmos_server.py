@@ -56,8 +56,11 @@ from ops.init_cosmos import ORDERS_INDEXING_POLICY
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI = REPO_ROOT / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
 LIBRARY = CLI.parent / "index.js"
-# Replaces the package's batch, patch and read handlers; must load before the library.
-SERVICE_SEMANTICS = Path(__file__).resolve().parent / "cosmos_batch.js"
+# Replace the package's batch, patch, read and read-feed handlers (and hook its store for the
+# change log); each must load before the library.
+SERVICE_SEMANTICS = tuple(
+    Path(__file__).resolve().parent / name for name in ("cosmos_change_feed.js", "cosmos_batch.js")
+)
 # The Cosmos DB emulator's published, well-known key: not a secret. cosmosdb-server accepts any.
 EMULATOR_KEY = (
     "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
@@ -73,8 +76,8 @@ process.stdin.on("error", () => process.exit(0));
 process.stdin.resume();
 """
 _KEEP_ALIVE_SCRIPT = """
-const [library, semantics, host, port] = process.argv.slice(1);
-require(semantics).install(require("path").dirname(library));
+const [library, host, port, ...semantics] = process.argv.slice(1);
+for (const module of semantics) require(module).install(require("path").dirname(library));
 const { createHttpsServer } = require(library);
 const server = createHttpsServer({ keepAlive: true }).listen(Number(port), host, () => {
   console.log(`Ready to accept HTTPS connections at ${host}:${server.address().port}`);
@@ -100,7 +103,7 @@ class LocalCosmosServer:
                 node,
                 "-e",
                 _EXIT_WITH_PARENT + _KEEP_ALIVE_SCRIPT,
-                *(str(LIBRARY), str(SERVICE_SEMANTICS), "127.0.0.1", "0"),
+                *(str(LIBRARY), "127.0.0.1", "0", *map(str, SERVICE_SEMANTICS)),
             ]
             if self.keep_alive
             # The CLI as it is, with its own handlers (it reads process.argv.slice(2): the
