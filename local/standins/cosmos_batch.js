@@ -364,4 +364,4 @@ function install(libraryDir) {
   handler("read-document").default = readDocument;
 }
 
-module.exports = { install };
+module.exports = { install, partitionKeyOf };

@@ -59,7 +59,8 @@ LIBRARY = CLI.parent / "index.js"
 # Replace the package's batch, patch, read and read-feed handlers (and hook its store for the
 # change log); each must load before the library.
 SERVICE_SEMANTICS = tuple(
-    Path(__file__).resolve().parent / name for name in ("cosmos_change_feed.js", "cosmos_batch.js")
+    Path(__file__).resolve().parent / name
+    for name in ("cosmos_change_feed.js", "cosmos_batch.js", "cosmos_partition_index.js")
 )
 # The Cosmos DB emulator's published, well-known key: not a secret. cosmosdb-server accepts any.
 EMULATOR_KEY = (
