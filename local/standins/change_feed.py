@@ -89,7 +89,7 @@ _FIXED_DELAY = 1
 # defaults, learn.microsoft.com/azure/azure-functions/functions-target-based-scaling).
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
 
-# A feed read that cannot reach the server is tried again (``ChangeFeedEmulator._read_since``).
+# A feed read that cannot reach the server is tried again (``ChangeFeedEmulator._read``).
 FEED_READ_ATTEMPTS = 5
 FEED_READ_RETRY_S = 2.0
 
@@ -204,7 +204,7 @@ class ChangeFeedEmulator:
         batch, _ = await self._read_page()
         return batch
 
-    async def _read_page(self) -> tuple[list[dict[str, Any]], str | None]:
+    async def _read_page(self) -> tuple[list[dict[str, Any]], str]:
         """One page after the lease's continuation, and the continuation after it."""
         if not self.lease.initialised:
             await self._initialise_lease()
@@ -212,7 +212,7 @@ class ChangeFeedEmulator:
 
     async def _read(
         self, continuation: str | None, *, from_now: bool = False
-    ) -> tuple[list[dict[str, Any]], str | None]:
+    ) -> tuple[list[dict[str, Any]], str]:
         """One read of the feed, tried again after a failure to reach the server. The host's
         trigger runs on the change feed processor, which reports an error of its execution and
         goes on (``ChangeFeedProcessorBuilder.WithErrorNotification``,
@@ -240,7 +240,7 @@ class ChangeFeedEmulator:
 
     async def _first_page(
         self, pages: AsyncIterator[AsyncIterator[dict[str, Any]]]
-    ) -> tuple[list[dict[str, Any]], str | None]:
+    ) -> tuple[list[dict[str, Any]], str]:
         try:
             page: AsyncIterator[dict[str, Any]] | None = await anext(pages)
         except StopAsyncIteration:  # the SDK ends the iteration on a page with no items (304)
@@ -249,8 +249,7 @@ class ChangeFeedEmulator:
         # ("continuation_token = container.client_connection.last_response_headers['etag']",
         # learn.microsoft.com/azure/cosmos-db/nosql/change-feed-pull-model, Python): taken
         # before any other await, so no other request on this client can have replaced it.
-        headers = self.container.client_connection.last_response_headers
-        continuation = headers.get("etag") if headers else None
+        continuation = str(self.container.client_connection.last_response_headers["etag"])
         documents = [document async for document in page] if page is not None else []
         return documents, continuation
 
