@@ -434,10 +434,9 @@ async def local_world(
         )
         topic = OrderEventsTopic.from_messaging_file(clock)
         # The trigger's own client (the host's CosmosDBConnection), apart from the app's, and
-        # not bound by the consumer's 15 s read budget (CLIENT_OPTIONS): the local server has no
-        # change feed, so each feed read here is a query that scans the whole container (no
-        # index), and a large chaos container under load took longer than that; the host's
-        # change feed processor reads pages of changes, never the container.
+        # not bound by the consumer's 15 s read budget (CLIENT_OPTIONS): its feed reads are
+        # pages of the local server's change log, but the demo's final read of a whole chaos
+        # container goes through it too (a scan of the local server, which has no index).
         settings = Settings.from_env(settings_env)
         credential = None if settings.cosmos_key else identity_credential(settings.cosmos_identity)
         trigger_client = create_client(

@@ -460,8 +460,8 @@ async def inventory_report(
     *,
     exact_shortfall: bool,
 ) -> InventoryReport:
-    """The table; with ``tool``, ``python -m ops stock audit`` over the SKUs shown too (each
-    of its queries scans the local server's whole container: ``make chaos`` leaves it out)."""
+    """The table; with ``tool``, ``python -m ops stock audit`` over the SKUs shown too (one
+    query per SKU, which the local server answers from that SKU's partition)."""
     documents = await run.documents()
     stocks = read_stock(documents)
     figures = run.figures()

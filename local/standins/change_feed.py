@@ -1,7 +1,9 @@
-"""The Functions host's Cosmos DB trigger, emulated over a container that has no change feed
-(cosmosdb-server has none): read the changes, deliver them in batches to the Cosmos DB-triggered
-function through Microsoft's worker (``local.standins.worker.FunctionsWorker``), checkpoint only
-after a successful invocation, re-run a failed one as the function's retry policy says.
+"""The Functions host's Cosmos DB trigger, emulated over the container's change feed (read
+through azure-cosmos's ``ContainerProxy.query_items_change_feed``, served by the local server's
+``cosmos_change_feed.js``): read the changes after the lease's continuation, deliver them in
+batches to the Cosmos DB-triggered function through Microsoft's worker
+(``local.standins.worker.FunctionsWorker``), checkpoint only after a successful invocation,
+re-run a failed one as the function's retry policy says.
 
 It keeps only the host's side, as ``local.standins.host`` does for the Service Bus trigger:
 - finds the Cosmos DB-triggered function in the worker's metadata (its raw bindings), resolves
@@ -31,46 +33,46 @@ token", and "By default it's start from current (false)"
 beginning is only effective the first time the trigger starts, as in subsequent runs, the
 checkpoints are already stored. Setting this option to true when there are leases already
 created has no effect" (learn.microsoft.com/javascript/api/@azure/functions
-/cosmosdbv4triggeroptions, startFromBeginning). Here "from now" is taken literally: the lease
-is initialised on the emulator's first read, and every document that exists then counts as
-seen.
+/cosmosdbv4triggeroptions, startFromBeginning). Here "from now" is the feed's own: the lease's
+first read asks for the changes from now (``If-None-Match: *``) and keeps the continuation the
+service answers, the feed's current LSN, at once.
 
 What a change is (latest-version mode, one lease): the latest version of a created or updated
 document ("only the most recent change for a given item" is delivered, and deletes are not,
-learn.microsoft.com/azure/cosmos-db/nosql/change-feed-modes, latest version mode). The lease
-remembers the etag it checkpointed for each document, and a read returns every document whose
-etag differs, in order of modification (``_ts``), at most
-``maxItemsPerInvocation`` at a time (the binding's, as the host reads it; without one, the
+learn.microsoft.com/azure/cosmos-db/nosql/change-feed-modes, latest version mode), in the
+order of modification (the feed's LSN order). The lease keeps one continuation, the SDK's
+token after the last batch checkpointed; a read is one page of the feed after it, at most
+``maxItemsPerInvocation`` documents (the binding's, as the host reads it; without one, the
 host's default of 100: "Azure Cosmos DB | maxItemsPerInvocation | 100",
-learn.microsoft.com/azure/azure-functions/functions-target-based-scaling); a document changed
-twice before it is read is delivered once, in its latest version; the relay's own marks come
-back as changes, as in Azure.
+learn.microsoft.com/azure/azure-functions/functions-target-based-scaling), except that a
+transaction's documents (an order and its outbox event, written in one batch) are never split:
+"the number of items received could be higher than the specified value so that the items
+changed by the same transaction are returned as part of one atomic batch"
+(learn.microsoft.com/azure/azure-functions/functions-bindings-cosmosdb-v2-trigger,
+maxItemsPerInvocation, in words about stored procedures; a transactional batch's items share
+one LSN too: azure-cosmos-dotnet-v3#2644). A document changed twice before it is read is
+delivered once, in its latest version; the relay's own marks come back as changes, as in
+Azure.
 
-Latency: cosmosdb-server answers in well under a millisecond, and this emulator reads the feed
-once for many batches, where the host reads one page per batch. ``read_round_trip_s`` (0 by
-default) is real time slept before each batch's invocation, standing for that page's read: the
-relay bench (``bench.relay``) sets it, so that a lease's invocations are as far apart as a
-feed read makes them (the value is the bench's assumption, stated there).
+Latency: the local server answers a page in about a millisecond. ``read_round_trip_s`` (0 by
+default) is real time slept before each batch's invocation, standing for the rest of a page's
+read in Azure: the relay bench (``bench.relay``) sets it, so that a lease's invocations are as
+far apart as a feed read makes them (the value is the bench's assumption, stated there).
 
 What it does not reproduce: leases across instances (one consumer owns the whole container, and
 its lease lives in memory, not in the ``leases`` container: no lease stealing, no load
 balancing, no duplicate delivery during rebalancing), partition splits and merges (one range,
-one continuation), the order of changes within one second of ``_ts`` (cosmosdb-server's ``_ts``
-has one-second resolution; the real feed orders by LSN per partition: here, within a second, by
-creation, ``_modification_order``, so a document changed in the second of a newer one's creation
-may come first), the all-versions-and-
-deletes mode (intermediate versions, deletes and TTL expiries are never delivered),
-``feedPollDelay``, ``startFromTime``, the lease's continuation tokens (a "from now" start here
-marks the existing documents seen; the service starts at the current LSN), and the host's
-random spread of retry delays.
+one continuation; the local server has one), the all-versions-and-deletes mode (intermediate
+versions, deletes and TTL expiries are never delivered), ``feedPollDelay``, ``startFromTime``,
+the moment a "from now" lease stores its continuation (here at its first read; a restart
+before its first checkpoint does not start from a later now), and the host's random spread of
+retry delays.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,7 +89,7 @@ _FIXED_DELAY = 1
 # defaults, learn.microsoft.com/azure/azure-functions/functions-target-based-scaling).
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
 
-# A feed read that cannot reach the server is tried again (``ChangeFeedEmulator._read_since``).
+# A feed read that cannot reach the server is tried again (``ChangeFeedEmulator._read``).
 FEED_READ_ATTEMPTS = 5
 FEED_READ_RETRY_S = 2.0
 
@@ -129,44 +131,26 @@ class RetrySchedule:
 
 @dataclass
 class Lease:
-    """The leases container's state for the one range: the etag checkpointed per document, and
-    the ``_ts`` before which every change is checkpointed (a read skips older documents).
+    """The leases container's state for the one range: the continuation checkpointed (the SDK's
+    token after the last batch that succeeded; None: none yet, the start position applies).
     ``initialised`` False: no lease exists yet (a first start, a recreated container); the
     trigger's start position applies on its first read, and never again."""
 
-    checkpoint: dict[str, str] = field(default_factory=dict)
-    since_ts: int = 0
+    continuation: str | None = None
     initialised: bool = False
 
 
 @dataclass
 class ChangeFeedStats:
-    skipped_at_start: int = 0  # documents a "from now" start never delivers
+    # The documents in the container when a lease started "from now" (never delivered unless
+    # they change): the emulation's own figure, counted once, which the host does not report.
+    skipped_at_start: int = 0
     invocations: int = 0
     failed_invocations: int = 0
     delivered_documents: int = 0
     errors: list[str] = field(default_factory=list)  # the worker's messages of failed invocations
     batch_sizes: list[int] = field(default_factory=list)
     stalled: bool = False  # a batch still failed after ``max_attempts_per_batch``
-
-
-def _modification_order(document: Mapping[str, Any]) -> tuple[int, int]:
-    """``_ts`` (seconds), then, within one second, the order of creation: cosmosdb-server
-    numbers the documents it creates (``_rid``'s document part, a little-endian int32 at bytes
-    8-11: @vercel/cosmosdb-server lib/account/documents.js ``_rid``) and its query answers within
-    one ``_ts`` in no order of writing. The real feed orders a partition's changes by LSN: two
-    versions of one order committed in the same second reach the relay in commit order, which
-    for documents created and not changed since (a pending outbox event) is their creation
-    order."""
-    try:
-        created = int.from_bytes(base64.b64decode(str(document.get("_rid")))[8:12], "little")
-    except (ValueError, TypeError):
-        created = 0
-    return int(document.get("_ts", 0)), created
-
-
-def _key(document: Mapping[str, Any]) -> str:
-    return json.dumps([document.get("orderId"), document["id"]])
 
 
 class ChangeFeedEmulator:
@@ -216,51 +200,68 @@ class ChangeFeedEmulator:
         self.stats = ChangeFeedStats()
 
     async def read_changes(self) -> list[dict[str, Any]]:
-        """The next batch after the checkpoint (latest versions, oldest modification first)."""
-        return (await self._changes_after_checkpoint())[: self.max_items]
+        """The next batch after the checkpoint: one page of the feed, oldest change first."""
+        batch, _ = await self._read_page()
+        return batch
 
-    async def _changes_after_checkpoint(self) -> list[dict[str, Any]]:
+    async def _read_page(self) -> tuple[list[dict[str, Any]], str]:
+        """One page after the lease's continuation, and the continuation after it."""
         if not self.lease.initialised:
             await self._initialise_lease()
-        documents = await self._read_since(self.lease.since_ts)
-        changed = [d for d in documents if self.lease.checkpoint.get(_key(d)) != d.get("_etag")]
-        changed.sort(key=_modification_order)
-        return changed
+        return await self._read(self.lease.continuation)
 
-    async def _read_since(self, since_ts: int) -> list[dict[str, Any]]:
+    async def _read(
+        self, continuation: str | None, *, from_now: bool = False
+    ) -> tuple[list[dict[str, Any]], str]:
         """One read of the feed, tried again after a failure to reach the server. The host's
         trigger runs on the change feed processor, which reports an error of its execution and
         goes on (``ChangeFeedProcessorBuilder.WithErrorNotification``,
         learn.microsoft.com/dotnet/api/microsoft.azure.cosmos.changefeedprocessorbuilder);
         the schedule of its retries is not documented, so here: ``FEED_READ_ATTEMPTS``,
-        ``FEED_READ_RETRY_S`` apart, then the error. A read here is a query that scans the local
-        container (the server has no change feed and no index), which a busy machine with a
-        large container can make slower than a connection timeout."""
+        ``FEED_READ_RETRY_S`` apart, then the error."""
         for attempt in range(1, FEED_READ_ATTEMPTS + 1):
             try:
-                return [
-                    document
-                    async for document in self.container.query_items(
-                        "SELECT * FROM c WHERE c._ts >= @since",
-                        parameters=[{"name": "@since", "value": since_ts}],
+                feed = (
+                    self.container.query_items_change_feed(
+                        continuation=continuation, max_item_count=self.max_items
                     )
-                ]
+                    if continuation is not None
+                    else self.container.query_items_change_feed(
+                        start_time="Now" if from_now else "Beginning",
+                        max_item_count=self.max_items,
+                    )
+                )
+                return await self._first_page(feed.by_page())
             except (ServiceRequestError, ServiceResponseError, TimeoutError):
                 if attempt == FEED_READ_ATTEMPTS:
                     raise
                 await asyncio.sleep(FEED_READ_RETRY_S)
         raise AssertionError("unreachable")
 
+    async def _first_page(
+        self, pages: AsyncIterator[AsyncIterator[dict[str, Any]]]
+    ) -> tuple[list[dict[str, Any]], str]:
+        try:
+            page: AsyncIterator[dict[str, Any]] | None = await anext(pages)
+        except StopAsyncIteration:  # the SDK ends the iteration on a page with no items (304)
+            page = None
+        # The continuation after this read, where Learn's pull-model page reads it
+        # ("continuation_token = container.client_connection.last_response_headers['etag']",
+        # learn.microsoft.com/azure/cosmos-db/nosql/change-feed-pull-model, Python): taken
+        # before any other await, so no other request on this client can have replaced it.
+        continuation = str(self.container.client_connection.last_response_headers["etag"])
+        documents = [document async for document in page] if page is not None else []
+        return documents, continuation
+
     async def _initialise_lease(self) -> None:
-        """The first read of a lease with no state: from the beginning, or from now (every
-        existing document counts as seen; only a later change of it is delivered)."""
+        """The first read of a lease with no state: from the beginning (no continuation until
+        the first checkpoint), or from now (the feed's current position, kept at once)."""
+        if not self.start_from_beginning:
+            self.stats.skipped_at_start = len(
+                [i async for i in self.container.query_items("SELECT VALUE c.id FROM c")]
+            )
+            _, self.lease.continuation = await self._read(None, from_now=True)
         self.lease.initialised = True
-        if self.start_from_beginning:
-            return
-        async for document in self.container.query_items("SELECT * FROM c"):
-            self.lease.checkpoint[_key(document)] = str(document.get("_etag"))
-            self.lease.since_ts = max(self.lease.since_ts, int(document.get("_ts", 0)))
-            self.stats.skipped_at_start += 1
 
     async def invoke(
         self, documents: list[dict[str, Any]], *, retry_count: int = 0
@@ -285,32 +286,19 @@ class ChangeFeedEmulator:
         """Deliver batches until no change is left. A batch that fails is retried per the policy;
         ``max_attempts_per_batch`` bounds the emulation (not the host) so a test can observe a
         stuck lease: the run then stops with ``stalled`` set and the lease not advanced."""
-        # One read of the feed is a page, delivered in batches of ``max_items``, each checkpointed
-        # after its invocation succeeds; the next read starts after the checkpoint. Reading the
-        # feed anew for every batch would cost a scan of the container per batch here
-        # (cosmosdb-server's ``_ts`` filter is coarse), quadratic in the container's size.
         batches = 0
         while batches < max_batches:
-            changes = await self._changes_after_checkpoint()
-            if not changes:
+            batch, continuation = await self._read_page()
+            if not batch:
                 return self.stats
-            for start in range(0, len(changes), self.max_items):
-                if batches == max_batches:
-                    break
-                batches += 1
-                batch = changes[start : start + self.max_items]
-                self.stats.batch_sizes.append(len(batch))
-                if self.read_round_trip_s:
-                    await asyncio.sleep(self.read_round_trip_s)  # the page's read, in real time
-                if not await self._deliver(batch, max_attempts_per_batch):
-                    self.stats.stalled = True
-                    return self.stats
-                for document in batch:  # checkpoint: only after the invocation succeeded
-                    self.lease.checkpoint[_key(document)] = str(document.get("_etag"))
-                # The batch is the oldest changes: all before its last ``_ts`` are now
-                # checkpointed (later changes of a document get a newer ``_ts``); equal ones may
-                # remain.
-                self.lease.since_ts = max(self.lease.since_ts, int(batch[-1].get("_ts", 0)))
+            batches += 1
+            self.stats.batch_sizes.append(len(batch))
+            if self.read_round_trip_s:
+                await asyncio.sleep(self.read_round_trip_s)  # the rest of the page's read
+            if not await self._deliver(batch, max_attempts_per_batch):
+                self.stats.stalled = True
+                return self.stats
+            self.lease.continuation = continuation  # checkpoint: only after it succeeded
         raise RuntimeError(f"change feed not drained after {max_batches} batches")
 
     async def _deliver(self, batch: list[dict[str, Any]], max_attempts: int | None) -> bool:

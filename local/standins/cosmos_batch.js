@@ -20,6 +20,8 @@
  *   operation runs on the package's store and leaves an undo step; the first failure undoes
  *   them all, last first. Node runs one request's handler to its end without yielding once
  *   the body is read, so no other request sees a half-applied batch (snapshot isolation).
+ *   The batch is one transaction of the container's change log (cosmos_change_feed.js): its
+ *   writes share one LSN, and a rolled-back batch leaves nothing in the change feed.
  * - The answer: 200 and one result per operation when all succeed; when one fails, 207
  *   Multi-Status, "the failed operation will have a status code of its corresponding error.
  *   All the other operations will have a 424 status code (failed dependency)" (same page).
@@ -68,6 +70,7 @@
  */
 
 const path = require("path");
+const { changeLogOf } = require("./cosmos_change_feed");
 
 const MAX_OPERATIONS = 100;
 const MAX_BODY_BYTES = 2 * 1024 * 1024;
@@ -289,28 +292,33 @@ function install(libraryDir) {
       res.statusCode = refused.statusCode;
       return refused.body;
     }
-    const undo = [];
-    const results = [];
-    for (let index = 0; index < operations.length; index += 1) {
-      const outcome = runOperation(collection, partitionKey, operations[index], undo);
-      if (outcome.statusCode >= 400) {
-        while (undo.length) undo.pop()();
-        res.statusCode = 207;
-        return operations.map((_, other) =>
-          other === index
-            ? { statusCode: outcome.statusCode, subStatusCode: 0, requestCharge: 0 }
-            : { statusCode: 424, requestCharge: 0 }
-        );
+    // One transaction of the change log: one LSN for every write, none if it rolls back.
+    const log = changeLogOf(collection.documents);
+    return log.atomically(() => {
+      const undo = [];
+      const results = [];
+      for (let index = 0; index < operations.length; index += 1) {
+        const outcome = runOperation(collection, partitionKey, operations[index], undo);
+        if (outcome.statusCode >= 400) {
+          while (undo.length) undo.pop()();
+          log.discard();
+          res.statusCode = 207;
+          return operations.map((_, other) =>
+            other === index
+              ? { statusCode: outcome.statusCode, subStatusCode: 0, requestCharge: 0 }
+              : { statusCode: 424, requestCharge: 0 }
+          );
+        }
+        const body = outcome.body;
+        results.push({
+          statusCode: outcome.statusCode,
+          requestCharge: 1,
+          ...(body ? { eTag: body._etag, resourceBody: body } : {})
+        });
       }
-      const body = outcome.body;
-      results.push({
-        statusCode: outcome.statusCode,
-        requestCharge: 1,
-        ...(body ? { eTag: body._etag, resourceBody: body } : {})
-      });
-    }
-    res.statusCode = 200;
-    return results;
+      res.statusCode = 200;
+      return results;
+    });
   }
 
   async function patchDocument(account, req, res, { dbId, collId, docId }) {
@@ -356,4 +364,4 @@ function install(libraryDir) {
   handler("read-document").default = readDocument;
 }
 
-module.exports = { install };
+module.exports = { install, partitionKeyOf };

@@ -1,7 +1,8 @@
 """Runs the local Cosmos DB API stand-in, ``@vercel/cosmosdb-server`` (installed by npm into the
-repo), on a free loopback port over HTTPS with its bundled self-signed certificate, with three of
-its request handlers replaced by ``cosmos_batch.js`` (beside this file) so that it answers as the
-service does where the product relies on it:
+repo), on a free loopback port over HTTPS with its bundled self-signed certificate, with five of
+its request handlers replaced by the JS modules beside this file (``cosmos_change_feed.js``,
+``cosmos_batch.js``, ``cosmos_partition_index.js``) so that it answers as the service does where
+the product relies on it:
 
 - a transactional batch is all or nothing: 200 when every operation succeeds; 207 Multi-Status
   when one fails, that operation with its status (409 conflict, 404, 412 for an unmet ``ifMatch``
@@ -12,10 +13,17 @@ service does where the product relies on it:
   2091-2114``). The package ran a batch operation by operation, answered 200 and had no patch;
 - a single-item patch evaluates its filter predicate as written (the package lower-cased it:
   ``c.orderVersion`` became ``c.orderversion``);
-- a point read of a missing item is 404 (the package answered 500).
+- a point read of a missing item is 404 (the package answered 500);
+- the change feed (a read feed with ``A-IM: Incremental Feed``, what azure-cosmos's
+  ``query_items_change_feed`` sends): an append-only log per container, one LSN per
+  transaction, read by seeking to the continuation, never by scanning the documents (the
+  package answered every document with ``etag: 1``, then 304 for ever);
+- a query with a partition key reads that partition's documents only, from an index by
+  partition key value (the package ran every query over the whole container).
 
-The JS module's header cites the sources (learn.microsoft.com/azure/cosmos-db/nosql/transactional-
-batch, .../partial-document-update, the SDKs' batch parsing) for each behaviour.
+Each JS module's header cites the sources (learn.microsoft.com/azure/cosmos-db/nosql/transactional-
+batch, .../partial-document-update, the REST API's List Documents page, the SDKs' batch parsing
+and change feed state) for each behaviour.
 
 It is started through its library with HTTP keep-alive, as Cosmos DB behaves: the package's CLI
 answers every request with ``connection: close``, so each request would pay a new TCP connection
@@ -24,10 +32,12 @@ package's CLI as it is published: its own handlers (batches not atomic), without
 baseline, used by nothing in the product.
 
 What it does not do (tests that need these run only against the real emulator, see
-docs/testing.md): the request charge is always 1, no change feed, no TTL, no throttling, no session
-consistency tokens; in a batch, no non-atomic (bulk) mode and no ``ifNoneMatch`` (both refused with
-400, so nothing relies on them by accident), no 5-second execution limit, no sub-status codes; the
-full list is in ``cosmos_batch.js``.
+docs/testing.md): the request charge is always 1, no TTL, no throttling, no session consistency
+tokens, no index but the partition key's; in a batch, no non-atomic (bulk) mode and no
+``ifNoneMatch`` (both refused with 400, so nothing relies on them by accident), no 5-second
+execution limit, no sub-status codes; the change feed has one range (no splits), no
+all-versions-and-deletes mode and not the service's LSN values; the full lists head the JS
+modules.
 
 The server dies with the process that started it, however that process ends: its stdin is a
 pipe whose only writer is this process, so when it exits, even by SIGKILL (a mutant that timed
@@ -56,8 +66,12 @@ from ops.init_cosmos import ORDERS_INDEXING_POLICY
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI = REPO_ROOT / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
 LIBRARY = CLI.parent / "index.js"
-# Replaces the package's batch, patch and read handlers; must load before the library.
-SERVICE_SEMANTICS = Path(__file__).resolve().parent / "cosmos_batch.js"
+# Replace the package's batch, patch, read and read-feed handlers (and hook its store for the
+# change log); each must load before the library.
+SERVICE_SEMANTICS = tuple(
+    Path(__file__).resolve().parent / name
+    for name in ("cosmos_change_feed.js", "cosmos_batch.js", "cosmos_partition_index.js")
+)
 # The Cosmos DB emulator's published, well-known key: not a secret. cosmosdb-server accepts any.
 EMULATOR_KEY = (
     "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
@@ -73,8 +87,8 @@ process.stdin.on("error", () => process.exit(0));
 process.stdin.resume();
 """
 _KEEP_ALIVE_SCRIPT = """
-const [library, semantics, host, port] = process.argv.slice(1);
-require(semantics).install(require("path").dirname(library));
+const [library, host, port, ...semantics] = process.argv.slice(1);
+for (const module of semantics) require(module).install(require("path").dirname(library));
 const { createHttpsServer } = require(library);
 const server = createHttpsServer({ keepAlive: true }).listen(Number(port), host, () => {
   console.log(`Ready to accept HTTPS connections at ${host}:${server.address().port}`);
@@ -100,7 +114,7 @@ class LocalCosmosServer:
                 node,
                 "-e",
                 _EXIT_WITH_PARENT + _KEEP_ALIVE_SCRIPT,
-                *(str(LIBRARY), str(SERVICE_SEMANTICS), "127.0.0.1", "0"),
+                *(str(LIBRARY), "127.0.0.1", "0", *map(str, SERVICE_SEMANTICS)),
             ]
             if self.keep_alive
             # The CLI as it is, with its own handlers (it reads process.argv.slice(2): the

@@ -3,8 +3,8 @@ hold: every order converges on its highest version, its events reach the subscri
 increasing versions, and every SKU's ``reserved`` is what the orders' highest versions reserve,
 never below zero, never above ``onHand`` (the faults below the SDK on the stock consumer's
 requests too) (this failed, 10 to 14 orders a run, while the local change feed ordered
-the changes of one second of ``_ts`` as cosmosdb-server's query returned them:
-``local.standins.change_feed._modification_order``)."""
+the changes of one second of ``_ts`` as cosmosdb-server's query returned them; the feed is now
+read in LSN order: ``local/standins/cosmos_change_feed.js``)."""
 
 from __future__ import annotations
 
