@@ -19,9 +19,8 @@ of updates in flight) and one marking one event at a time (bound 1, the relay be
 so the gain is a ratio of one run too.
 
 Each round has a container of its own (the app composed on it, a change feed with a new lease
-on it), deleted afterwards: the local server has no index, so the emulated feed's reads scan the
-whole container, and a container holding every earlier target's documents would time the scan,
-not the relay.
+on it), deleted afterwards, so that no round reads another's documents (the local server's change
+feed seeks into its log from the lease's continuation: a read costs what it returns).
 
 Verdicts: the product relay's median events/s on one lease ≥ the highest per-lease rate a tier
 of infra/tiers/ needs (orders/s of the tier ÷ its leases, leases = the minimum physical
