@@ -45,6 +45,7 @@ from azure.cosmos.aio import ContainerProxy
 from idempotent_consumer import document_timestamp
 from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S
 
+from shared.adapters.cosmos_query import exact_pages
 from shared.relay.outbox import (
     OUTBOX_TYPE,
     STATUS_PENDING,
@@ -88,23 +89,7 @@ class CosmosOutboxStore:
             {"name": "@status", "value": STATUS_PENDING},
             {"name": "@cutoff", "value": document_timestamp(created_at_or_before)},
         ]
-        responses = self._container.query_items(
-            STUCK_QUERY,
-            parameters=parameters,
-            max_item_count=page_size,
-            timeout=OPERATION_TIMEOUT_S,
-        ).by_page()
-        # A query execution may return fewer items than MaxItemCount (throttled, too large,
-        # too long: learn.microsoft.com/azure/cosmos-db/nosql/query/pagination), even none:
-        # pages of exactly ``page_size`` are made here, the last one shorter.
-        page: list[dict[str, Any]] = []
-        async for response in responses:
-            async for document in response:
-                page.append(document)
-                if len(page) == page_size:
-                    yield page
-                    page = []
-        if page:
+        async for page in exact_pages(self._container, STUCK_QUERY, parameters, page_size):
             yield page
 
     async def _patch(self, document: OutboxRef, operations: list[PatchOperation]) -> bool:

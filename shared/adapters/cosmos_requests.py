@@ -28,8 +28,8 @@ from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 from idempotent_consumer import document_timestamp
-from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S
 
+from shared.adapters.cosmos_query import exact_pages
 from shared.edge.completer import Page
 from shared.edge.requests import REQUEST_TYPE, RequestField
 
@@ -55,21 +55,5 @@ class CosmosUnsentRequests:
             {"name": "@sent", "value": False},
             {"name": "@cutoff", "value": document_timestamp(started_at_or_before)},
         ]
-        responses = self._container.query_items(
-            UNSENT_QUERY,
-            parameters=parameters,
-            max_item_count=page_size,
-            timeout=OPERATION_TIMEOUT_S,
-        ).by_page()
-        # A query execution may return fewer items than MaxItemCount, even none
-        # (learn.microsoft.com/azure/cosmos-db/nosql/query/pagination): pages of exactly
-        # ``page_size`` are made here, the last one shorter.
-        page: list[dict[str, Any]] = []
-        async for response in responses:
-            async for document in response:
-                page.append(document)
-                if len(page) == page_size:
-                    yield page
-                    page = []
-        if page:
+        async for page in exact_pages(self._container, UNSENT_QUERY, parameters, page_size):
             yield page
