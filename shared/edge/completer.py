@@ -254,17 +254,10 @@ def stored_intent(document: Mapping[str, Any]) -> Intent:
     """The intent a request record holds, as the edge recorded it: its client and key (the
     record's id and its mark's), its message (MessageId, Subject, the exact body bytes) and
     its response. Raises ``KeyError``, ``TypeError`` or ``ValueError`` for another shape."""
-    record = read_request_record(document)
-    return Intent(
-        client_id=str(document[RequestField.CLIENT_ID]),
-        key=str(document[RequestField.IDEMPOTENCY_KEY]),
-        order_id=str(document[RequestField.ORDER_ID]),
-        fingerprint=record.fingerprint,
-        version=record.version,
-        message_id=record.message_id,
-        subject=record.subject,
-        message_body=record.message_body,
-        response=record.response,
+    return read_request_record(document).intent(
+        str(document[RequestField.CLIENT_ID]),
+        str(document[RequestField.IDEMPOTENCY_KEY]),
+        str(document[RequestField.ORDER_ID]),
     )
 
 

@@ -316,17 +316,7 @@ class OrdersEdge:
             return responses.outstanding(wait)
         # Its first handling stopped between the commit and the sent mark: finish it.
         return await self._deliver(
-            Intent(
-                client_id=client_id,
-                key=key,
-                order_id=order_id,
-                fingerprint=fingerprint,
-                version=record.version,
-                message_id=record.message_id,
-                subject=record.subject,
-                message_body=record.message_body,
-                response=record.response,
-            ),
+            record.intent(client_id, key, order_id),
             replay_age=age,
         )
 

@@ -232,6 +232,20 @@ class RequestRecord:
     sent: bool
     started_at: datetime
 
+    def intent(self, client_id: str, key: str, order_id: str) -> Intent:
+        """The intent this record holds, as the edge recorded it, for (client, key, order)."""
+        return Intent(
+            client_id=client_id,
+            key=key,
+            order_id=order_id,
+            fingerprint=self.fingerprint,
+            version=self.version,
+            message_id=self.message_id,
+            subject=self.subject,
+            message_body=self.message_body,
+            response=self.response,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Head:
