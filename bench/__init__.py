@@ -8,7 +8,7 @@ Twelve targets, each a verdict of one run on one machine, written to ``bench/res
    invalid 0), counted at the azure-core transport (``bench.request_counts``).
 2. The consumer's own CPU per message (``decide``, no I/O) ≤ 10% of the SDK's CPU for one
    ``create_item`` in the same run (``bench.cpu``).
-3. Consumer throughput ≥ 0.90 × the platform floor (``bench.floor_app``) at concurrency 16
+3. Consumer throughput ≥ 0.93 × the platform floor (``bench.floor_app``) at concurrency 16
    (``bench.throughput``).
 4. Cold start: importing ``function_app`` ≤ 15% over its third-party imports (``bench.coldstart``).
 5. Flat resident memory over many messages (``bench.memory``).

@@ -60,7 +60,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cpu-messages", type=int, default=10_000, help="target 2: decides")
     parser.add_argument("--creates", type=int, default=2_000, help="target 2: create_item calls")
     parser.add_argument("--messages", type=int, default=500, help="target 3: per round")
-    parser.add_argument("--rounds", type=int, default=7, help="target 3: rounds per function")
+    parser.add_argument("--rounds", type=int, default=15, help="target 3: rounds per function")
     parser.add_argument("--coldstart-runs", type=int, default=25, help="target 4: pairs")
     parser.add_argument("--memory-messages", type=int, default=10_000, help="target 5")
     parser.add_argument("--relay-orders", type=int, default=1_000, help="target 6: per round")

@@ -29,7 +29,7 @@ from bench.stats import rounds
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents
 
-TARGET_RATIO = 0.90
+TARGET_RATIO = 0.93
 FUNCTIONS: tuple[Function, Function] = ("consumer", "floor")
 
 
@@ -69,7 +69,7 @@ async def measure(
     standin: StandIn,
     *,
     messages: int = 500,
-    rounds_count: int = 7,
+    rounds_count: int = 15,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     for function in FUNCTIONS:  # warm-up: clients, executors, code paths

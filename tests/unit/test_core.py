@@ -319,3 +319,16 @@ def test_document_times_are_utc_whatever_the_machine_s_zone(
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+@pytest.mark.parametrize(
+    ("moment", "stored"),
+    [
+        (datetime(2026, 11, 29, 10, 0, 0, 5, tzinfo=UTC), "2026-11-29T10:00:00.000005Z"),
+        # Fixed width at any year: the watchdog compares these as strings (strftime's %Y wrote
+        # "999" on Linux).
+        (datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC), "0999-01-02T03:04:05.000000Z"),
+    ],
+)
+def test_a_document_time_is_fixed_width_with_microseconds(moment: datetime, stored: str) -> None:
+    assert document_timestamp(moment) == stored

@@ -40,4 +40,6 @@ def document_timestamp(moment: datetime) -> str:
     """A time as the documents store it (``acceptedAt``, the outbox event's ``createdAt``, the
     relay's ``dispatchedAt`` and ``parkedAt``): UTC, microseconds, ``Z``. Fixed width, so its
     string order is its time order (the watchdog's query compares ``createdAt`` as a string)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat, not strftime: a third of the CPU, and a four-digit year before 1000 too.
+    utc = moment.astimezone(UTC).replace(tzinfo=None)
+    return f"{utc.isoformat(timespec='microseconds')}Z"

@@ -265,35 +265,38 @@ class ConsumerTelemetry:
         outcome = decision.outcome.value
         settlement = decision.settlement.value if settled else NOT_SETTLED
 
-        span.set_attribute(names.outcome, outcome)
-        span.set_attribute(names.settlement, settlement)
-        span.set_attribute(names.attempts, attempts)
-        if settled:
-            span.set_attribute(ATTR_DISPOSITION, _DISPOSITION[decision.settlement])
-        if decision.deadletter_reason:
-            span.set_attribute(names.deadletter_reason, decision.deadletter_reason)
-        if decision.order_id is not None:
-            span.set_attribute(names.order_id, decision.order_id)
         message_type = self._message_type(decision, message)
-        span.set_attribute(names.message_type, message_type)
-        if decision.order_version is not None:
-            span.set_attribute(names.order_version, decision.order_version)
-        if decision.stored_version is not None:
-            span.set_attribute(names.stored_version, decision.stored_version)
-        charges = _delivery_charge.get()
-        if charges:
-            span.set_attribute(names.request_charge, sum(charges))
-        if decision.outcome in _FAILED_OUTCOMES:
-            error_type = (
-                qualified_name(type(decision.error)) if decision.error is not None else outcome
-            )
-            set_error_type(span, error_type, names.kept_error_type)
-            span.set_status(Status(StatusCode.ERROR, decision.description or outcome))
-            if decision.error is not None and decision.outcome in _RECORDED_OUTCOMES:
-                span.record_exception(decision.error)
-        elif not settled:
-            # settlement_failed() has set error.type to the settlement error.
-            span.set_status(Status(StatusCode.ERROR, f"{decision.settlement.value} failed"))
+        # A span that is not recording (tracing off, or sampled out) keeps nothing: its
+        # attributes are not computed (opentelemetry.trace.Span.is_recording).
+        if span.is_recording():
+            span.set_attribute(names.outcome, outcome)
+            span.set_attribute(names.settlement, settlement)
+            span.set_attribute(names.attempts, attempts)
+            if settled:
+                span.set_attribute(ATTR_DISPOSITION, _DISPOSITION[decision.settlement])
+            if decision.deadletter_reason:
+                span.set_attribute(names.deadletter_reason, decision.deadletter_reason)
+            if decision.order_id is not None:
+                span.set_attribute(names.order_id, decision.order_id)
+            span.set_attribute(names.message_type, message_type)
+            if decision.order_version is not None:
+                span.set_attribute(names.order_version, decision.order_version)
+            if decision.stored_version is not None:
+                span.set_attribute(names.stored_version, decision.stored_version)
+            charges = _delivery_charge.get()
+            if charges:
+                span.set_attribute(names.request_charge, sum(charges))
+            if decision.outcome in _FAILED_OUTCOMES:
+                error_type = (
+                    qualified_name(type(decision.error)) if decision.error is not None else outcome
+                )
+                set_error_type(span, error_type, names.kept_error_type)
+                span.set_status(Status(StatusCode.ERROR, decision.description or outcome))
+                if decision.error is not None and decision.outcome in _RECORDED_OUTCOMES:
+                    span.record_exception(decision.error)
+            elif not settled:
+                # settlement_failed() has set error.type to the settlement error.
+                span.set_status(Status(StatusCode.ERROR, f"{decision.settlement.value} failed"))
 
         by_outcome = {**self._consumer_attribute, "outcome": outcome}
         self._messages.add(
@@ -304,8 +307,11 @@ class ConsumerTelemetry:
             self._delivery_count.record(message.delivery_count, by_outcome)
         self._record_measures(decision.measures)
 
+        level = _LOG_LEVEL_BY_OUTCOME[decision.outcome]
+        if not self._logger.isEnabledFor(level):
+            return  # the record's fields are built only for a level that is kept
         self._logger.log(
-            _LOG_LEVEL_BY_OUTCOME[decision.outcome],
+            level,
             "%s message %r: %s, %s",
             self.consumer,
             message.message_id,

@@ -39,6 +39,8 @@ def producer_links(properties: Mapping[str, Any]) -> list[Link]:
 
 def traceparent_of(span: Span) -> str | None:
     """The W3C traceparent of ``span``; None when tracing is off (a non-recording span)."""
+    if not span.get_span_context().is_valid:
+        return None  # what the propagator would inject: nothing (tracing off)
     carrier: dict[str, str] = {}
     _propagator.inject(carrier, context=trace.set_span_in_context(span))
     return carrier.get("traceparent")
