@@ -61,6 +61,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--creates", type=int, default=2_000, help="target 2: create_item calls")
     parser.add_argument("--messages", type=int, default=500, help="target 3: per round")
     parser.add_argument("--rounds", type=int, default=15, help="target 3: rounds per function")
+    parser.add_argument(
+        "--path-messages", type=int, default=3_000, help="target 3: orders per step of the path"
+    )
     parser.add_argument("--coldstart-runs", type=int, default=25, help="target 4: pairs")
     parser.add_argument("--memory-messages", type=int, default=10_000, help="target 5")
     parser.add_argument("--relay-orders", type=int, default=1_000, help="target 6: per round")
@@ -132,6 +135,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         world,
                         messages=args.messages,
                         rounds_count=args.rounds,
+                        path_messages=args.path_messages,
                         progress=lambda text: status.update(f"target 3: {text}"),
                     )
                 if "relay" in selected:

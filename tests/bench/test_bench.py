@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bench import coldstart, edge, payments, report, stock
+from bench import coldstart, edge, order_path, payments, report, stock
 from bench.__main__ import main
 from bench.request_counts import count_outcomes
 from bench.standin import standin
@@ -25,6 +25,7 @@ from local.standins.faults import POINT_READS, FaultKind, FaultRule
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALLEST = [
     *("--cpu-messages", "100", "--creates", "20", "--messages", "16", "--rounds", "1"),
+    *("--path-messages", "20"),
     *("--relay-orders", "20", "--relay-rounds", "1", "--ingestion-orders", "5"),
     *("--watchdog-stuck", "150", "--watchdog-page", "5"),
     *("--stock-events", "50", "--stock-creates", "20"),
@@ -85,6 +86,11 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
         measured = throughput["functions"][function]
         assert measured["documents_per_message"]["values"] == [1.0]
         assert measured["completed_share"]["values"] == [1.0]
+    # Where the consumer's CPU goes: every step of its own path timed, beside the pairs' figure.
+    path = throughput["order_path"]
+    assert list(path["steps_us"]) == list(order_path.STEPS)
+    assert path["steps_us"]["contract"] > 0 < path["steps_us"]["to_incoming"]
+    assert path["total_us"] == pytest.approx(sum(path["steps_us"].values()))
     assert results["cpu"]["create_item_cpu_us"] > 0 < results["cpu"]["decide_cpu_us"]["p50"]
     relay = results["relay"]
     assert relay["problems"] == []  # every order of every round published once and marked
@@ -115,6 +121,7 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
     prose = (REPO_ROOT / "docs" / "benchmarks.md").read_text().partition(report.BEGIN)[0]
     assert written.startswith(prose)
     assert "| 3. consumer / platform floor throughput, concurrency 16 |" in written
+    assert "Where the consumer's CPU per `OrderPlaced` goes beyond the floor's" in written
     assert "| 6. relay on one lease, marks in flight" in written
     assert "| 7. Log Analytics rows per healthy order" in written
     assert "| 8. one watchdog run over 150 stuck events" in written
