@@ -435,3 +435,43 @@ def test_importing_the_app_builds_only_the_schema_a_new_order_needs() -> None:
     assert complete == "['TypeAdapter(OrderPlaced)']"
     assert int(adapters) >= 6  # the order consumer's and the relay's others exist, unbuilt
     assert topic_consumers == "[]"
+
+
+def test_first_message_child_imports_nothing_of_the_app_before_the_worker() -> None:
+    """The second figure's child loads the stand-in host first: were an app module among its
+    imports, the consumer's import would be paid outside the worker's start, on both sides."""
+    script = (
+        "import sys, bench.first_message\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('shared', 'function_app')))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "kit" / "src")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+    assert completed.stdout.strip() == "[]"
+
+
+def test_first_message_settles_one_new_order_per_side_and_the_floor_loads_no_app_module(
+    cosmos_account: CosmosAccount, tmp_path: Path
+) -> None:
+    """One pair of fresh children through Microsoft's worker: each settles its order (a child
+    that does not raises), the consumer through the product's app, the floor through an app
+    that imports none of this repository's ``shared`` modules (else it is no floor)."""
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT / "kit" / "src"),
+        "PYTHONPYCACHEPREFIX": str(tmp_path),
+    }
+
+    figure = coldstart.first_message(1, environment, cosmos_account, warm_up=False)
+
+    assert figure["rounds"] == 1
+    assert figure["app_modules"]["consumer"] > 0
+    assert figure["app_modules"]["floor"] == 0
+    assert figure["consumer_ms"]["median"] > figure["phases_ms"]["consumer"]["worker_start"] > 0
+    assert figure["ratio"] == figure["consumer_ms"]["median"] / figure["floor_ms"]["median"]
