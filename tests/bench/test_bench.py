@@ -409,10 +409,27 @@ def test_cold_start_counts_the_kit_as_the_apps_own_and_reads_its_dependencies() 
     assert not [s for s in imports if "idempotent_consumer" in s]
 
 
+# The orders API's and the relay's machinery, built on their first request or change batch: a cold
+# start for an order never imports them (bench target 4).
+NOT_ON_AN_ORDERS_PATH = (
+    "shared.edge.core",
+    "shared.edge.responses",
+    "shared.edge.view",
+    "shared.adapters.http_in",
+    "shared.adapters.servicebus_out",
+    "shared.adapters.cosmos_outbox",
+    "shared.adapters.cosmos_requests",
+    "shared.telemetry.edge",
+    "shared.telemetry.relay",
+    "shared.telemetry.completer",
+)
+
+
 def test_importing_the_app_builds_only_the_schema_a_new_order_needs() -> None:
     """A cold start pays at import only for OrderPlaced's schema (its first message needs it);
     the lifecycle changes' and the outbox events' are built on first use, and the topic
-    consumers' modules are imported when their function first runs."""
+    consumers' modules, the orders API's and the relay's adapters and telemetry are imported
+    when their function first runs."""
     script = (
         "import gc, sys, function_app\n"
         "from pydantic import TypeAdapter\n"
@@ -421,6 +438,7 @@ def test_importing_the_app_builds_only_the_schema_a_new_order_needs() -> None:
         "print(len(built))\n"
         "topic = ('shared.payments', 'shared.stock')\n"
         "print(sorted(m for m in sys.modules if m.startswith(topic)))\n"
+        f"print(sorted(m for m in sys.modules if m in {NOT_ON_AN_ORDERS_PATH!r}))\n"
     )
     completed = subprocess.run(
         [sys.executable, "-c", script],
@@ -430,11 +448,12 @@ def test_importing_the_app_builds_only_the_schema_a_new_order_needs() -> None:
         text=True,
         check=True,
     )
-    complete, adapters, topic_consumers = completed.stdout.splitlines()
+    complete, adapters, topic_consumers, api_and_relay = completed.stdout.splitlines()
 
     assert complete == "['TypeAdapter(OrderPlaced)']"
     assert int(adapters) >= 6  # the order consumer's and the relay's others exist, unbuilt
     assert topic_consumers == "[]"
+    assert api_and_relay == "[]"
 
 
 def test_first_message_child_imports_nothing_of_the_app_before_the_worker() -> None:
