@@ -3,9 +3,9 @@
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from shared.adapters.http_in import openapi_response
 from shared.bootstrap import (
     handle_completer_tick,
+    handle_openapi_request,
     handle_order_message,
     handle_orders_request,
     handle_outbox_changes,
@@ -154,7 +154,7 @@ async def get_order(req: func.HttpRequest) -> func.HttpResponse:
 @app.function_name("openapi")
 @app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def openapi(req: func.HttpRequest) -> func.HttpResponse:
-    return openapi_response()
+    return handle_openapi_request()
 
 
 @app.function_name("complete_requests")

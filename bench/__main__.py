@@ -64,7 +64,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--path-messages", type=int, default=3_000, help="target 3: orders per step of the path"
     )
-    parser.add_argument("--coldstart-runs", type=int, default=25, help="target 4: pairs")
+    parser.add_argument("--coldstart-runs", type=int, default=40, help="target 4: import pairs")
+    parser.add_argument(
+        "--first-message-rounds",
+        type=int,
+        default=10,
+        help="target 4: pairs to the first message settled (0: skip that figure)",
+    )
     parser.add_argument("--memory-messages", type=int, default=10_000, help="target 5")
     parser.add_argument("--relay-orders", type=int, default=1_000, help="target 6: per round")
     parser.add_argument("--relay-rounds", type=int, default=3, help="target 6: rounds per relay")
@@ -102,8 +108,13 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     with console.status("starting") as status:
         # Subprocess and pure-CPU targets first, while nothing else runs in this process.
         if "coldstart" in selected:
-            status.update(f"target 4: {args.coldstart_runs} fresh interpreters per side")
-            results["coldstart"] = await asyncio.to_thread(coldstart.measure, args.coldstart_runs)
+            status.update(
+                f"target 4: {args.coldstart_runs} + {args.first_message_rounds} fresh "
+                "interpreters per side"
+            )
+            results["coldstart"] = await asyncio.to_thread(
+                coldstart.measure, args.coldstart_runs, args.first_message_rounds
+            )
         if "memory" in selected:
             status.update(f"target 5: {args.memory_messages:,} messages")
             results["memory"] = await memory.measure(args.memory_messages)

@@ -77,20 +77,7 @@ from idempotent_consumer.servicebus import (
 )
 
 from shared.adapters.cosmos_orders import CosmosOrderStore, create_client
-from shared.adapters.cosmos_outbox import CosmosOutboxStore
-from shared.adapters.cosmos_requests import CosmosUnsentRequests
-from shared.adapters.http_in import (
-    ORDER_ID_ROUTE_PARAM,
-    answered,
-    read_order_request,
-)
-from shared.adapters.http_in import client_id as http_client_id
 from shared.adapters.identity import credential as identity_credential
-from shared.adapters.servicebus_out import (
-    MessageBatchSender,
-    ServiceBusEventPublisher,
-    ServiceBusOrderSender,
-)
 from shared.config import (
     HOST_JSON,
     INVENTORY_SUBSCRIPTION_SETTING,
@@ -107,24 +94,27 @@ from shared.config import (
     WatchdogSettings,
 )
 from shared.consumer.service import OrderConsumer
-from shared.edge import EdgeResponse, OrdersEdge
-from shared.edge import responses as edge_responses
-from shared.edge.completer import CompleterReport, RequestCompleter
-from shared.edge.observer import EdgeObserver, Route
-from shared.edge.view import order_view
 from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
 from shared.relay.outbox import is_pending_outbox
 from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
-from shared.telemetry.completer import CompleterTelemetry
 from shared.telemetry.consumer import ConsumerTelemetry
-from shared.telemetry.edge import EdgeTelemetry
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
-from shared.telemetry.relay import RelayTelemetry
 
+# The orders API's modules (shared.edge, its HTTP adapter and telemetry, the request completer),
+# the relay's adapters and telemetry, and the Service Bus senders are imported where they are
+# first built, as the stock reservation's and the payment capture's are: a cold start for an
+# order never loads them (docs/benchmarks.md, target 4).
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
 
+    from shared.adapters.cosmos_outbox import CosmosOutboxStore
     from shared.adapters.payment_provider import HttpPaymentProvider
+    from shared.adapters.servicebus_out import MessageBatchSender, ServiceBusOrderSender
+    from shared.edge import EdgeResponse, OrdersEdge
+    from shared.edge.completer import CompleterReport, RequestCompleter
+    from shared.edge.observer import EdgeObserver, Route
+    from shared.telemetry.completer import CompleterTelemetry
+    from shared.telemetry.relay import RelayTelemetry
 
 logger = logging.getLogger("orders.consumer")
 relay_logger = logging.getLogger("orders.relay")
@@ -415,6 +405,8 @@ class Runtime:
         configuration alert reads it), and every pending event of the batch as a failed send
         (span, ``orders.relay.failed`` with ``error.type`` ConfigurationError, error log), so
         the failed-sends alert and Q12 see a relay that cannot even start."""
+        from shared.telemetry.relay import RelayTelemetry
+
         relay_logger.critical(
             "invalid configuration (%s), the outbox relay cannot publish: %s",
             error.setting,
@@ -435,6 +427,10 @@ class Runtime:
 
     async def relay(self) -> OutboxRelay:
         """This event loop's relay, built on first use; raises ``ConfigurationError``."""
+        from shared.adapters.cosmos_outbox import CosmosOutboxStore
+        from shared.adapters.servicebus_out import ServiceBusEventPublisher
+        from shared.telemetry.relay import RelayTelemetry
+
         wiring = await self._wired()
         if wiring.relay is not None:
             return wiring.relay
@@ -497,6 +493,9 @@ class Runtime:
     async def edge(self) -> OrdersEdge:
         """This event loop's public edge, on the requests container of the one Cosmos client
         and the ``orders`` queue's sender, built on first use; raises ``ConfigurationError``."""
+        from shared.adapters.servicebus_out import ServiceBusOrderSender
+        from shared.edge import OrdersEdge
+
         wiring = await self._wired()
         if wiring.edge is not None:
             return wiring.edge
@@ -542,6 +541,10 @@ class Runtime:
         """This event loop's request completer, on the edge's requests container, store and
         queue sender (one sender a loop: the completer's sends and the API's share its lock),
         built on first use; raises ``ConfigurationError``."""
+        from shared.adapters.cosmos_requests import CosmosUnsentRequests
+        from shared.edge.completer import RequestCompleter
+        from shared.telemetry.completer import CompleterTelemetry
+
         wiring = await self._wired()
         if wiring.completer is not None:
             return wiring.completer
@@ -565,6 +568,9 @@ class Runtime:
         """An HTTP function's body: ``action`` is ``place``, ``amend``, ``cancel`` or ``get``.
         Every request is reported to the edge's telemetry (``http_in.answered``), the ones the
         HTTP layer refuses before the core included."""
+        from shared.adapters.http_in import answered
+        from shared.edge.observer import Route
+
         route = Route(action)
         # Exporters before the first report: a refusal may come before the edge is built. A
         # setting that fails them fails the edge too, which answers 503 and logs it (below).
@@ -577,6 +583,13 @@ class Runtime:
     async def _orders_answer(self, route: Route, request: func.HttpRequest) -> EdgeResponse:
         """A request the HTTP layer refuses (403, 415, 413, 400) never reaches the core; an
         edge that cannot be built answers 503, logged at critical level naming the setting."""
+        from shared.adapters.http_in import ORDER_ID_ROUTE_PARAM, read_order_request
+        from shared.adapters.http_in import client_id as http_client_id
+        from shared.edge import EdgeResponse
+        from shared.edge import responses as edge_responses
+        from shared.edge.observer import Route
+        from shared.edge.view import order_view
+
         parsed = http_client_id(request) if route is Route.GET else read_order_request(request)
         if isinstance(parsed, EdgeResponse):
             return parsed
@@ -609,6 +622,8 @@ class Runtime:
     def edge_telemetry(self) -> EdgeObserver:
         """The injected observer of the orders API, or ``EdgeTelemetry`` on the global
         providers."""
+        from shared.telemetry.edge import EdgeTelemetry
+
         if self._edge_telemetry is None:
             self._edge_telemetry = EdgeTelemetry()
         return self._edge_telemetry
@@ -774,6 +789,15 @@ async def handle_orders_request(action: str, request: func.HttpRequest) -> func.
     if _retired:
         await _close_retired()
     return await current().orders_request(action, request)
+
+
+def handle_openapi_request() -> func.HttpResponse:
+    """The ``openapi`` function's body (``function_app.py``): the API's OpenAPI document, read
+    through the HTTP adapter, imported on the first request (a cold start for an order never
+    loads the orders API's modules)."""
+    from shared.adapters.http_in import openapi_response
+
+    return openapi_response()
 
 
 async def handle_completer_tick(timer: Any) -> None:

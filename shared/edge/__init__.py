@@ -19,12 +19,33 @@ Azure, OpenTelemetry or aiohttp (``make lint``). Its store port is implemented b
 ``shared.adapters.http_in``.
 """
 
-from shared.edge.core import OrdersEdge
-from shared.edge.observer import EdgeObserver, RequestOutcome, Route
-from shared.edge.requests import CONTAINER_NAME, KEY_EXPIRY, PARTITION_KEY_PATH
-from shared.edge.responses import EdgeResponse
-from shared.edge.sender import MessageSender, SendFailed
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shared.edge.core import OrdersEdge
+    from shared.edge.observer import EdgeObserver, RequestOutcome, Route
+    from shared.edge.requests import CONTAINER_NAME, KEY_EXPIRY, PARTITION_KEY_PATH
+    from shared.edge.responses import EdgeResponse
+    from shared.edge.sender import MessageSender, SendFailed
+
+# Each public name's module, imported on first use (PEP 562): ``function_app`` reads the request
+# completer's schedule from ``shared.edge.completer`` at indexing, and a cold start for an order
+# must not load the whole orders API with it (docs/benchmarks.md, target 4).
+_MODULES = {
+    "CONTAINER_NAME": "requests",
+    "KEY_EXPIRY": "requests",
+    "PARTITION_KEY_PATH": "requests",
+    "EdgeObserver": "observer",
+    "EdgeResponse": "responses",
+    "MessageSender": "sender",
+    "OrdersEdge": "core",
+    "RequestOutcome": "observer",
+    "Route": "observer",
+    "SendFailed": "sender",
+}
 __all__ = [
     "CONTAINER_NAME",
     "KEY_EXPIRY",
@@ -37,3 +58,9 @@ __all__ = [
     "Route",
     "SendFailed",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
