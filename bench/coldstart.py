@@ -126,8 +126,15 @@ def third_party_imports(entry: str = "function_app") -> list[str]:
     return statements
 
 
+# The deployed app settings that change a cold start, on both sides as in Azure (app settings
+# are the worker's environment): infra/app/function.bicep sets them (tests/infra holds the two
+# equal).
+DEPLOYED_SETTINGS = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
+
+
 def _environment(cache: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env |= DEPLOYED_SETTINGS
     env["PYTHONPYCACHEPREFIX"] = cache
     return env
 

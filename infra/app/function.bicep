@@ -254,6 +254,11 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     // re-exporting worker logs and to pass its trace context (docs/telemetry.md). Never set
     // PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: the worker would configure a second pipeline.
     PYTHON_ENABLE_OPENTELEMETRY: 'true'
+    // pydantic looks for plugins (the `pydantic` entry points of every installed distribution)
+    // when the first schema is built, at the app's import; the app uses none. The variable is
+    // pydantic's own switch (pydantic/plugin/_loader.py, docs.pydantic.dev "Pydantic Plugins"):
+    // a cold start does not scan the distributions (docs/benchmarks.md, target 4).
+    PYDANTIC_DISABLE_PLUGINS: '__all__'
   }, extraAppSettings)
 }
 

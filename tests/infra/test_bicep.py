@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench.coldstart import DEPLOYED_SETTINGS
 from ops.durations import parse_iso8601_duration as iso_duration  # the one parser
 from ops.init_cosmos import INDEXING_FILE, ORDERS_INDEXING_POLICY
 from shared.adapters.cosmos_outbox import STUCK_QUERY
@@ -524,6 +525,8 @@ def test_app_settings_expose_the_names_the_code_reads() -> None:
     # One telemetry pipeline: the app's own distro, with the host told to stand back.
     assert settings["PYTHON_ENABLE_OPENTELEMETRY"] == "true"
     assert "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY" not in settings
+    # No plugin scan at the cold start: the value the bench's cold start runs with.
+    assert settings["PYDANTIC_DISABLE_PLUGINS"] == DEPLOYED_SETTINGS["PYDANTIC_DISABLE_PLUGINS"]
     # identity-bound settings all point at the user-assigned identity's client id
     for name in (
         "ServiceBusConnection__clientId",
