@@ -13,9 +13,12 @@ from shared.bootstrap import (
     handle_stock_message,
     handle_watchdog_tick,
 )
-from shared.edge.completer import COMPLETER_SCHEDULE
-from shared.relay.core import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
-from shared.relay.watchdog import WATCHDOG_SCHEDULE
+from shared.triggers import (
+    COMPLETER_SCHEDULE,
+    RELAY_MAX_ITEMS_PER_INVOCATION,
+    RUNTIME_RETRY,
+    WATCHDOG_SCHEDULE,
+)
 
 app = func.FunctionApp()
 

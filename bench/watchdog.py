@@ -42,7 +42,8 @@ from local.standins.cosmos_server import ensure_container
 from shared.config import WatchdogSettings
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents
-from shared.relay.watchdog import MAX_PAGES_PER_RUN, WATCHDOG_PERIOD_S, WatchdogPolicy
+from shared.relay.watchdog import MAX_PAGES_PER_RUN, WatchdogPolicy
+from shared.triggers import WATCHDOG_PERIOD_S
 
 LOADED_PER_PUBLISHED = 1.1  # the bound: 1.1 x published + one page
 WRITES_IN_FLIGHT = 32

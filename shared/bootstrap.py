@@ -94,16 +94,13 @@ from shared.config import (
     WatchdogSettings,
 )
 from shared.consumer.service import OrderConsumer
-from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
-from shared.relay.outbox import is_pending_outbox
-from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy, WatchdogReport
 from shared.telemetry.consumer import ConsumerTelemetry
 from shared.telemetry.exporters import CONNECTION_STRING_SETTING, configure_exporters
 
 # The orders API's modules (shared.edge, its HTTP adapter and telemetry, the request completer),
-# the relay's adapters and telemetry, and the Service Bus senders are imported where they are
-# first built, as the stock reservation's and the payment capture's are: a cold start for an
-# order never loads them (docs/benchmarks.md, target 4).
+# the relay, its watchdog, their adapters and telemetry, and the Service Bus senders are imported
+# where they are first built, as the stock reservation's and the payment capture's are: a cold
+# start for an order never loads them (docs/benchmarks.md, target 4).
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
 
@@ -113,6 +110,8 @@ if TYPE_CHECKING:
     from shared.edge import EdgeResponse, OrdersEdge
     from shared.edge.completer import CompleterReport, RequestCompleter
     from shared.edge.observer import EdgeObserver, Route
+    from shared.relay.core import OutboxRelay, RelayPolicy, RelayReport
+    from shared.relay.watchdog import OutboxWatchdog, WatchdogReport
     from shared.telemetry.completer import CompleterTelemetry
     from shared.telemetry.relay import RelayTelemetry
 
@@ -405,6 +404,7 @@ class Runtime:
         configuration alert reads it), and every pending event of the batch as a failed send
         (span, ``orders.relay.failed`` with ``error.type`` ConfigurationError, error log), so
         the failed-sends alert and Q12 see a relay that cannot even start."""
+        from shared.relay.outbox import is_pending_outbox
         from shared.telemetry.relay import RelayTelemetry
 
         relay_logger.critical(
@@ -429,6 +429,7 @@ class Runtime:
         """This event loop's relay, built on first use; raises ``ConfigurationError``."""
         from shared.adapters.cosmos_outbox import CosmosOutboxStore
         from shared.adapters.servicebus_out import ServiceBusEventPublisher
+        from shared.relay.core import OutboxRelay
         from shared.telemetry.relay import RelayTelemetry
 
         wiring = await self._wired()
@@ -475,6 +476,8 @@ class Runtime:
     async def watchdog(self) -> OutboxWatchdog:
         """This event loop's watchdog, on the relay (the same publisher, store and telemetry),
         built on first use; raises ``ConfigurationError``."""
+        from shared.relay.watchdog import OutboxWatchdog, WatchdogPolicy
+
         wiring = await self._wired()
         if wiring.watchdog is not None:
             return wiring.watchdog

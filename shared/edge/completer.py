@@ -61,12 +61,6 @@ from shared.edge.requests import (
 )
 from shared.edge.sender import MessageSender, SendFailed
 
-# Every minute (NCronTab, six fields: second minute hour day month day-of-week; UTC,
-# learn.microsoft.com/azure/azure-functions/functions-bindings-timer, "NCRONTAB expressions"):
-# an intent a client gave up on reaches the consumer within about MIN_AGE + a minute, and a
-# quiet run is one index-served query (a few RU).
-COMPLETER_SCHEDULE = "0 * * * * *"
-COMPLETER_PERIOD_S = 60  # the schedule's period
 # The edge's in-progress window plus the longest a committing instance may still be sending
 # (the queue sender's lock wait and its send timeout: 31 + 31 s) and a margin (module docstring).
 MIN_AGE = IN_PROGRESS_WINDOW + timedelta(seconds=80)

@@ -4,9 +4,9 @@ reached through the two ports below (``EventPublisher``, ``OutboxStore``).
 
 Guarantee: every pending outbox document is published at least once, and never skipped silently.
 The change-feed trigger checkpoints its lease when an invocation returns; an invocation that
-raises is re-run by the function's retry policy (unbounded, see ``RUNTIME_RETRY``), so a document
-stays reachable until its invocation succeeds. An invocation therefore returns only when every
-pending document of its batch is either published (then marked ``dispatched``) or parked
+raises is re-run by the function's retry policy (unbounded: ``shared.triggers.RUNTIME_RETRY``), so
+a document stays reachable until its invocation succeeds. An invocation therefore returns only
+when every pending document of its batch is either published (then marked ``dispatched``) or parked
 (``status: parked``, with a reason, for an operator; never skipped).
 
 What a failed send means, by what a retry can fix (as the consumer classifies store errors):
@@ -98,24 +98,6 @@ from shared.relay.outbox import (
 PARKED_INVALID_EVENT = "InvalidOutboxEvent"
 PARKED_REJECTED = "RejectedByBroker"
 PARKED_RETRIES_EXHAUSTED = "RetriesExhausted"
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeRetry:
-    """The function's ``@app.retry`` (exponential backoff). ``max_retry_count`` -1 = unbounded:
-    with a bounded policy the host, once the retries are spent, checkpoints past the batch and
-    never delivers it again: its pending documents would be lost without a trace. The bound that
-    parks an event is the relay's own (``RelayPolicy``), applied inside an invocation."""
-
-    strategy: str = "exponential_backoff"
-    max_retry_count: int = -1
-    minimum_interval: str = "00:00:05"
-    maximum_interval: str = "00:05:00"
-
-
-RUNTIME_RETRY = RuntimeRetry()
-# The trigger's maxItemsPerInvocation (function_app.py says why 300).
-RELAY_MAX_ITEMS_PER_INVOCATION = 300
 
 
 # ---- errors the publisher adapter raises, classified by what a retry can fix ----------------

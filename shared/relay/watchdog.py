@@ -42,12 +42,8 @@ from idempotent_consumer import SYSTEM_CLOCK, Clock
 
 from shared.relay.core import OutboxRelay, RelayReport
 from shared.relay.outbox import created_at, is_pending_outbox
+from shared.triggers import WATCHDOG_PERIOD_S
 
-# Every five minutes (NCronTab, six fields: second minute hour day month day-of-week; UTC),
-# as the timer trigger reads it (learn.microsoft.com/azure/azure-functions/functions-bindings-timer,
-# "NCRONTAB expressions").
-WATCHDOG_SCHEDULE = "0 */5 * * * *"
-WATCHDOG_PERIOD_S = 300  # the schedule's period
 # Pages of stuck documents one run republishes at most: a run stays well inside functionTimeout
 # (5 min) and the next run takes the rest (bench target 8 times a run of them).
 MAX_PAGES_PER_RUN = 20

@@ -421,7 +421,11 @@ def test_cold_start_counts_the_kit_as_the_apps_own_and_reads_its_dependencies() 
 # start for an order never imports them (bench target 4).
 NOT_ON_AN_ORDERS_PATH = (
     "shared.edge.core",
+    "shared.edge.completer",
+    "shared.edge.requests",
     "shared.edge.responses",
+    "shared.relay.core",
+    "shared.relay.watchdog",
     "shared.edge.view",
     "shared.adapters.http_in",
     "shared.adapters.servicebus_out",

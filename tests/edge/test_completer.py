@@ -51,8 +51,6 @@ from shared.adapters.servicebus_out import LOCK_WAIT_S, SEND_TIMEOUT_S
 from shared.consumer.contract import ORDER_CANCELLED
 from shared.edge import OrdersEdge, SendFailed
 from shared.edge.completer import (
-    COMPLETER_PERIOD_S,
-    COMPLETER_SCHEDULE,
     MAX_PAGES_PER_RUN,
     MIN_AGE,
     CompleterPolicy,
@@ -68,6 +66,7 @@ from shared.edge.requests import (
     request_id,
 )
 from shared.telemetry.completer import CompleterTelemetry
+from shared.triggers import COMPLETER_PERIOD_S, COMPLETER_SCHEDULE
 from tests.edge.conftest import RecordingSender, Stopped, cancel_body, place_body
 from tests.edge.test_end_to_end import Answer, call, order_documents
 from tests.edge.test_queue_sender import queue_sender_on

@@ -11,8 +11,9 @@ import re
 from typing import Any
 
 from shared.adapters.cosmos_requests import UNSENT_QUERY
-from shared.edge.completer import COMPLETER_PERIOD_S, MIN_AGE
+from shared.edge.completer import MIN_AGE
 from shared.telemetry.names import METRIC_COMPLETER_UNSENT_AGE
+from shared.triggers import COMPLETER_PERIOD_S
 from tests.infra.infra_support import INFRA, REPO, accessor, body, doc
 
 RULE = "Microsoft.Insights/scheduledQueryRules"

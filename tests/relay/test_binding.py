@@ -1,6 +1,6 @@
 """The relay function as the worker indexes it: a Cosmos DB trigger on the orders container with
 the leases container, identity-based connection, and the unbounded exponential retry policy
-(``shared.relay.core.RUNTIME_RETRY``), which the change-feed emulation reads back from the worker's
+(``shared.triggers.RUNTIME_RETRY``), which the change-feed emulation reads back from the worker's
 metadata (tests/relay/test_relay.py)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 from local.assembly.world import World
-from shared.relay.core import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
+from shared.triggers import RELAY_MAX_ITEMS_PER_INVOCATION, RUNTIME_RETRY
 from tests.infra.infra_support import parse_bicep
 
 REPO = Path(__file__).resolve().parents[2]

@@ -31,13 +31,9 @@ from local.standins.change_feed import ChangeFeedEmulator
 from local.standins.topic import OrderEventsTopic
 from shared.adapters.cosmos_outbox import CosmosOutboxStore
 from shared.config import WATCHDOG_MIN_AGE_SETTING, WatchdogSettings
-from shared.relay.watchdog import (
-    MAX_PAGES_PER_RUN,
-    WATCHDOG_PERIOD_S,
-    WATCHDOG_SCHEDULE,
-    WatchdogPolicy,
-)
+from shared.relay.watchdog import MAX_PAGES_PER_RUN, WatchdogPolicy
 from shared.telemetry.relay import RelayTelemetry
+from shared.triggers import WATCHDOG_PERIOD_S, WATCHDOG_SCHEDULE
 from tests.relay.conftest import RelayCaptured, accept_order, new_order_ids, outbox_by_order
 
 MIN_AGE = timedelta(seconds=300)  # OUTBOX_WATCHDOG_MIN_AGE_SECONDS' default

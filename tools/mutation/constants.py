@@ -462,13 +462,13 @@ RELAY = [
         'PARKED_RETRIES_EXHAUSTED = "Exhausted"',
     ),
     _m(
-        "relay/core",
+        "triggers",
         "runtime-retry-bounded",
         "max_retry_count: int = -1",
         "max_retry_count: int = 5",
     ),
     _m(
-        "relay/core",
+        "triggers",
         "runtime-retry-fixed",
         'strategy: str = "exponential_backoff"',
         'strategy: str = "fixed_delay"',
@@ -516,7 +516,7 @@ OUTBOX = [
 
 WATCHDOG = [
     _m(
-        "relay/watchdog",
+        "triggers",
         "schedule-hourly",
         'WATCHDOG_SCHEDULE = "0 */5 * * * *"',
         'WATCHDOG_SCHEDULE = "0 0 * * * *"',
