@@ -19,6 +19,20 @@ src/WebJobs.Extensions.Http/):
   slash is ignored. ``methods`` is a route constraint (``HttpMethodRouteConstraint``): a request
   with another method matches no route, and like a path nothing matches it is answered 404, never
   405; no ``methods`` is every method.
+- the path routed: ``HttpRequest.Path`` as Kestrel makes it of the request target (aiohttp's own
+  router takes every path, a decoded newline included, and never answers for one). Kestrel
+  percent-decodes the path but ``%2F``; a sequence that is not UTF-8 (an overlong form, a
+  surrogate, a bad continuation octet) is kept as sent, and an encoded NUL rejects the request
+  target (dotnet/aspnetcore src/Shared/UrlDecoder/UrlDecoder.cs ``DecodeInPlace``, ``DecodeCore``:
+  "The path contains null characters.", ``SkipUnescape``); then it removes dot segments
+  (src/Servers/Kestrel/Core/src/Internal/Http/PathDecoder.cs ``DecodePath``, PathNormalizer.cs
+  ``RemoveDotSegments``; RFC 3986, 5.2.4). A rejected target is answered 400 and the connection
+  closed, before any routing (Http1Connection.cs ``ParseTarget``: ``ThrowRequestTargetRejected``,
+  a ``BadHttpRequestException``). The host routes with ASP.NET Core's ``Route``
+  (WebJobs.Extensions.Http Routing/WebJobsRouteBuilder.cs ``MapFunctionRoute``), whose template
+  matcher splits that path at "/" and takes a segment as the route value, decoding nothing more
+  ("Routing doesn't do any decoding": aspnet/Mvc#6388). So a segment holding a newline or a
+  backslash is a route value like any other, handed to the function, and ``%2F`` stays ``%2F``.
 - keys: a function of ``authLevel`` function or admin takes its key from the ``x-functions-key``
   header, else from the ``code`` query parameter, named in any case (the header wins even when
   empty: it is then no key); the master key grants admin, a host key or one of this function's
@@ -95,10 +109,13 @@ admin and system keys' own routes (``/admin/...``, ``/runtime/webhooks/...``) an
 disabled function, the URL length limit, the host's own response headers (``Server: Kestrel``,
 ``Request-Context``), content negotiation (the runtime never asks for it), a ``str`` return that
 parses as JSON (the host would re-serialise it, and read it as a response object when it has a
-``body``), a route value's ``%2F`` (decoded here, kept encoded by ASP.NET Core), and route
-templates beyond those listed (defaults ``{name=value}``, ``regex``, several parameters in one
-segment: refused at start). A response the Python worker cannot build (an ``RpcHttp`` without a
-body, a ``json`` body) is answered 500 and logged as not modelled.
+``body``), a request target with a raw byte that is not ASCII or is a control byte (aiohttp's
+parser answers it 400 itself, with a text body, before this host sees the request; Kestrel
+rejects a target that is not ASCII as 400 with no body, ``GetAsciiStringNonNullCharacters``; its
+answer to a raw control byte is not checked here), and route templates beyond those listed
+(defaults ``{name=value}``, ``regex``, several parameters in one segment: refused at start). A
+response the Python worker cannot build (an ``RpcHttp`` without a body, a ``json`` body) is
+answered 500 and logged as not modelled.
 
 It must never do the worker's part: no decoding into ``func.HttpRequest``, no calling of the
 function; and never let the request steer anything but the one invocation it asks for: its values
@@ -121,7 +138,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import unquote
 
 from aiohttp import web
 
@@ -335,13 +351,14 @@ class HttpRoute:
         )
 
     def match(self, parts: list[str], method: str) -> dict[str, str] | None:
-        """The route values when ``parts`` (the path's raw segments) and ``method`` match."""
+        """The route values when ``parts`` (the segments of the path as Kestrel decoded it) and
+        ``method`` match."""
         if self.methods is not None and method.upper() not in self.methods:
             return None
         values: dict[str, str] = {}
         for index, segment in enumerate(self.segments):
             if segment.catch_all:
-                rest = "/".join(unquote(p) for p in parts[index:])
+                rest = "/".join(parts[index:])
                 if rest:
                     if not segment.accepts(rest):
                         return None
@@ -349,7 +366,7 @@ class HttpRoute:
                 return values
             if index >= len(parts):
                 return values if segment.optional else None
-            value = unquote(parts[index])
+            value = parts[index]
             if segment.literal is not None:
                 if value.casefold() != segment.literal.casefold():
                     return None
@@ -394,7 +411,7 @@ def route_prefix_of(host_json: Path) -> str:
 class HttpHostStats:
     requests: int = 0
     in_flight: int = 0  # requests whose answer is not yet written (a held one included)
-    malformed: int = 0  # 400: a header Kestrel cannot decode (the module docstring)
+    malformed: int = 0  # 400: a header or a path Kestrel rejects (the module docstring)
     not_found: int = 0
     unauthorized: int = 0
     invocations: int = 0
@@ -502,7 +519,9 @@ class LocalHttpHost:
 
     async def start(self) -> None:
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
-        app.router.add_route("*", "/{path:.*}", self._handle)
+        # Every path, a decoded newline included (".*" stops at one, and aiohttp answered its own
+        # 404): what Kestrel routes or refuses is this host's to say.
+        app.router.add_route("*", r"/{path:[\s\S]*}", self._handle)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -528,8 +547,8 @@ class LocalHttpHost:
     ) -> None:
         await self.stop()
 
-    def _route(self, request: web.Request) -> tuple[HttpRoute, dict[str, str]] | None:
-        path = request.rel_url.raw_path.strip("/")
+    def _route(self, path: str, request: web.Request) -> tuple[HttpRoute, dict[str, str]] | None:
+        path = path.strip("/")
         parts = path.split("/") if path else []
         for route in self.routes:
             values = route.match(parts, request.method)
@@ -566,12 +585,13 @@ class LocalHttpHost:
         await self._idle.wait()
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
-        if not _kestrel_decodes(request.raw_headers):
+        path = kestrel_path(request.rel_url.raw_path)
+        if path is None or not _kestrel_decodes(request.raw_headers):
             self.stats.malformed += 1
             refused = web.Response(status=400)
             refused.force_close()  # Kestrel ends the connection after a bad request
             return refused
-        found = self._route(request)
+        found = self._route(path, request)
         if found is None:
             self.stats.not_found += 1
             return web.Response(status=404)
@@ -631,6 +651,90 @@ class LocalHttpHost:
             gateway.force_close()
             return gateway
         return response
+
+
+def kestrel_path(raw_path: str) -> str | None:
+    """``HttpRequest.Path`` as Kestrel makes it of a request target's raw path, None where it
+    rejects the target (the module docstring; its sources there)."""
+    if not raw_path.isascii() or "\x00" in raw_path:
+        return None  # Http1Connection.cs reads the target with GetAsciiStringNonNullCharacters
+    raw = raw_path.encode("ascii")
+    decoded = bytearray()
+    index = 0
+    while index < len(raw):
+        if raw[index] != 0x25:  # "%"
+            decoded.append(raw[index])
+            index += 1
+            continue
+        octets, end = _utf8_escape(raw, index)
+        if octets == b"\x00":
+            return None
+        decoded += octets if octets is not None else raw[index:end]
+        index = end
+    return _without_dot_segments(decoded.decode())  # only whole UTF-8 characters were decoded
+
+
+def _escaped_octet(raw: bytes, index: int) -> int | None:
+    """The octet ``%XX`` at ``index`` escapes; None when it is no escape or is ``%2F``."""
+    digits = raw[index + 1 : index + 3]
+    if raw[index : index + 1] != b"%" or re.fullmatch(rb"[0-9A-Fa-f]{2}", digits) is None:
+        return None
+    octet = int(digits, 16)
+    return None if octet == 0x2F else octet
+
+
+# UTF-8 lead octets as UrlDecoder.cs ``DecodeCore`` reads them: (mask, lead, octets, the
+# lead's own bits, the smallest code point the form may hold).
+_UTF8_LEADS = (
+    (0xE0, 0xC0, 2, 0x1F, 0x80),
+    (0xF0, 0xE0, 3, 0x0F, 0x800),
+    (0xF8, 0xF0, 4, 0x07, 0x10000),
+)
+
+
+def _utf8_escape(raw: bytes, index: int) -> tuple[bytes | None, int]:
+    """UrlDecoder.cs ``DecodeCore`` at the "%" at ``index``: the octets of the one UTF-8
+    character escaped there and the index after them; else None and the index after what it
+    read, which is kept as sent."""
+    first = _escaped_octet(raw, index)
+    if first is None:
+        return None, index + 1
+    if first < 0x80:
+        return bytes([first]), index + 3
+    lead = next((form for form in _UTF8_LEADS if first & form[0] == form[1]), None)
+    if lead is None:
+        return None, index + 3  # not a lead octet
+    _, _, count, bits, smallest = lead
+    code = first & bits
+    octets = [first]
+    end = index + 3
+    for left in range(count - 2, -1, -1):  # continuation octets still to read after this one
+        following = _escaped_octet(raw, end)
+        if following is None or following & 0xC0 != 0x80:
+            return None, end
+        code = code << 6 | following & 0x3F
+        if (left == 1 and 0x360 <= code <= 0x37F) or (left == 2 and code >= 0x110):
+            return None, end  # a surrogate, or past U+10FFFF
+        octets.append(following)
+        end += 3
+    return (bytes(octets) if code >= smallest else None), end  # an overlong form is kept
+
+
+def _without_dot_segments(path: str) -> str:
+    """RFC 3986, 5.2.4, as Kestrel's PathNormalizer.cs ``RemoveDotSegments``, for a path that
+    starts with "/"."""
+    kept: list[str] = []
+    segments = path.split("/")[1:]
+    for position, segment in enumerate(segments, start=1):
+        last = position == len(segments)
+        if segment in {".", ".."}:
+            if segment == ".." and kept:
+                kept.pop()
+            if last:
+                kept.append("")
+            continue
+        kept.append(segment)
+    return "/" + "/".join(kept)
 
 
 def _kestrel_decodes(raw_headers: Iterable[tuple[bytes, bytes]]) -> bool:

@@ -391,6 +391,40 @@ async def test_a_header_value_in_utf8_reaches_the_function_decoded(http: LocalHt
 
 
 @pytest.mark.parametrize(
+    ("path", "order_id"),
+    [
+        ("orders/bpy%5C%0A%C3%8F", "bpy\\\n\u00cf"),  # a backslash, a newline: data of the segment
+        ("orders/a%2Fb", "a%2Fb"),  # %2F is never decoded, so never splits a segment
+        ("orders/a%FFb%C3%28", "a%FFb%C3("),  # what is not UTF-8 stays as sent
+        ("orders/x/%2E%2E/ord-1", "ord-1"),  # a dot segment is removed once decoded
+    ],
+)
+async def test_a_path_reaches_the_route_as_kestrel_decodes_it(
+    http: LocalHttpHost, path: str, order_id: str
+) -> None:
+    # Kestrel decodes the path but %2F, then removes dot segments (http_host's docstring); the
+    # route value is that path's segment, not decoded again.
+    head, rest = await _raw_get(http, path, b"Connection: close")
+
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert json.loads(rest)["orderId"] == order_id
+
+
+async def test_a_path_with_an_encoded_nul_is_400_and_the_connection_closed_as_kestrel_does(
+    http: LocalHttpHost,
+) -> None:
+    # UrlDecoder throws on %00 and Kestrel rejects the request target (http_host's docstring).
+    invocations = http.stats.invocations
+
+    head, rest = await _raw_get(http, "orders/a%00b", b"X-Note: nul")
+
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert b"connection: close" in head.lower()
+    assert rest == b""
+    assert http.stats.invocations == invocations
+
+
+@pytest.mark.parametrize(
     ("kind", "client_sees"),
     [
         (LostAnswer.DISCONNECT, aiohttp.ServerDisconnectedError),

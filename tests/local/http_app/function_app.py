@@ -5,6 +5,7 @@ answers what it was given, so that a test reads through a real HTTP client what 
 the worker."""
 
 import json
+from urllib.parse import quote
 
 import azure.functions as func
 
@@ -27,7 +28,8 @@ def get_order(req: func.HttpRequest, context: func.Context) -> func.HttpResponse
         json.dumps(seen),
         status_code=200,
         mimetype="application/json",
-        headers={"x-order-id": str(req.route_params.get("orderId"))},
+        # Quoted: a route value may hold a newline, which a header value must not.
+        headers={"x-order-id": quote(str(req.route_params.get("orderId")), safe="")},
     )
 
 
