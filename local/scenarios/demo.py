@@ -384,7 +384,8 @@ async def _drive(
         report.tool_runs.update(parked.tool_runs())
     report.deliveries_per_message = trouble.spread()
     # The orders' highest versions, what the downstream consumers' tables are checked against.
-    orders = [d for d in await _documents(world.change_feed.container) if d.get("type") == "order"]
+    stored = await _documents(world.change_feed.container)
+    orders = [d for d in stored if d.get("type") == "order"]
     if inventory is not None and stock is not None:
         report.inventory = await inventory_report(
             inventory,
@@ -409,7 +410,7 @@ async def _drive(
     # Each container's largest logical partition against the capacity plan's bound.
     report.partitions = await partition_rows(
         orders,
-        world.change_feed.container,
+        stored,
         world.inventory_documents if inventory is not None else None,
         world.payments_documents if payments is not None else None,
         the_plan.lifecycles.change_messages(),

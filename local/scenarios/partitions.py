@@ -186,15 +186,17 @@ async def projected(container: ContainerProxy) -> list[dict[str, Any]]:
 
 async def partition_rows(
     orders: Sequence[Mapping[str, Any]],
-    orders_container: ContainerProxy,
+    orders_container: Sequence[Mapping[str, Any]],
     inventory: ContainerProxy | None,
     payments: ContainerProxy | None,
     change_messages: Mapping[str, int],
 ) -> list[Row]:
-    """Reads each container once (``_PROJECTION``), then ``partition_checks``."""
+    """Reads the inventory and payments containers once each (``_PROJECTION``; the orders
+    container's documents are the runner's, read once for every table), then
+    ``partition_checks``."""
     checks = partition_checks(
         orders,
-        await projected(orders_container),
+        orders_container,
         await projected(inventory) if inventory is not None else None,
         await projected(payments) if payments is not None else None,
         change_messages,
