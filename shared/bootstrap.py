@@ -67,7 +67,7 @@ from idempotent_consumer import (
     decide,
     decide_call,
 )
-from idempotent_consumer.cosmos import CosmosDocumentStore
+from idempotent_consumer.cosmos import OPERATION_TIMEOUT_S, CosmosDocumentStore
 from idempotent_consumer.servicebus import (
     HungSettlements,
     MessageActions,
@@ -215,6 +215,9 @@ class Composition:
     - ``completer_telemetry``: the request completer's telemetry; default, on the global
     - ``edge_telemetry``: the orders API's observer; default, ``EdgeTelemetry`` on the global
       providers.
+    - ``store_deadline_s``: each Cosmos DB store operation's deadline; default, the kit's
+      ``OPERATION_TIMEOUT_S`` (production's); ``make chaos`` shortens it so that the answers it
+      holds past the deadline cost seconds, not the deployed 20 (``local.scenarios.chaos``).
     """
 
     env: Mapping[str, str] | None = None
@@ -230,6 +233,7 @@ class Composition:
     queue_sender: MessageBatchSender | None = None
     completer_telemetry: CompleterTelemetry | None = None
     edge_telemetry: EdgeObserver | None = None
+    store_deadline_s: float | None = None  # None: OPERATION_TIMEOUT_S
 
 
 class Runtime:
@@ -251,6 +255,7 @@ class Runtime:
         self._queue_sender = chosen.queue_sender
         self._completer_telemetry = chosen.completer_telemetry
         self._edge_telemetry = chosen.edge_telemetry
+        self._store_deadline_s = chosen.store_deadline_s or OPERATION_TIMEOUT_S
         self._retry_policy = RetryPolicy()
         self._settler = Settler(max_concurrent_calls(HOST_JSON), watcher=self._settlements_hung)
         self._exporters_configured = False
@@ -368,6 +373,7 @@ class Runtime:
         store = CosmosDocumentStore(
             container,
             on_request_charge=telemetry.record_request_charge,
+            operation_timeout_s=self._store_deadline_s,
             partition_full_runbook=PARTITION_FULL_RUNBOOK,
         )
         marker_ttl_s = wiring.settings.inbox_marker_ttl_s
@@ -514,10 +520,12 @@ class Runtime:
             )
         database = wiring.client.get_database_client(wiring.settings.cosmos_database)
         wiring.edge_requests = CosmosDocumentStore(
-            database.get_container_client(edge_settings.requests_container)
+            database.get_container_client(edge_settings.requests_container),
+            operation_timeout_s=self._store_deadline_s,
         )
         wiring.edge_orders = CosmosDocumentStore(
-            database.get_container_client(wiring.settings.cosmos_container)
+            database.get_container_client(wiring.settings.cosmos_container),
+            operation_timeout_s=self._store_deadline_s,
         )
         wiring.edge_sender = ServiceBusOrderSender(sender)
         wiring.edge = OrdersEdge(wiring.edge_requests, wiring.edge_sender, self._clock)
@@ -649,7 +657,11 @@ class Runtime:
         )
         telemetry = self.telemetry()
         consumer = OrderConsumer(
-            CosmosOrderStore(container, on_request_charge=telemetry.record_request_charge),
+            CosmosOrderStore(
+                container,
+                on_request_charge=telemetry.record_request_charge,
+                operation_timeout_s=self._store_deadline_s,
+            ),
             telemetry,
             outbox_enabled=settings.outbox_enabled,
             retry_policy=self._retry_policy,

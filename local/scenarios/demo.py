@@ -29,7 +29,11 @@ orders API's. Last,
 the tool over the run's own data (``local.scenarios.tool_runs``): ``--dead-letters`` (``list`` by
 default), then ``python -m ops audit --since ...`` as an operator runs it, whose ``--json``
 twin, run when the table is, must agree with the table. ``make chaos`` is the same at volume,
-with faults below the Cosmos SDK (``local.scenarios.chaos``) and lifecycles mixed in.
+with faults below the Cosmos SDK (``local.scenarios.chaos``: answers held past the stores'
+deadline among them), lifecycles, bursts on one hot SKU (``local.scenarios.orders``) and a
+provider that honours no key for a share of the customers (``local.scenarios.payments``) mixed
+in. After the payments' table, each container's logical partitions against the capacity plan's
+bound (``local.scenarios.partitions``).
 
 Composes and renders; what each scenario does and checks is its module's.
 """
@@ -55,7 +59,7 @@ from rich.table import Table
 
 from local.assembly.world import World, cosmos_account, local_world
 from local.scenarios.api import ApiReport, print_api, run_api
-from local.scenarios.chaos import chaos_transport
+from local.scenarios.chaos import STORE_DEADLINE_S, chaos_transport, late_answer_figures
 from local.scenarios.deliveries import OutcomeLog, Trouble, quiet_logs, settled_for_good
 from local.scenarios.invariants import Row, demo_data, stand_in_checks
 from local.scenarios.inventory import (
@@ -71,6 +75,7 @@ from local.scenarios.lifecycle import LifecycleReport, print_lifecycle, run_life
 from local.scenarios.options import DemoOptions
 from local.scenarios.orders import (
     DOWNSTREAM_SUBSCRIPTION,
+    HOT_SKU,
     Plan,
     extra_orders,
     lost_orders,
@@ -80,10 +85,12 @@ from local.scenarios.orders import (
     send_a_day_later,
     send_stream,
 )
+from local.scenarios.partitions import PARTITIONS_CAPTION, partition_rows
 from local.scenarios.payments import (
     PROVIDER_TIMEOUT_S,
     PaymentsReport,
     PaymentsRun,
+    keyless_settings,
     payments_report,
     print_payments,
 )
@@ -120,6 +127,8 @@ class DemoReport:
     payments: PaymentsReport | None = None  # the payments', with its own table
     lifecycle: LifecycleReport | None = None  # the lifecycle scenario's, with its own table
     api: ApiReport | None = None  # the orders API's, with its own table
+    # Each container's largest logical partition within its capacity-plan bound.
+    partitions: list[Row] = field(default_factory=list)
 
     @property
     def checks(self) -> list[Invariant]:
@@ -127,7 +136,15 @@ class DemoReport:
         payments = self.payments.checks if self.payments is not None else []
         lifecycle = self.lifecycle.checks if self.lifecycle is not None else []
         api = self.api.checks if self.api is not None else []
-        return [*(row.invariant for row in self.rows), *inventory, *payments, *lifecycle, *api]
+        partitions = [row.invariant for row in self.partitions]
+        return [
+            *(row.invariant for row in self.rows),
+            *inventory,
+            *payments,
+            *partitions,
+            *lifecycle,
+            *api,
+        ]
 
     @property
     def passed(self) -> bool:
@@ -177,8 +194,19 @@ async def _run(
     own = {"INVENTORY_CONTAINER": f"demo-inventory-{suffix}"}
     own["PAYMENTS_CONTAINER"] = f"demo-payments-{suffix}"
     own["PAYMENT_PROVIDER_TIMEOUT_SECONDS"] = str(PROVIDER_TIMEOUT_S)
+    own.update(keyless_settings(options))
     the_plan = plan(options)
-    transport = chaos_transport(options) if options.transport_fault_rate > 0 else None
+    # The consumers' own containers: make chaos holds some of their answers past the deadline.
+    consumer_containers = {
+        "orders": container_name,
+        "inventory": own["INVENTORY_CONTAINER"],
+        "payments": own["PAYMENTS_CONTAINER"],
+    }
+    transport = (
+        chaos_transport(options, list(consumer_containers.values()))
+        if options.transport_fault_rate > 0
+        else None
+    )
     with cosmos_account(options.cosmos_endpoint, options.cosmos_key) as account:
         if account.is_local_server:
             console.print(f"[dim]local Cosmos DB API server at {account.endpoint}[/dim]")
@@ -212,6 +240,7 @@ async def _run(
                 world.compose(
                     transport=transport,
                     jitter=random.Random(options.seed).random,
+                    store_deadline_s=STORE_DEADLINE_S if transport is not None else None,
                     **downstream.telemetry(),
                 )
                 tool = functools.partial(
@@ -225,13 +254,10 @@ async def _run(
                     report.figures["throttled transactional batches (207, injected)"] = sum(
                         r.fired for r in transport.rules if r.kind is FaultKind.BATCH_OPERATION
                     )
+                    report.figures.update(late_answer_figures(transport, consumer_containers))
                 if not account.is_local_server:
                     database = verifier.get_database_client(settings.cosmos_database)
-                    for name in (
-                        container_name,
-                        own["INVENTORY_CONTAINER"],
-                        own["PAYMENTS_CONTAINER"],
-                    ):
+                    for name in consumer_containers.values():
                         await database.delete_container(name)
         if options.lifecycle and options.outbox:
             # The lifecycle, a scenario of its own on a world of its own: its own table.
@@ -358,7 +384,8 @@ async def _drive(
         report.tool_runs.update(parked.tool_runs())
     report.deliveries_per_message = trouble.spread()
     # The orders' highest versions, what the downstream consumers' tables are checked against.
-    orders = [d for d in await _documents(world.change_feed.container) if d.get("type") == "order"]
+    stored = await _documents(world.change_feed.container)
+    orders = [d for d in stored if d.get("type") == "order"]
     if inventory is not None and stock is not None:
         report.inventory = await inventory_report(
             inventory,
@@ -369,6 +396,10 @@ async def _drive(
             # once is the shortfall backordered (local.scenarios.inventory).
             exact_shortfall=not the_plan.lifecycles.histories and not options.transport_fault_rate,
         )
+        if the_plan.hot_sku_orders:
+            report.inventory.figures[f"orders in bursts on the hot SKU {HOT_SKU}"] = len(
+                the_plan.hot_sku_orders
+            )
     if payments is not None:
         report.payments = await payments_report(
             payments,
@@ -376,6 +407,14 @@ async def _drive(
             # Each order one version: each declined card counted once.
             exact=not the_plan.lifecycles.histories,
         )
+    # Each container's largest logical partition against the capacity plan's bound.
+    report.partitions = await partition_rows(
+        orders,
+        stored,
+        world.inventory_documents if inventory is not None else None,
+        world.payments_documents if payments is not None else None,
+        the_plan.lifecycles.change_messages(),
+    )
     if options.dead_letters.strip():
         report.tool_runs["requested"] = tool(shlex.split(options.dead_letters))
     report.tool_runs["audit"] = tool(audit_arguments(started))  # as an operator runs it, last
@@ -443,6 +482,8 @@ def print_report(report: DemoReport, console: Console) -> None:
     if report.payments is not None:
         console.rule("The payments: capture_payment on the same orders' events")
         print_payments(report.payments, console)
+    if report.partitions:
+        console.print(invariants_table("Logical partitions", report.partitions, PARTITIONS_CAPTION))
     if report.lifecycle is not None:
         console.rule(
             "The order lifecycle: a scenario of its own, on a queue, topic and container of its own"

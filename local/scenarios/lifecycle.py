@@ -202,6 +202,16 @@ class LifecycleMix:
             self.histories
         )
 
+    def change_messages(self) -> dict[str, int]:
+        """Per order, the distinct MessageIds of its changes sent (its OrderPlaced not counted)."""
+        ids: dict[str, set[str]] = {}
+        for order_id, messages in self.sends.items():
+            ids[order_id] = {str(m.message_id) for m in messages} - {order_id}
+        for message in self.late:  # copies under a MessageId sent before: counted once
+            order_id = str(json.loads(message.body)["orderId"])
+            ids.setdefault(order_id, set()).add(str(message.message_id))
+        return {order_id: len(found) for order_id, found in ids.items()}
+
     @property
     def highest(self) -> dict[str, Change]:
         return {order_id: steps[-1] for order_id, steps in self.histories.items()}

@@ -71,6 +71,12 @@ class DemoOptions:
         "listed and republished with python -m ops parked",
     )
     outbox: bool = _option(True, "write the order alone", commands=(DEMO,))
+    # chaos: bursts on one hot SKU: runs of orders next to each other in the stream, each of
+    # them with a line of that SKU (local.scenarios.orders.hot_sku_bursts)
+    hot_sku_bursts: int = _option(
+        0, "bursts of orders sharing one hot SKU, sent together", commands=(CHAOS_COMMAND,)
+    )
+    hot_sku_burst: int = _option(40, "orders in each hot-SKU burst", commands=(CHAOS_COMMAND,))
     # chaos: orders that get 1-3 amendments and maybe a cancellation, mixed into the stream
     lifecycle_rate: float = _option(0.0, commands=(CHAOS_COMMAND,))
     inventory: bool = _option(
@@ -90,6 +96,14 @@ class DemoOptions:
         True,
         "skip python -m ops stock audit over the SKUs the inventory's table shows",
         commands=(DEMO,),
+    )
+    # chaos: the share of customers whose payments go to a provider that honours no
+    # Idempotency-Key (local.scenarios.payments.keyless_customers); the app then treats every
+    # request as unhonoured (PAYMENT_PROVIDER_IDEMPOTENCY_KEYS=ignored)
+    keyless_customer_rate: float = _option(
+        0.0,
+        "share of customers whose provider honours no Idempotency-Key",
+        commands=(CHAOS_COMMAND,),
     )
     # One customer's card declined by the provider (every order of theirs).
     declined_card: bool = _option(True, "decline no card")
@@ -156,6 +170,8 @@ CHAOS = DemoOptions(
     relay_stall=30,
     skipped_orders=20,
     lifecycle_rate=0.2,
+    hot_sku_bursts=3,
+    keyless_customer_rate=0.3,
     provider_faults=10,
     api_orders=300,
     api_trouble_rate=0.2,

@@ -82,6 +82,11 @@ class Plan:
     mismatches: dict[str, bytes]
     poison: list[tuple[str, OutgoingMessage]]
     lifecycles: LifecycleMix = field(default_factory=LifecycleMix)
+    hot_sku_orders: list[str] = field(default_factory=list)  # the bursts' orders, in order
+
+
+# One SKU many orders want at once (``hot_sku_bursts``): not one ``random_order`` draws.
+HOT_SKU = "SKU-HOT"
 
 
 def plan(options: DemoOptions) -> Plan:
@@ -92,6 +97,7 @@ def plan(options: DemoOptions) -> Plan:
         order_id = f"ord-{options.seed}-{index:05d}"
         placed = start + timedelta(seconds=17 * index)
         bodies[order_id] = json.dumps(random_order(rng, order_id, placed)).encode()
+    hot = hot_sku_bursts(bodies, options)
     ids = list(bodies)
 
     def pick(rate: float) -> list[str]:
@@ -128,7 +134,34 @@ def plan(options: DemoOptions) -> Plan:
         mismatches=mismatches,
         poison=poison,
         lifecycles=lifecycles,
+        hot_sku_orders=hot,
     )
+
+
+def hot_sku_bursts(bodies: dict[str, bytes], options: DemoOptions) -> list[str]:
+    """``options.hot_sku_bursts`` runs of ``options.hot_sku_burst`` orders next to each other in
+    the stream, each of them given a line of ``HOT_SKU`` (in place, from an RNG of its own: the
+    rest of the plan is drawn as without them). Sent together, their events reach the stock
+    reservation together: every one of them a conditional write on that SKU's stock item, in
+    one logical partition. Returns the bursts' order ids."""
+    rng = random.Random(f"{options.seed}-hot-sku")
+    ids = list(bodies)
+    size = min(options.hot_sku_burst, len(ids))
+    if options.hot_sku_bursts <= 0 or size <= 0:
+        return []
+    stride = len(ids) // options.hot_sku_bursts
+    chosen: list[str] = []
+    for burst in range(options.hot_sku_bursts):
+        first = burst * stride + rng.randrange(0, max(1, stride - size + 1))
+        for order_id in ids[first : first + size]:
+            if order_id in chosen:
+                continue
+            order = json.loads(bodies[order_id])
+            line = {"sku": HOT_SKU, "quantity": rng.randrange(1, 4), "unitPriceMinor": 1999}
+            order["lines"] = [*order["lines"], line]
+            bodies[order_id] = json.dumps(order).encode()
+            chosen.append(order_id)
+    return chosen
 
 
 def _poison(kind: str, message_id: str, rng: random.Random, start: datetime) -> OutgoingMessage:

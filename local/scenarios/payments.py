@@ -10,6 +10,11 @@ subscription (the host's trigger, ``World.payment_host``) at the payment provide
   timeout after it committed (the money moved, the app never heard), a 503 after it committed,
   a 503 before it committed (nothing moved); the app's call deadline is short
   (``PROVIDER_TIMEOUT_S``), the held answers longer;
+- ``keyless_customers``: under ``make chaos`` (``--keyless-customer-rate``), a seeded share of
+  the customers whose provider honours no Idempotency-Key (the stand-in's
+  ``keyless_customers``); the app, which cannot tell them apart, is set to honour none
+  (``keyless_settings``: ``ignored``, with the stand-in's processing bound), and the ledger per
+  order is checked in each key mode apart (``ledger_per_key_mode``);
 - ``PaymentsRun``: the trigger run to idle after each relay phase, with trouble of its own on
   its deliveries (a crash after the commit, a lock expiry: a concurrent delivery of one event,
   which the provider answers 409 while the first is in progress);
@@ -28,8 +33,9 @@ Never imports the runner (``local.scenarios.demo``); sends nothing (the relay pu
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +51,11 @@ from local.standins.broker import DeadLetteredMessage
 from local.standins.payment_provider import Fault, FaultRule, LedgerEntry
 from ops.audit import Invariant
 from ops.sample_orders import amended_body
+from shared.config import (
+    KEYS_IGNORED,
+    PAYMENT_PROVIDER_KEYS_SETTING,
+    PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING,
+)
 from shared.consumer.order import ORDER_TYPE, is_cancelled
 from shared.payments.capture import PAYMENT_TYPE, PaymentField
 from shared.payments.consumer import CONSUMER_NAME
@@ -55,6 +66,16 @@ from shared.telemetry.names import METRIC_PAYMENTS_DECLINED, METRIC_PAYMENTS_REC
 # The app's provider timeout (PAYMENT_PROVIDER_TIMEOUT_SECONDS, the kit's call deadline): short,
 # so that a held answer (real time, the stand-in's) outlasts it quickly.
 PROVIDER_TIMEOUT_S = 0.5
+# The stand-in's stated processing bound (PAYMENT_PROVIDER_PROCESSING_BOUND_SECONDS), given to
+# the app when some customers' provider honours no key: a request it received commits before it
+# answers, and no fault of the demo's holds one before its commit (SLOW_BEFORE_COMMIT).
+PROVIDER_PROCESSING_BOUND_S = 1.0
+# The two key modes the provider's ledger is checked in apart (``ledger_per_key_mode``).
+KEYED, KEYLESS = "honours the Idempotency-Key", "honours no key"
+LEDGER_PER_ORDER = (
+    "the provider's ledger per order, customers whose provider {mode}: one capture net of "
+    "refunds, the highest version's total"
+)
 FAULTS = (Fault.TIMEOUT_AFTER_COMMIT, Fault.ERROR_AFTER_COMMIT, Fault.ERROR_BEFORE_COMMIT)
 NETS_ARE_THE_TOTALS = (
     "every order's ledger net is its highest version's total (zero when cancelled or declined)"
@@ -82,6 +103,25 @@ def declined_customer(bodies: Mapping[str, bytes]) -> str | None:
     return None
 
 
+def keyless_customers(bodies: Mapping[str, bytes], rate: float, seed: int) -> set[str]:
+    """A seeded share ``rate`` of the orders' customers: those the provider honours no key for."""
+    customers = sorted({str(json.loads(raw).get("customerId")) for raw in bodies.values()})
+    rng = random.Random(f"{seed}-keyless")
+    return {customer for customer in customers if rng.random() < rate}
+
+
+def keyless_settings(options: DemoOptions) -> dict[str, str]:
+    """The app settings for a provider that honours no key for some customers: the app cannot
+    tell which, so it honours none (``ignored``: a lookup before any repeat), with the
+    stand-in's processing bound (``PROVIDER_PROCESSING_BOUND_S``)."""
+    if options.keyless_customer_rate <= 0:
+        return {}
+    return {
+        PAYMENT_PROVIDER_KEYS_SETTING: KEYS_IGNORED,
+        PAYMENT_PROVIDER_PROCESSING_BOUND_SETTING: str(PROVIDER_PROCESSING_BOUND_S),
+    }
+
+
 def provider_faults(count: int) -> list[FaultRule]:
     """``count`` of each fault, on the provider's first requests (captures and refunds)."""
     return [
@@ -101,6 +141,7 @@ class PaymentsRun:
     declined: str | None = None
     faults: list[FaultRule] = field(default_factory=list)
     counters: ExportedCounters = field(default_factory=ExportedCounters)
+    keyless: set[str] = field(default_factory=set)  # customers whose provider honours no key
 
     @classmethod
     def on(
@@ -119,7 +160,9 @@ class PaymentsRun:
         if declined is not None:
             provider.declined_customers.add(declined)
         faults = [provider.inject(rule) for rule in provider_faults(options.provider_faults)]
-        return cls(world, trouble, log, declined, faults)
+        keyless = keyless_customers(bodies, options.keyless_customer_rate, options.seed)
+        provider.keyless_customers.update(keyless)
+        return cls(world, trouble, log, declined, faults, keyless=keyless)
 
     def telemetry(self) -> ConsumerTelemetry:
         """The payment consumer's telemetry, for ``World.compose(payment_telemetry=...)``."""
@@ -155,6 +198,7 @@ class PaymentsRun:
             "settlements lost (crash / lock expiry)": self.log.settlement_failures,
             "in-delivery retries": self.log.retries,
             **{f"provider faults fired: {rule.fault}": rule.fired for rule in self.faults},
+            "customers whose provider honours no Idempotency-Key": len(self.keyless),
             "captures in the ledger": len(captured),
             "refunds in the ledger": len(refunded),
             "net captured, minor units": sum(captured) - sum(refunded),
@@ -193,7 +237,11 @@ def nets(ledger: Iterable[LedgerEntry]) -> dict[str, int]:
     return dict(moved)
 
 
-def nets_are_the_totals(expected: Mapping[str, int], ledger: Sequence[LedgerEntry]) -> Invariant:
+def nets_are_the_totals(
+    expected: Mapping[str, int],
+    ledger: Sequence[LedgerEntry],
+    name: str = NETS_ARE_THE_TOTALS,
+) -> Invariant:
     """Exactly once at the provider: what moved for each order is what its highest version
     asks, whatever the arrival order, the duplicates, the faults; no money for an order never
     stored."""
@@ -202,13 +250,39 @@ def nets_are_the_totals(expected: Mapping[str, int], ledger: Sequence[LedgerEntr
         {i for i in expected if moved.get(i, 0) != expected[i]} | (set(moved) - set(expected))
     )
     return Invariant(
-        NETS_ARE_THE_TOTALS,
+        name,
         not wrong,
         wrong,
         "; ".join(f"{i}: moved {moved.get(i, 0)}, asks {expected.get(i, 0)}" for i in wrong[:3])
         or f"{len(expected)} orders, {sum(expected.values())} minor units net, "
         f"{sum(1 for v in expected.values() if not v)} at zero",
     )
+
+
+def ledger_per_key_mode(
+    orders: Iterable[Mapping[str, Any]],
+    expected: Mapping[str, int],
+    ledger: Sequence[LedgerEntry],
+    keyless: Collection[str],
+) -> list[Invariant]:
+    """``nets_are_the_totals`` over each key mode's orders apart (the customers whose provider
+    honours the Idempotency-Key, and those whose provider honours none): exactly one capture
+    per order net of refunds, whatever the mode. A mode with no order gets no row."""
+    customers = {str(o.get("orderId")): o.get("customerId") for o in orders}
+    ledger_orders = {entry.order_id for entry in ledger}
+    rows = []
+    for mode, in_mode in ((KEYED, False), (KEYLESS, True)):
+        ids = {i for i in {*expected, *ledger_orders} if (customers.get(i) in keyless) is in_mode}
+        if not ids & set(expected):
+            continue
+        rows.append(
+            nets_are_the_totals(
+                {i: v for i, v in expected.items() if i in ids},
+                [entry for entry in ledger if entry.order_id in ids],
+                LEDGER_PER_ORDER.format(mode=mode),
+            )
+        )
+    return rows
 
 
 def never_below_zero(ledger: Sequence[LedgerEntry]) -> Invariant:
@@ -372,8 +446,10 @@ async def payments_report(
     )
     host = run.world.payment_host.stats
     states = await run.states()
+    by_mode = ledger_per_key_mode(orders, expected, ledger, run.keyless) if run.keyless else []
     rows = [
         Row(nets_are_the_totals(expected, ledger), DEMO),
+        *(Row(check, DEMO) for check in by_mode),
         Row(never_below_zero(ledger), DEMO),
         Row(one_move_per_key(ledger), DEMO),
         *(

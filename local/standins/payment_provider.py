@@ -73,7 +73,12 @@ and replays alike; a 400, 409 or 422 consumes no fault):
   along: a repeat gets 409, a lookup "processing".
 
 ``honour_keys=False`` ignores the header entirely (no 400, no replay, no 409, no 422): every
-request moves money again; only the lookup by reference tells.
+request moves money again; only the lookup by reference tells. ``keyless_customers``: the same,
+for the requests of those customers only (their ``customer_id``), as when part of a merchant's
+customers are served by an acquirer or an account that honours no key; ``make chaos`` sends a
+seeded share of its customers there. Whether a real provider splits so is not known here: a
+client that cannot tell which of its requests are honoured must treat every one as not
+(``PAYMENT_PROVIDER_IDEMPOTENCY_KEYS=ignored``).
 
 Not reproduced: key expiry (section 2.3: keys are kept for the server's life), key scoping to a
 client or account (section 5's composite key: one credential here), a provider that stores its
@@ -278,12 +283,14 @@ class PaymentProviderStandIn:
         *,
         api_key: str = DEFAULT_API_KEY,
         honour_keys: bool = True,
+        keyless_customers: set[str] | frozenset[str] = frozenset(),
         declined_customers: set[str] | frozenset[str] = frozenset(),
         port: int = 0,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.api_key = api_key
         self.honour_keys = honour_keys
+        self.keyless_customers = set(keyless_customers)
         self.declined_customers = set(declined_customers)
         self.port = port
         self.clock = clock
@@ -418,7 +425,7 @@ class PaymentProviderStandIn:
         headers = request.headers.getall(IDEMPOTENCY_KEY_HEADER, [])
         received_key = parse_sf_string(", ".join(headers)) if headers else None
         key: str | None = None  # the key enforced: None when keys are ignored
-        if self.honour_keys:
+        if self.honours_keys_of(body):
             if not headers:
                 return _problem(
                     400,
@@ -478,6 +485,12 @@ class PaymentProviderStandIn:
         if rule is not None and rule.fault is Fault.ERROR_AFTER_COMMIT:
             return _injected(rule, "after committing").response()
         return answer.response()
+
+    def honours_keys_of(self, body: Any) -> bool:
+        """Whether the key is honoured for this request: never with ``honour_keys`` off, nor
+        for a customer in ``keyless_customers``."""
+        customer = body.get("customer_id") if isinstance(body, dict) else None
+        return self.honour_keys and customer not in self.keyless_customers
 
     def _repeat(self, record: _KeyRecord, fingerprint: str) -> _Answer:
         if record.fingerprint != fingerprint:

@@ -23,7 +23,21 @@ from local.scenarios.inventory import (
 )
 from local.scenarios.lifecycle import CONVERGED, PUBLISHED_IN_ORDER
 from local.scenarios.options import CHAOS
-from local.scenarios.payments import NETS_ARE_THE_TOTALS, NEVER_BELOW_ZERO, ONE_MOVE_PER_KEY
+from local.scenarios.orders import HOT_SKU
+from local.scenarios.partitions import (
+    ORDER_INDEXES_WITHIN,
+    ORDERS_WITHIN,
+    PAYMENTS_WITHIN,
+    SKUS_WITHIN,
+)
+from local.scenarios.payments import (
+    KEYED,
+    KEYLESS,
+    LEDGER_PER_ORDER,
+    NETS_ARE_THE_TOTALS,
+    NEVER_BELOW_ZERO,
+    ONE_MOVE_PER_KEY,
+)
 from ops.audit import ONE_EVENT_PER_ORDER
 
 
@@ -129,3 +143,30 @@ async def test_chaos_places_amends_and_cancels_through_the_api_once_per_intent(
     assert figures["injected Cosmos faults (chaos, all the app's requests)"] > 0
     assert figures["503 heard (store or queue refused; chaos: its faults)"] > 0
     assert figures["retries with the same key"] > 0
+
+
+async def test_chaos_mixes_in_late_answers_hot_sku_bursts_and_a_keyless_provider(
+    chaos: DemoReport,
+) -> None:
+    """The review's additions to the mix (issue 35), each fired and each of its rows present
+    and passing: store answers held past the deadline on the consumers' containers; bursts on
+    one hot SKU, which the stock table shows with its invariants holding; a share of customers
+    whose provider honours no key, the ledger per order checked in both key modes; each
+    container's logical partitions within the capacity plan's bound."""
+    late = {k: v for k, v in chaos.figures.items() if k.startswith("answers held past")}
+    assert len(late) == 3 and sum(late.values()) > 0, late
+    inventory, payments = chaos.inventory, chaos.payments
+    assert inventory is not None and payments is not None
+    assert inventory.figures[f"orders in bursts on the hot SKU {HOT_SKU}"] == 3 * 40
+    [hot] = [row for row in inventory.stock if row.sku == HOT_SKU]
+    assert hot.reservations > 40 and hot.backordered > 0  # seeded short: contended
+    assert payments.figures["customers whose provider honours no Idempotency-Key"] > 0
+    modes = {c.name: c.passed for c in payments.checks if c.name.startswith("the provider's")}
+    assert modes == {LEDGER_PER_ORDER.format(mode=m): True for m in (KEYED, KEYLESS)}
+    partitions = {c.name: c.passed for c in (row.invariant for row in chaos.partitions)}
+    assert partitions == {
+        ORDERS_WITHIN: True,
+        SKUS_WITHIN: True,
+        ORDER_INDEXES_WITHIN: True,
+        PAYMENTS_WITHIN: True,
+    }

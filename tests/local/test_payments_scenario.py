@@ -4,14 +4,22 @@ key reused, a decline retried or not counted), each case breaking one thing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from local.scenarios.payments import (
+    KEYED,
+    KEYLESS,
+    LEDGER_PER_ORDER,
     declined_customer,
     declined_recorded,
     expected_nets,
+    keyless_customers,
+    ledger_per_key_mode,
     ledger_rows,
     nets_are_the_totals,
     never_below_zero,
@@ -21,12 +29,14 @@ from local.scenarios.payments import (
     subscription_checks,
 )
 from local.standins.broker import DeadLetteredMessage, OutgoingMessage
-from local.standins.payment_provider import Fault, LedgerEntry
+from local.standins.payment_provider import Fault, FaultRule, LedgerEntry, PaymentProviderStandIn
 from ops.sample_orders import amended_body, order_body
-from shared.payments.provider import Operation
+from shared.adapters.payment_provider import HttpPaymentProvider
+from shared.payments.provider import Operation, PaymentRequest, ProviderUnavailable
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CAPTURE, REFUND = Operation.CAPTURE, Operation.REFUND
+HELD_S = 0.6  # a capture's answer held after its commit, twice the client's timeout
 
 
 def order(order_id: str, total: int, customer: str = "cust-1", *, cancelled: bool = False) -> Any:
@@ -155,3 +165,65 @@ def test_the_ledger_table_shows_the_declined_orders_first_and_sums_the_rest() ->
         2,
     )
     assert (rows[2].asks, rows[2].net, rows[2].movements) == (0, 0, 2)
+
+
+# -- the ledger per order in both key modes ---------------------------------------------------
+
+
+def test_the_ledger_per_key_mode_checks_each_mode_s_orders_apart() -> None:
+    expected = expected_nets(ORDERS, "cust-declined")
+    keyless = {"cust-declined"}  # ord-3's customer: their provider honours no key
+    healthy = ledger_per_key_mode(ORDERS, expected, LEDGER, keyless)
+    assert [(c.name, c.passed) for c in healthy] == [
+        (LEDGER_PER_ORDER.format(mode=KEYED), True),
+        (LEDGER_PER_ORDER.format(mode=KEYLESS), True),
+    ]
+    charged = [*LEDGER, moved("ord-3", CAPTURE, 900, key="key-again")]
+    keyed, keyless_row = ledger_per_key_mode(ORDERS, expected, charged, keyless)
+    assert keyed.passed and keyless_row.offending == ["ord-3"]
+    # A mode without an order has no row.
+    assert [c.name for c in ledger_per_key_mode(ORDERS, expected, LEDGER, set())] == [
+        LEDGER_PER_ORDER.format(mode=KEYED)
+    ]
+
+
+def test_the_keyless_customers_are_a_seeded_share_of_the_orders_customers() -> None:
+    bodies = {
+        f"o-{n}": json.dumps(order_body(f"o-{n}", customerId=f"c-{n}")).encode() for n in range(200)
+    }
+    chosen = keyless_customers(bodies, 0.3, seed=7)
+    assert chosen == keyless_customers(bodies, 0.3, seed=7)
+    assert 30 < len(chosen) < 90 and chosen <= {f"c-{n}" for n in range(200)}
+    assert keyless_customers(bodies, 0.0, seed=7) == set()
+
+
+async def test_a_client_repeating_its_key_to_a_keyless_customer_s_provider_fails_that_row() -> None:
+    """The broken product: a capture repeated under its key after a lost answer, as the app
+    configured ``honoured`` does, against a provider that honours no key for one customer
+    (``keyless_customers``): that customer's order is paid twice and only the keyless row
+    fails; the other customer's repeat is answered from the key, nothing moved again."""
+    with PaymentProviderStandIn(keyless_customers={"cust-b"}) as provider:
+        orders = [order("ord-a", 1250, "cust-a"), order("ord-b", 1250, "cust-b")]
+        async with HttpPaymentProvider(
+            provider.url, provider.api_key, honours_idempotency_keys=True, timeout_s=HELD_S / 2
+        ) as client:
+            for placed in orders:
+                payment = PaymentRequest(
+                    operation=CAPTURE,
+                    order_id=placed["orderId"],
+                    reference=f"{placed['orderId']}:capture",
+                    idempotency_key=f"key-{placed['orderId']}",
+                    customer_id=placed["customerId"],
+                    amount_minor=1250,
+                    currency="EUR",
+                )
+                provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HELD_S))
+                with pytest.raises(ProviderUnavailable):
+                    await client.perform(payment)
+                await client.perform(payment)  # the repeat under the same key
+            await asyncio.sleep(HELD_S)  # the held answers over before the provider stops
+        ledger = provider.ledger
+    keyed, keyless = ledger_per_key_mode(orders, expected_nets(orders, None), ledger, {"cust-b"})
+    assert keyed.passed
+    assert (keyless.passed, keyless.offending) == (False, ["ord-b"])
+    assert one_move_per_key(ledger).offending == ["ord-b"]
