@@ -4,10 +4,12 @@ that moves a constant fails here instead of silently measuring nothing in ``make
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from tools.mutation import report
 from tools.mutation.constants import MUTANTS, ConstantMutant
 from tools.mutation.report import equivalents
 from tools.mutation.run import MutationConfig
@@ -42,3 +44,38 @@ def test_every_argued_constant_equivalent_is_a_known_mutant() -> None:
     known = {mutant.name for mutant in MUTANTS}
     argued = {name for name in equivalents() if ".const__" in name}
     assert argued <= known, argued - known
+
+
+def test_a_run_over_some_modules_narrows_only_what_it_names() -> None:
+    narrowed = CONFIG.narrowed(["shared/stock/effects.py"], ["tests/stock"])
+    assert (narrowed.modules, narrowed.selection) == (
+        ("shared/stock/effects.py",),
+        ("tests/stock",),
+    )
+    assert CONFIG.narrowed(None, None) == CONFIG
+    with pytest.raises(SystemExit, match=r"shared/nowhere\.py"):
+        CONFIG.narrowed(["shared/nowhere.py"], None)
+
+
+def test_a_numbered_run_replaces_its_own_section_and_keeps_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    markdown, data = tmp_path / "report.md", tmp_path / "report.json"
+    markdown.write_text(
+        "# Mutation report\n\n- **Run 2** (hand-written)\n\n"
+        "## Run 2: older\nold two\n### Survivors to kill (1)\n\n## Run 1: oldest\nold one\n"
+    )
+    data.write_text(json.dumps({"runs": [{"run": 2}, {"run": 1}]}))
+    monkeypatch.setattr(report, "REPORT_MD", markdown)
+    monkeypatch.setattr(report, "REPORT_JSON", data)
+    monkeypatch.setattr(report, "WORK", tmp_path / "no-results")
+
+    for title in ("first try", "newest"):  # run again: its section replaced, not added
+        report.write(CONFIG.narrowed(["shared/stock/effects.py"], None), 3, title)
+
+    text = markdown.read_text()
+    assert text.startswith("# Mutation report\n\n- **Run 2** (hand-written)\n\n## Run 3: newest\n")
+    assert "first try" not in text
+    assert text.index("## Run 3") < text.index("## Run 2: older\nold two") < text.index("old one")
+    assert "\n### Survivors to kill (0)\n" in text.split("## Run 2")[0]
+    assert [run["run"] for run in json.loads(data.read_text())["runs"]] == [3, 2, 1]
