@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.mutation import report
-from tools.mutation.constants import MUTANTS, ConstantMutant
+from tools.mutation import report, scoped
+from tools.mutation.constants import MUTANTS, ConstantMutant, module_name
 from tools.mutation.report import equivalents
 from tools.mutation.run import MutationConfig
 
@@ -79,3 +79,30 @@ def test_a_numbered_run_replaces_its_own_section_and_keeps_the_others(
     assert text.index("## Run 3") < text.index("## Run 2: older\nold two") < text.index("old one")
     assert "\n### Survivors to kill (0)\n" in text.split("## Run 2")[0]
     assert [run["run"] for run in json.loads(data.read_text())["runs"]] == [3, 2, 1]
+
+
+def test_a_mutant_is_named_after_the_module_python_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    # mutmut activates a mutant only in the module whose __module__ its name starts with: the
+    # kit is imported as idempotent_consumer, never as kit.src.idempotent_consumer.
+    from mutmut import __main__ as mutmut_main
+    from mutmut.mutation import file_mutation
+    from mutmut.utils import format_utils
+
+    for module in (format_utils, file_mutation, mutmut_main):  # restored after the test
+        monkeypatch.setattr(module, "get_mutant_name", module.get_mutant_name)
+    scoped._name_by_import()
+
+    kit_file = Path("kit/src/idempotent_consumer/cosmos/_store.py")
+    named_by_mutation, named_by_main = (
+        module.__dict__["get_mutant_name"] for module in (file_mutation, mutmut_main)
+    )
+    assert named_by_mutation(kit_file, "x_f") == "idempotent_consumer.cosmos._store.x_f"
+    assert named_by_main(Path("shared/stock/effects.py"), "x_f") == "shared.stock.effects.x_f"
+    import idempotent_consumer._external
+
+    assert module_name("kit/src/idempotent_consumer/_external.py") == (
+        idempotent_consumer._external.__name__
+    )
+    kit_constants = [mutant for mutant in MUTANTS if mutant.module.startswith("kit/src/")]
+    assert kit_constants
+    assert all(mutant.name.startswith("idempotent_consumer.") for mutant in kit_constants)
