@@ -5,14 +5,16 @@ that moves a constant fails here instead of silently measuring nothing in ``make
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tools.mutation import report, scoped
-from tools.mutation.constants import MUTANTS, ConstantMutant, module_name
+from tools.mutation.constants import KIT_SOURCES, MUTANTS, ConstantMutant, module_name
 from tools.mutation.report import equivalents
-from tools.mutation.run import MutationConfig
+from tools.mutation.run import MutationConfig, _mutated_kit_first
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = MutationConfig.load(REPO / "pyproject.toml")
@@ -106,3 +108,21 @@ def test_a_mutant_is_named_after_the_module_python_imports(monkeypatch: pytest.M
     kit_constants = [mutant for mutant in MUTANTS if mutant.module.startswith("kit/src/")]
     assert kit_constants
     assert all(mutant.name.startswith("idempotent_consumer.") for mutant in kit_constants)
+
+
+def test_the_mutated_kit_is_imported_though_copied_after_the_interpreter_started(
+    tmp_path: Path,
+) -> None:
+    # mutmut copies the sources into mutants/ from inside its own process: the copy's kit must
+    # still be the one imported there, not the original behind it on the path.
+    copy = tmp_path / "mutants"
+    env = _mutated_kit_first(copy)
+    script = (
+        "import shutil, sys; "
+        f"shutil.copytree({str(REPO / KIT_SOURCES)!r}, {str(copy / KIT_SOURCES)!r}); "
+        "import idempotent_consumer; print(idempotent_consumer.__file__)"
+    )
+    imported = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert imported.stdout.strip() == str(copy / KIT_SOURCES / "__init__.py"), imported.stderr

@@ -141,9 +141,14 @@ def _mutated_kit_first(copy: Path) -> dict[str, str]:
     """The environment with the copy's kit sources first on the path: the app imports the kit
     as an installed distribution (requirements.txt: ./kit), which would otherwise shadow the
     mutated copy."""
-    kit = str(copy / "kit" / "src")
+    kit = copy / "kit" / "src"
+    # Made before the interpreter starts: a path entry that does not exist when Python first
+    # looks there is cached as having no modules (sys.path_importer_cache: None) for the life
+    # of the process and of every fork of it, and the kit is then imported from the next entry
+    # (the unmutated one: every kit mutant "no tests"), though mutmut copies it there later.
+    kit.mkdir(parents=True, exist_ok=True)
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": kit if not path else f"{kit}{os.pathsep}{path}"}
+    return {**os.environ, "PYTHONPATH": str(kit) if not path else f"{kit}{os.pathsep}{path}"}
 
 
 def selected_constants(config: MutationConfig, names: Sequence[str]) -> list[ConstantMutant]:
