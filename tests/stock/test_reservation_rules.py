@@ -192,3 +192,39 @@ async def test_a_missed_assumption_in_a_sku_short_of_stock_still_has_a_round_for
     assert amended.outcome is Outcome.PROCESSED, amended.error
     assert reserved(store, "S") == 1 == reservations_sum(store, "S")
     assert reservation(store, "S", "o-1")["orderVersion"] == 2  # type: ignore[index]
+
+
+async def test_a_sku_whose_stock_item_was_removed_backorders_what_a_change_wants() -> None:
+    """The stock item removed by hand while an order held stock there: the SKU is no longer
+    stocked, so the change's release has nothing to give back to and what it wants is
+    backordered (not retried against a stock item that is not there)."""
+    store = stocked(A=10)
+    await handle(store, event_message("o-1", 1, {"A": 2}))
+    del store.documents[("A", STOCK_ITEM_ID)]
+
+    decision = await handle(store, event_message("o-1", 2, {"A": 1}))
+
+    assert (decision.outcome, decision.measures) == (Outcome.PROCESSED, {"stock.shortfall": 1})
+    record = reservation(store, "A", "o-1")
+    assert record is not None
+    assert (record["orderVersion"], record["reserved"], record["backordered"]) == (2, 0, 1)
+
+
+class StockItemRemovedWhenRead(InMemoryDocumentStore):
+    """An operator removes each stock item just before the consumer reads it."""
+
+    async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+        if document_id == STOCK_ITEM_ID:
+            self.documents.pop((partition_key, document_id), None)
+        return await super().read(partition_key, document_id)
+
+
+async def test_a_stock_item_removed_while_a_shortfall_is_read_backorders_the_order() -> None:
+    store = StockItemRemovedWhenRead()
+    store.documents[("A", STOCK_ITEM_ID)] = stock_item("A", 3)
+
+    decision = await handle(store, event_message("o-1", 1, {"A": 5}))
+
+    assert (decision.outcome, decision.measures) == (Outcome.PROCESSED, {"stock.shortfall": 5})
+    record = reservation(store, "A", "o-1")
+    assert record is not None and (record["reserved"], record["backordered"]) == (0, 5)
