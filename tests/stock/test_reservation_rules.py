@@ -4,6 +4,7 @@ duplicates, arrival before acceptance."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -213,7 +214,7 @@ async def test_a_sku_whose_stock_item_was_removed_backorders_what_a_change_wants
 class StockItemRemovedWhenRead(InMemoryDocumentStore):
     """An operator removes each stock item just before the consumer reads it."""
 
-    async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
         if document_id == STOCK_ITEM_ID:
             self.documents.pop((partition_key, document_id), None)
         return await super().read(partition_key, document_id)
