@@ -229,3 +229,24 @@ async def test_a_stock_item_removed_while_a_shortfall_is_read_backorders_the_ord
     assert (decision.outcome, decision.measures) == (Outcome.PROCESSED, {"stock.shortfall": 5})
     record = reservation(store, "A", "o-1")
     assert record is not None and (record["reserved"], record["backordered"]) == (0, 5)
+
+
+async def test_a_release_below_what_the_stock_item_has_reserved_is_held_and_says_why() -> None:
+    """The stock item's reserved lowered by hand below an order's reservation: its cancellation
+    would drive reserved below zero, so it is held (systemic: an operator looks), writes
+    nothing, and the description names the SKU, both figures and the runbook."""
+    store = stocked(A=10)
+    await handle(store, event_message("o-1", 1, {"A": 2}))
+    store.documents[("A", STOCK_ITEM_ID)]["reserved"] = 1
+
+    held = await handle(store, event_message("o-1", 2, cancelled=True))
+
+    assert held.outcome is Outcome.SYSTEMIC
+    assert held.description == (
+        "SystemicStoreError: the stock item of SKU 'A' has 1 reserved, less than order o-1's "
+        "reservation of 2 it would release: changed by hand? (docs/operations.md, Stock "
+        "reservation)"
+    )
+    record = reservation(store, "A", "o-1")
+    assert record is not None and (record["orderVersion"], record["reserved"]) == (1, 2)
+    assert reserved(store, "A") == 1
