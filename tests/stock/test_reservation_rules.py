@@ -5,6 +5,7 @@ duplicates, arrival before acceptance."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,13 +15,20 @@ from idempotent_consumer import (
     Decision,
     IncomingMessage,
     Outcome,
+    TransientStoreError,
     decide,
     is_marker,
 )
 from idempotent_consumer.testing import InMemoryDocumentStore
 
 from shared.stock.consumer import stock_reservation
-from shared.stock.inventory import RELEASED_TTL_S, RESERVATION_TYPE, STOCK_ITEM_ID, stock_item
+from shared.stock.inventory import (
+    ORDER_INDEX_ID,
+    RELEASED_TTL_S,
+    RESERVATION_TYPE,
+    STOCK_ITEM_ID,
+    stock_item,
+)
 from tests.stock.events import event_message
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -250,3 +258,23 @@ async def test_a_release_below_what_the_stock_item_has_reserved_is_held_and_says
     record = reservation(store, "A", "o-1")
     assert record is not None and (record["orderVersion"], record["reserved"]) == (1, 2)
     assert reserved(store, "A") == 1
+
+
+async def test_a_redelivery_behind_the_gate_leaves_the_order_index_as_its_version_wrote_it() -> (
+    None
+):
+    """Stopped after the index passed the gate, before its SKU: the redelivery re-sets the
+    index's version (the check that no later version passed) and writes nothing else there."""
+    store = stocked(A=10)
+    accepted = event_message("o-1", 1, {"A": 2})
+    store.fail_next = [None, TransientStoreError("a stop before the SKU's batch")]
+    assert (await handle(store, accepted)).outcome is Outcome.TRANSIENT
+    index_before = dict(store.documents[("order:o-1", ORDER_INDEX_ID)])
+
+    redelivered = await handle(store, replace(accepted, delivery_count=2))
+
+    assert redelivered.outcome is Outcome.PROCESSED and reserved(store, "A") == 2
+    index = store.documents[("order:o-1", ORDER_INDEX_ID)]
+    assert {k: v for k, v in index.items() if k != "_ts"} == {
+        k: v for k, v in index_before.items() if k != "_ts"
+    }
