@@ -4,6 +4,7 @@ duplicates, arrival before acceptance."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -29,7 +30,7 @@ from shared.stock.inventory import (
     STOCK_ITEM_ID,
     stock_item,
 )
-from tests.stock.events import event_message
+from tests.stock.events import event_body, event_message
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
@@ -278,3 +279,20 @@ async def test_a_redelivery_behind_the_gate_leaves_the_order_index_as_its_versio
     assert {k: v for k, v in index.items() if k != "_ts"} == {
         k: v for k, v in index_before.items() if k != "_ts"
     }
+
+
+async def test_an_amendment_claiming_version_1_is_dead_lettered_invalid_and_writes_nothing() -> (
+    None
+):
+    store = stocked(A=10)
+    _, body = event_body("o-1", 1, {"A": 2})
+    body["eventType"] = "OrderAmended"
+    amended_as_v1 = IncomingMessage(
+        message_id=body["eventId"], body=json.dumps(body).encode(), subject="OrderAmended"
+    )
+
+    refused = await handle(store, amended_as_v1)
+
+    assert (refused.outcome, refused.deadletter_reason) == (Outcome.INVALID, "InvalidPayload")
+    assert "OrderAmended cannot be version 1" in (refused.description or "")
+    assert reservation(store, "A", "o-1") is None and reserved(store, "A") == 0
