@@ -23,6 +23,7 @@ from idempotent_consumer import (
 from idempotent_consumer.testing import InMemoryDocumentStore
 
 from shared.stock.consumer import stock_reservation
+from shared.stock.contract import parse_event
 from shared.stock.inventory import (
     ORDER_INDEX_ID,
     RELEASED_TTL_S,
@@ -296,3 +297,43 @@ async def test_an_amendment_claiming_version_1_is_dead_lettered_invalid_and_writ
     assert (refused.outcome, refused.deadletter_reason) == (Outcome.INVALID, "InvalidPayload")
     assert "OrderAmended cannot be version 1" in (refused.description or "")
     assert reservation(store, "A", "o-1") is None and reserved(store, "A") == 0
+
+
+async def test_lines_of_one_sku_are_reserved_together() -> None:
+    store = stocked(A=10)
+    _, body = event_body("o-1", 1, {"A": 2})
+    body["payload"]["lines"].append({"sku": "A", "quantity": 3, "unitPriceMinor": 100})
+    accepted = IncomingMessage(
+        message_id=body["eventId"], body=json.dumps(body).encode(), subject="OrderAccepted"
+    )
+
+    assert (await handle(store, accepted)).outcome is Outcome.PROCESSED
+    record = reservation(store, "A", "o-1")
+    assert record is not None and record["reserved"] == 5 == reserved(store, "A")
+
+
+async def test_an_accepted_order_without_lines_is_dead_lettered_missing_lines() -> None:
+    store = stocked(A=10)
+    _, body = event_body("o-1", 1, {"A": 2})
+    del body["payload"]["lines"]
+    accepted = IncomingMessage(
+        message_id=body["eventId"], body=json.dumps(body).encode(), subject="OrderAccepted"
+    )
+
+    refused = await handle(store, accepted)
+
+    assert (refused.outcome, refused.deadletter_reason) == (Outcome.INVALID, "MissingLines")
+    assert refused.description == (
+        "OrderAccepted of order o-1 carries no lines: nothing says what to reserve (an event "
+        "published before the lines were added)"
+    )
+    assert reservation(store, "A", "o-1") is None
+
+
+def test_the_stock_fingerprint_is_pinned() -> None:
+    # Stored in every marker (requestHash): a change of what it covers makes every redelivery
+    # of an event applied before the change a mismatch.
+    event = parse_event(event_message("o-1", 2, {"A": 2, "B": 1}))
+    assert event.request_hash == (
+        "417fe8056175901dce2e8f939bd69e5cef527c02292d9e1537fecf1f5eed0b08"
+    )
