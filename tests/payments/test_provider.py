@@ -829,3 +829,33 @@ async def test_every_documented_base_url_joined_with_the_paths_reaches_the_api(
         f"GET {OPERATIONS_PATH}",
     }
     assert CAPTURES_PATH == "/v1/captures"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "call"),
+    [
+        (202, {"title": "Accepted"}, "capture"),
+        (204, None, "refund"),
+        (202, {"title": "Accepted"}, "lookup"),
+        (410, {"title": "Gone"}, "lookup"),
+    ],
+)
+async def test_a_status_outside_the_api_is_systemic_and_the_description_says_which(
+    status: int, body: dict[str, str] | None, call: str
+) -> None:
+    async with (
+        local_host(answering(status, body)) as (url, _),
+        HttpPaymentProvider(url, "the-credential", timeout_s=2) as client,
+    ):
+        made = (
+            client.lookup("order-1:capture")
+            if call == "lookup"
+            else client.perform(request(Operation(call)))
+        )
+        with pytest.raises(UnexpectedProviderAnswer) as raised:
+            await made
+
+    detail = body["title"] if body else "no problem details"
+    assert raised.value.description.endswith(
+        f": HTTP {status} is not in the provider's API: {detail}"
+    )

@@ -278,3 +278,58 @@ async def test_a_duplicate_of_an_applied_version_never_waits_for_a_later_call(
 
     assert (again.outcome, again.measures) == (Outcome.DUPLICATE, {})
     assert "reconcile" not in (await cosmos_payments.read_state("o-1"))["pending"]
+
+
+async def test_a_call_another_delivery_parked_meanwhile_is_parked_behind_and_counted_once(
+    deliveries: Deliveries, cosmos_payments: CosmosPayments
+) -> None:
+    """v2's third delivery finds v1's call inconclusive; before it marks the call, another
+    delivery has: v2 is parked behind it, says why, and neither marks nor counts it again (the
+    severity-1 count is the marking delivery's)."""
+    await deliveries.inconclusive(payment_event("o-1", 1, 4200))
+    stored = await cosmos_payments.read_state("o-1")
+    marked = {**stored["pending"], "reconcile": True}
+
+    async def another_delivery_marked_it() -> None:
+        await cosmos_payments.container.upsert_item({**stored, "pending": marked})
+
+    store = Meanwhile(cosmos_payments.store, at_read=2, hook=another_delivery_marked_it)
+    parked = await deliveries.deliver(third(payment_event("o-1", 2, 5000)), store)
+
+    assert (parked.outcome, parked.deadletter_reason) == (Outcome.INVALID, NEEDS_RECONCILIATION)
+    assert parked.measures == {}
+    call = f"call {marked['key']} ({marked['operation']})"
+    assert (parked.description or "").startswith(
+        f"parked behind the call of {event_id('o-1', 1)!r}: {call} needs an operator: "
+        f"call {marked['key']} ("
+    )
+    assert "may or may not have happened: the other side is still in progress" in (
+        parked.description or ""
+    )
+    after = await cosmos_payments.read_state("o-1")
+    assert (after["pending"], after["revision"]) == (marked, stored["revision"])  # unwritten
+
+
+@pytest.mark.parametrize("meanwhile", ["completed", "state-removed"])
+async def test_a_call_resolved_before_it_is_marked_is_decided_again_not_parked(
+    deliveries: Deliveries, cosmos_payments: CosmosPayments, meanwhile: str
+) -> None:
+    """v2's third delivery finds v1's call inconclusive; before it marks the call, v1's call
+    completed (or an operator removed the payment's state): nothing is parked, v2 is decided
+    again on its redelivery."""
+    await deliveries.inconclusive(payment_event("o-1", 1, 4200))
+    stored = await cosmos_payments.read_state("o-1")
+
+    async def resolved() -> None:
+        if meanwhile == "completed":
+            completed = {**stored, "version": 1, "capturedMinor": 4200, "pending": None}
+            await cosmos_payments.container.upsert_item(completed)
+        else:
+            await cosmos_payments.container.delete_item("payment", partition_key="o-1")
+
+    store = Meanwhile(cosmos_payments.store, at_read=2, hook=resolved)
+    decided = await deliveries.deliver(third(payment_event("o-1", 2, 5000)), store)
+
+    assert (decided.outcome, decided.deadletter_reason) == (Outcome.TRANSIENT, None)
+    if meanwhile == "completed":
+        assert (await cosmos_payments.read_state("o-1"))["pending"] is None

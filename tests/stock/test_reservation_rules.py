@@ -4,6 +4,9 @@ duplicates, arrival before acceptance."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,14 +16,22 @@ from idempotent_consumer import (
     Decision,
     IncomingMessage,
     Outcome,
+    TransientStoreError,
     decide,
     is_marker,
 )
 from idempotent_consumer.testing import InMemoryDocumentStore
 
 from shared.stock.consumer import stock_reservation
-from shared.stock.inventory import RELEASED_TTL_S, RESERVATION_TYPE, STOCK_ITEM_ID, stock_item
-from tests.stock.events import event_message
+from shared.stock.contract import parse_event
+from shared.stock.inventory import (
+    ORDER_INDEX_ID,
+    RELEASED_TTL_S,
+    RESERVATION_TYPE,
+    STOCK_ITEM_ID,
+    stock_item,
+)
+from tests.stock.events import event_body, event_message
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
@@ -192,3 +203,137 @@ async def test_a_missed_assumption_in_a_sku_short_of_stock_still_has_a_round_for
     assert amended.outcome is Outcome.PROCESSED, amended.error
     assert reserved(store, "S") == 1 == reservations_sum(store, "S")
     assert reservation(store, "S", "o-1")["orderVersion"] == 2  # type: ignore[index]
+
+
+async def test_a_sku_whose_stock_item_was_removed_backorders_what_a_change_wants() -> None:
+    """The stock item removed by hand while an order held stock there: the SKU is no longer
+    stocked, so the change's release has nothing to give back to and what it wants is
+    backordered (not retried against a stock item that is not there)."""
+    store = stocked(A=10)
+    await handle(store, event_message("o-1", 1, {"A": 2}))
+    del store.documents[("A", STOCK_ITEM_ID)]
+
+    decision = await handle(store, event_message("o-1", 2, {"A": 1}))
+
+    assert (decision.outcome, decision.measures) == (Outcome.PROCESSED, {"stock.shortfall": 1})
+    record = reservation(store, "A", "o-1")
+    assert record is not None
+    assert (record["orderVersion"], record["reserved"], record["backordered"]) == (2, 0, 1)
+
+
+class StockItemRemovedWhenRead(InMemoryDocumentStore):
+    """An operator removes each stock item just before the consumer reads it."""
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        if document_id == STOCK_ITEM_ID:
+            self.documents.pop((partition_key, document_id), None)
+        return await super().read(partition_key, document_id)
+
+
+async def test_a_stock_item_removed_while_a_shortfall_is_read_backorders_the_order() -> None:
+    store = StockItemRemovedWhenRead()
+    store.documents[("A", STOCK_ITEM_ID)] = stock_item("A", 3)
+
+    decision = await handle(store, event_message("o-1", 1, {"A": 5}))
+
+    assert (decision.outcome, decision.measures) == (Outcome.PROCESSED, {"stock.shortfall": 5})
+    record = reservation(store, "A", "o-1")
+    assert record is not None and (record["reserved"], record["backordered"]) == (0, 5)
+
+
+async def test_a_release_below_what_the_stock_item_has_reserved_is_held_and_says_why() -> None:
+    """The stock item's reserved lowered by hand below an order's reservation: its cancellation
+    would drive reserved below zero, so it is held (systemic: an operator looks), writes
+    nothing, and the description names the SKU, both figures and the runbook."""
+    store = stocked(A=10)
+    await handle(store, event_message("o-1", 1, {"A": 2}))
+    store.documents[("A", STOCK_ITEM_ID)]["reserved"] = 1
+
+    held = await handle(store, event_message("o-1", 2, cancelled=True))
+
+    assert held.outcome is Outcome.SYSTEMIC
+    assert held.description == (
+        "SystemicStoreError: the stock item of SKU 'A' has 1 reserved, less than order o-1's "
+        "reservation of 2 it would release: changed by hand? (docs/operations.md, Stock "
+        "reservation)"
+    )
+    record = reservation(store, "A", "o-1")
+    assert record is not None and (record["orderVersion"], record["reserved"]) == (1, 2)
+    assert reserved(store, "A") == 1
+
+
+async def test_a_redelivery_behind_the_gate_leaves_the_order_index_as_its_version_wrote_it() -> (
+    None
+):
+    """Stopped after the index passed the gate, before its SKU: the redelivery re-sets the
+    index's version (the check that no later version passed) and writes nothing else there."""
+    store = stocked(A=10)
+    accepted = event_message("o-1", 1, {"A": 2})
+    store.fail_next = [None, TransientStoreError("a stop before the SKU's batch")]
+    assert (await handle(store, accepted)).outcome is Outcome.TRANSIENT
+    index_before = dict(store.documents[("order:o-1", ORDER_INDEX_ID)])
+
+    redelivered = await handle(store, replace(accepted, delivery_count=2))
+
+    assert redelivered.outcome is Outcome.PROCESSED and reserved(store, "A") == 2
+    index = store.documents[("order:o-1", ORDER_INDEX_ID)]
+    assert {k: v for k, v in index.items() if k != "_ts"} == {
+        k: v for k, v in index_before.items() if k != "_ts"
+    }
+
+
+async def test_an_amendment_claiming_version_1_is_dead_lettered_invalid_and_writes_nothing() -> (
+    None
+):
+    store = stocked(A=10)
+    _, body = event_body("o-1", 1, {"A": 2})
+    body["eventType"] = "OrderAmended"
+    amended_as_v1 = IncomingMessage(
+        message_id=body["eventId"], body=json.dumps(body).encode(), subject="OrderAmended"
+    )
+
+    refused = await handle(store, amended_as_v1)
+
+    assert (refused.outcome, refused.deadletter_reason) == (Outcome.INVALID, "InvalidPayload")
+    assert "OrderAmended cannot be version 1" in (refused.description or "")
+    assert reservation(store, "A", "o-1") is None and reserved(store, "A") == 0
+
+
+async def test_lines_of_one_sku_are_reserved_together() -> None:
+    store = stocked(A=10)
+    _, body = event_body("o-1", 1, {"A": 2})
+    body["payload"]["lines"].append({"sku": "A", "quantity": 3, "unitPriceMinor": 100})
+    accepted = IncomingMessage(
+        message_id=body["eventId"], body=json.dumps(body).encode(), subject="OrderAccepted"
+    )
+
+    assert (await handle(store, accepted)).outcome is Outcome.PROCESSED
+    record = reservation(store, "A", "o-1")
+    assert record is not None and record["reserved"] == 5 == reserved(store, "A")
+
+
+async def test_an_accepted_order_without_lines_is_dead_lettered_missing_lines() -> None:
+    store = stocked(A=10)
+    _, body = event_body("o-1", 1, {"A": 2})
+    del body["payload"]["lines"]
+    accepted = IncomingMessage(
+        message_id=body["eventId"], body=json.dumps(body).encode(), subject="OrderAccepted"
+    )
+
+    refused = await handle(store, accepted)
+
+    assert (refused.outcome, refused.deadletter_reason) == (Outcome.INVALID, "MissingLines")
+    assert refused.description == (
+        "OrderAccepted of order o-1 carries no lines: nothing says what to reserve (an event "
+        "published before the lines were added)"
+    )
+    assert reservation(store, "A", "o-1") is None
+
+
+def test_the_stock_fingerprint_is_pinned() -> None:
+    # Stored in every marker (requestHash): a change of what it covers makes every redelivery
+    # of an event applied before the change a mismatch.
+    event = parse_event(event_message("o-1", 2, {"A": 2, "B": 1}))
+    assert event.request_hash == (
+        "417fe8056175901dce2e8f939bd69e5cef527c02292d9e1537fecf1f5eed0b08"
+    )

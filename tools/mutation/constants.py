@@ -23,14 +23,23 @@ class ConstantMutant:
 
     @property
     def name(self) -> str:
-        dotted = self.module.removesuffix(".py").replace("/", ".")
-        return f"{dotted}.const__{self.what}"
+        return f"{module_name(self.module)}.const__{self.what}"
 
     def apply(self, source: str) -> str:
         count = source.count(self.old)
         if count != 1:
             raise StaleMutant(f"{self.name}: {self.old!r} occurs {count} times in {self.module}")
         return source.replace(self.old, self.new)
+
+
+def module_name(path: str) -> str:
+    """The dotted module a project file is imported as, which is what a mutant is named after:
+    ``kit/src/idempotent_consumer/_external.py`` -> ``idempotent_consumer._external`` (a
+    ``src/`` folder is an import root), ``shared/stock/effects.py`` -> ``shared.stock.effects``."""
+    parts = path.removesuffix(".py").split("/")
+    if "src" in parts:
+        parts = parts[len(parts) - parts[::-1].index("src") :]
+    return ".".join(parts).removesuffix(".__init__")
 
 
 class StaleMutant(ValueError):

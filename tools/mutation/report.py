@@ -5,6 +5,11 @@ Writes ``docs/mutation-report.json`` (everything, for tools) and ``docs/mutation
 (the scores, the survivors still to kill, and those argued equivalent). A survivor is argued
 equivalent when docs/testing.md lists its name, with the reason, under "Equivalent mutants".
 
+A run over some of the modules (``--run N --title ...``) is one run among the report's runs: it
+replaces run N's section of docs/mutation-report.md and its entry under ``runs`` in the JSON,
+and keeps the other runs and the hand-written lines above the first run (what each run was).
+Without a run number the report is rewritten as the one run it holds.
+
 Scores: caught / mutants, where caught = killed + timeout (a hung test run is caught, as mutmut
 counts it too), and the net score leaves the argued equivalents out of the mutants.
 """
@@ -91,7 +96,7 @@ def _diff(row: dict[str, Any]) -> list[str]:
     ]
 
 
-def write(config: MutationConfig) -> dict[str, Any]:
+def write(config: MutationConfig, run: int | None = None, title: str = "") -> dict[str, Any]:
     argued = equivalents()
     rows = mutmut_results(config.modules) + constant_results()
     for row in rows:
@@ -120,22 +125,61 @@ def write(config: MutationConfig) -> dict[str, Any]:
                 else None,
             }
         )
-    run = json.loads((WORK / "run.json").read_text()) if (WORK / "run.json").exists() else {}
+    record = json.loads((WORK / "run.json").read_text()) if (WORK / "run.json").exists() else {}
     report = {
         "commit": _git("rev-parse", "--short", "HEAD"),
         "mutmut": importlib.metadata.version("mutmut"),
         "selection": list(config.selection),
-        "seconds": run.get("seconds"),
-        "clean_runs": run.get("clean_runs", []),
-        "reruns": run.get("reruns", []),
-        "note": run.get("note", ""),
+        "seconds": record.get("seconds"),
+        "clean_runs": record.get("clean_runs", []),
+        "reruns": record.get("reruns", []),
+        "note": record.get("note", ""),
         "modules": modules,
         "survivors": [row for row in rows if _survived(row)],
     }
-    REPORT_JSON.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    REPORT_MD.write_text(_markdown(report))
-    print(f"report: {REPORT_MD.relative_to(REPO)}, {REPORT_JSON.relative_to(REPO)}")
+    if run is None:
+        REPORT_JSON.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+        REPORT_MD.write_text(_markdown(report))
+    else:
+        _write_run({"run": run, **report}, title)
+    print(f"report: {REPORT_MD}, {REPORT_JSON}")
     return report
+
+
+def _write_run(report: dict[str, Any], title: str) -> None:
+    """Run ``report["run"]`` in place of its older section and entry, the newest first."""
+    stored = json.loads(REPORT_JSON.read_text()) if REPORT_JSON.exists() else {}
+    runs = [kept for kept in stored.get("runs", []) if kept.get("run") != report["run"]]
+    runs = sorted([report, *runs], key=lambda kept: -int(kept.get("run", 0)))
+    REPORT_JSON.write_text(json.dumps({"runs": runs}, indent=1, ensure_ascii=False) + "\n")
+
+    heading = f"## Run {report['run']}: "
+    body = _markdown(report).split("\n", 2)[2]  # without the page's own title
+    section = [
+        heading + title,
+        *("#" + line if line.startswith("#") else line for line in body.splitlines()),
+    ]
+    text = REPORT_MD.read_text() if REPORT_MD.exists() else "# Mutation report\n\n"
+    lines = text.rstrip("\n").splitlines()
+    sections = _run_sections(lines)
+    sections[report["run"]] = section
+    first = next((at for at, line in enumerate(lines) if line.startswith("## Run ")), len(lines))
+    ordered = [sections[number] for number in sorted(sections, reverse=True)]
+    REPORT_MD.write_text(
+        "\n".join([*lines[:first], *(line for section in ordered for line in section)]) + "\n"
+    )
+
+
+def _run_sections(lines: list[str]) -> dict[int, list[str]]:
+    """The report's "## Run N: ..." sections by N, each up to the next."""
+    sections: dict[int, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        if match := re.match(r"## Run (\d+)\b", line):
+            current = sections.setdefault(int(match.group(1)), [])
+        if current is not None:
+            current.append(line)
+    return sections
 
 
 def _markdown(report: dict[str, Any]) -> str:

@@ -24,11 +24,17 @@ A fresh run (no mutant names) starts from an empty ``mutants/``: mutmut keeps a 
 verdict across runs even when a new test would kill it, so a committed report is only ever
 written from a fresh run. With mutant names (globs, as ``mutmut run`` takes them) only those are
 run again, on top of the last run's results: the loop for killing one survivor.
+
+``--modules`` and ``--selection`` narrow one run (a fresh one, or the re-runs over it: the run
+record keeps them) to some of the measured modules and the tests that reach them, without
+editing pyproject.toml: mutmut runs under ``tools.mutation.scoped``, which narrows its
+configuration in its own process, and the report covers those modules only.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import json
 import os
@@ -44,6 +50,7 @@ from pathlib import Path
 from queue import Queue
 from typing import Any
 
+from tools.mutation import scoped
 from tools.mutation.constants import MUTANTS, ConstantMutant, StaleMutant
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,6 +80,19 @@ class MutationConfig:
             pytest_args=tuple(table.get("pytest_add_cli_args", [])),
         )
 
+    def narrowed(
+        self, modules: Sequence[str] | None, selection: Sequence[str] | None
+    ) -> MutationConfig:
+        """This configuration for one run: ``modules`` a subset of the measured ones."""
+        unknown = sorted(set(modules or ()) - set(self.modules))
+        if unknown:
+            raise SystemExit(f"not in [tool.mutmut] only_mutate: {', '.join(unknown)}")
+        return dataclasses.replace(
+            self,
+            modules=tuple(modules) if modules else self.modules,
+            selection=tuple(selection) if selection else self.selection,
+        )
+
     def copied_paths(self) -> tuple[str, ...]:
         """What a copy of the project needs to run the selection (as mutmut copies it)."""
         return (*self.source_paths, *self.also_copy, "tests/", "pyproject.toml")
@@ -99,14 +119,21 @@ def _link_node_modules(copy: Path) -> None:
         link.symlink_to(node_modules(), target_is_directory=True)
 
 
-def run_mutmut(names: Sequence[str], max_children: int) -> int:
+def run_mutmut(config: MutationConfig, names: Sequence[str], max_children: int) -> int:
     """mutmut's progress goes to ``mutants/mutmut.log`` (a spinner line per mutant)."""
-    mutmut = Path(sys.executable).with_name("mutmut")
-    command = [str(mutmut), "run", "--max-children", str(max_children), *names]
-    print(f"mutmut: {' '.join(command[1:])} (progress in {WORK.name}/mutmut.log)", flush=True)
+    command = [
+        *(sys.executable, "-m", "tools.mutation.scoped"),
+        *("run", "--max-children", str(max_children), *names),
+    ]
+    print(f"mutmut: {' '.join(command[3:])} (progress in {WORK.name}/mutmut.log)", flush=True)
+    env = {
+        **_mutated_kit_first(WORK),
+        scoped.MODULES_ENV: json.dumps(config.modules),
+        scoped.SELECTION_ENV: json.dumps(config.selection),
+    }
     with (WORK / "mutmut.log").open("ab") as log:
         return subprocess.run(
-            command, cwd=REPO, env=_mutated_kit_first(WORK), stdout=log, stderr=subprocess.STDOUT
+            command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
         ).returncode
 
 
@@ -114,15 +141,21 @@ def _mutated_kit_first(copy: Path) -> dict[str, str]:
     """The environment with the copy's kit sources first on the path: the app imports the kit
     as an installed distribution (requirements.txt: ./kit), which would otherwise shadow the
     mutated copy."""
-    kit = str(copy / "kit" / "src")
+    kit = copy / "kit" / "src"
+    # Made before the interpreter starts: a path entry that does not exist when Python first
+    # looks there is cached as having no modules (sys.path_importer_cache: None) for the life
+    # of the process and of every fork of it, and the kit is then imported from the next entry
+    # (the unmutated one: every kit mutant "no tests"), though mutmut copies it there later.
+    kit.mkdir(parents=True, exist_ok=True)
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": kit if not path else f"{kit}{os.pathsep}{path}"}
+    return {**os.environ, "PYTHONPATH": str(kit) if not path else f"{kit}{os.pathsep}{path}"}
 
 
-def selected_constants(names: Sequence[str]) -> list[ConstantMutant]:
+def selected_constants(config: MutationConfig, names: Sequence[str]) -> list[ConstantMutant]:
+    measured = [m for m in MUTANTS if m.module in config.modules]
     if not names:
-        return list(MUTANTS)
-    return [m for m in MUTANTS if any(fnmatch.fnmatchcase(m.name, name) for name in names)]
+        return measured
+    return [m for m in measured if any(fnmatch.fnmatchcase(m.name, name) for name in names)]
 
 
 def run_constants(
@@ -226,38 +259,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     parser.add_argument(
+        "--modules", nargs="+", help="only these of only_mutate (kept for the re-runs over it)"
+    )
+    parser.add_argument(
+        "--selection", nargs="+", help="these tests instead of the configured selection"
+    )
+    parser.add_argument(
         "--report-only", action="store_true", help="rewrite the report from the last results"
     )
+    parser.add_argument(
+        "--run", type=int, help="the report's run number for this run (keeps the other runs)"
+    )
+    parser.add_argument("--title", default="", help="with --run: its section's title")
     args = parser.parse_args(argv)
     from tools.mutation import report  # imports mutmut's own modules
 
-    if args.report_only:
-        report.write(MutationConfig.load())
-        return 0
-    config = MutationConfig.load()
     names: list[str] = args.mutants
-    fresh = not names
+    # --modules starts a fresh run; with mutant names too, only those of its modules run (the
+    # others can follow by name, over its results).
+    fresh = bool(args.modules) or not (names or args.report_only)
+    record: dict[str, Any] = (
+        json.loads(RUN_RECORD.read_text()) if RUN_RECORD.exists() and not fresh else {}
+    )
+    config = MutationConfig.load().narrowed(
+        args.modules or record.get("modules"), args.selection or record.get("selection")
+    )
+    if args.report_only:
+        report.write(config, args.run, args.title)
+        return 0
     node_modules()
     prepare(fresh=fresh)
     started = time.time()
-    record: dict[str, Any] = json.loads(RUN_RECORD.read_text()) if RUN_RECORD.exists() else {}
+    # Written before mutmut starts: a run stopped midway still says what it measured.
+    RUN_RECORD.write_text(
+        json.dumps({**record, "modules": config.modules, "selection": config.selection})
+    )
     checks: list[dict[str, Any]] = [] if fresh else record.get("clean_runs", [])
     mutmut_names = [n for n in names if ".const__" not in n]
     if fresh or mutmut_names:
-        code = run_mutmut(mutmut_names, args.max_children)
+        code = run_mutmut(config, mutmut_names, args.max_children)
         if code != 0:
             print(f"mutmut failed ({code}): see {WORK.name}/mutmut.log", file=sys.stderr)
             return code
         checks.append(clean_run(config, "after mutmut"))
-    constants = selected_constants(names)
+    constants = selected_constants(config, names)
     if constants:
         run_constants(config, constants, args.max_children)
         checks.append(clean_run(config, "after the constant mutants"))
     if fresh:
         record = {"started": started, "seconds": round(time.time() - started)}
+    record.update(modules=config.modules, selection=config.selection)
     record["clean_runs"] = checks
     if not fresh:
         record.setdefault("reruns", []).append(names)
     RUN_RECORD.write_text(json.dumps(record))
-    report.write(config)
+    report.write(config, args.run, args.title)
     return 0 if all(check["passed"] for check in checks) else 1
