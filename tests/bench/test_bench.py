@@ -437,6 +437,19 @@ NOT_ON_AN_ORDERS_PATH = (
 )
 
 
+def _fresh_interpreter(script: str) -> str:
+    """What ``script`` prints in a fresh interpreter at the repository's root, the kit's
+    sources first on the path."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "kit" / "src")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
 def test_importing_the_app_builds_only_the_schema_a_new_order_needs() -> None:
     """A cold start pays at import only for OrderPlaced's schema (its first message needs it);
     the lifecycle changes' and the outbox events' are built on first use, and the topic
@@ -452,15 +465,7 @@ def test_importing_the_app_builds_only_the_schema_a_new_order_needs() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(topic)))\n"
         f"print(sorted(m for m in sys.modules if m in {NOT_ON_AN_ORDERS_PATH!r}))\n"
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "kit" / "src")},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    complete, adapters, topic_consumers, api_and_relay = completed.stdout.splitlines()
+    complete, adapters, topic_consumers, api_and_relay = _fresh_interpreter(script).splitlines()
 
     assert complete == "['TypeAdapter(OrderPlaced)']"
     assert int(adapters) >= 6  # the order consumer's and the relay's others exist, unbuilt
@@ -475,16 +480,7 @@ def test_first_message_child_imports_nothing_of_the_app_before_the_worker() -> N
         "import sys, bench.first_message\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('shared', 'function_app')))\n"
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "kit" / "src")},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-
-    assert completed.stdout.strip() == "[]"
+    assert _fresh_interpreter(script).strip() == "[]"
 
 
 def test_first_message_settles_one_new_order_per_side_and_the_floor_loads_no_app_module(

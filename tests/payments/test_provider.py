@@ -699,6 +699,21 @@ async def other_host_answer(request: web.Request) -> web.Response:
     return web.json_response(forged(request), status=201 if request.method == "POST" else 200)
 
 
+async def _unexpected_answer(
+    client: HttpPaymentProvider, call: str
+) -> pytest.ExceptionInfo[UnexpectedProviderAnswer]:
+    """``call`` (capture, refund or lookup) made, and the ``UnexpectedProviderAnswer`` it
+    raised."""
+    made = (
+        client.lookup("order-1:capture")
+        if call == "lookup"
+        else client.perform(request(Operation(call)))
+    )
+    with pytest.raises(UnexpectedProviderAnswer) as raised:
+        await made
+    return raised
+
+
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 @pytest.mark.parametrize("call", ["capture", "refund", "lookup"])
 async def test_a_redirect_is_never_followed_and_is_systemic(status: int, call: str) -> None:
@@ -711,13 +726,7 @@ async def test_a_redirect_is_never_followed_and_is_systemic(status: int, call: s
             local_host(redirect) as (provider_url, at_provider),
             HttpPaymentProvider(provider_url, "the-credential", timeout_s=2) as client,
         ):
-            made = (
-                client.lookup("order-1:capture")
-                if call == "lookup"
-                else client.perform(request(Operation(call)))
-            )
-            with pytest.raises(UnexpectedProviderAnswer) as raised:
-                await made
+            raised = await _unexpected_answer(client, call)
 
     assert at_other_host == []  # not the body, not the key, not a GET in its place
     assert len(at_provider) == 1
@@ -847,13 +856,7 @@ async def test_a_status_outside_the_api_is_systemic_and_the_description_says_whi
         local_host(answering(status, body)) as (url, _),
         HttpPaymentProvider(url, "the-credential", timeout_s=2) as client,
     ):
-        made = (
-            client.lookup("order-1:capture")
-            if call == "lookup"
-            else client.perform(request(Operation(call)))
-        )
-        with pytest.raises(UnexpectedProviderAnswer) as raised:
-            await made
+        raised = await _unexpected_answer(client, call)
 
     detail = body["title"] if body else "no problem details"
     assert raised.value.description.endswith(
