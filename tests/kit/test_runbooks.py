@@ -78,6 +78,8 @@ async def test_a_full_partition_names_the_runbook_its_store_was_given_and_no_oth
         f"Cosmos DB answered 403.1014: (403) injected fault: status 403: the logical partition "
         f"is full{named}"
     )
+    # An alert handler that catches the error reads the runbook off it, not out of its text.
+    assert raised.value.runbook == runbook
 
 
 @dataclass(frozen=True, slots=True)

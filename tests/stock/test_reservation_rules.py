@@ -16,6 +16,7 @@ from idempotent_consumer import (
     Decision,
     IncomingMessage,
     Outcome,
+    Settlement,
     TransientStoreError,
     decide,
     is_marker,
@@ -337,3 +338,41 @@ def test_the_stock_fingerprint_is_pinned() -> None:
     assert event.request_hash == (
         "417fe8056175901dce2e8f939bd69e5cef527c02292d9e1537fecf1f5eed0b08"
     )
+
+
+class MarkerExpiresAfterItsFirstRead(InMemoryDocumentStore):
+    """The gate's inbox marker reaches its ttl right after the conflict was first read: found
+    once (a duplicate), gone when read again (Cosmos DB removes an expired item in the
+    background, learn.microsoft.com/azure/cosmos-db/nosql/time-to-live)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expire_markers = False
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        found = await super().read(partition_key, document_id)
+        if self.expire_markers and found is not None and is_marker(found):
+            self.documents.pop((partition_key, document_id))
+        return found
+
+
+async def test_a_redelivery_whose_gate_marker_expires_meanwhile_is_retried_and_writes_nothing() -> (
+    None
+):
+    """The gate says duplicate, then its marker is gone before the kit reads how it was first
+    handled: the moment is wrong (abandoned for a redelivery to decide again), not a bug (an
+    unexpected error would hold the delivery and log a stack trace), and no SKU is touched."""
+    store = MarkerExpiresAfterItsFirstRead()
+    store.documents[("A", STOCK_ITEM_ID)] = stock_item("A", 10)
+    accepted = event_message("o-1", 1, {"A": 2})
+    assert (await handle(store, accepted)).outcome is Outcome.PROCESSED
+    store.expire_markers = True
+
+    redelivered = await handle(store, replace(accepted, delivery_count=2))
+
+    assert (redelivered.outcome, redelivered.settlement) == (
+        Outcome.TRANSIENT,
+        Settlement.ABANDON,
+    )
+    assert "conflicted but could not be read" in (redelivered.description or "")
+    assert reserved(store, "A") == 2

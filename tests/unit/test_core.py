@@ -156,6 +156,16 @@ def test_backoff_stays_finite_for_any_attempt_number() -> None:
     assert policy.next_delay(5000, 60, jitter=1.0) == 8
 
 
+def test_a_retry_whose_jitter_draws_zero_still_waits_a_little_or_as_asked() -> None:
+    # Full jitter draws from [0, 1]: at 0, without the 50 ms floor, the delivery would hit the
+    # failing store again at once (a retry storm across every delivery drawing near 0).
+    policy = RetryPolicy(first_delay_s=1, max_delay_s=8, lock_margin_s=5)
+
+    assert policy.next_delay(1, remaining_s=60, jitter=0.0) == 0.05
+    # A throttled store's retry-after is still waited in full, whatever the jitter drew.
+    assert policy.next_delay(1, remaining_s=60, jitter=0.0, retry_after_s=7.0) == 7.0
+
+
 def test_an_unexpected_error_holds_the_lock_briefly_never_past_the_margin() -> None:
     policy = RetryPolicy(lock_margin_s=5, unexpected_hold_s=30)
 
