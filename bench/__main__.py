@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -32,9 +31,7 @@ from bench import (
     throughput,
     watchdog,
 )
-from bench.standin import standin
-from local.assembly.world import cosmos_account
-from local.standins.cosmos_server import EMULATOR_KEY
+from bench.standin import bench_account, standin
 
 TARGETS = (
     "requests",
@@ -125,10 +122,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if not {*cosmos_targets, "payments", "storage"} & set(selected):
             return results
         status.update("starting the Cosmos DB API")
-        # COSMOS_EMULATOR_ENDPOINT: the real emulator or an account; else a local server.
-        endpoint = os.environ.get("COSMOS_EMULATOR_ENDPOINT") or None
-        key = os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY)
-        with cosmos_account(endpoint, key) as account:
+        with bench_account() as account:
             results["cosmos"] = account.endpoint
             async with standin(account) as world:
                 if "requests" in selected:

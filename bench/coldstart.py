@@ -45,9 +45,10 @@ from typing import Any
 from idempotent_consumer import IncomingMessage
 
 from bench.orders import order_bytes
+from bench.standin import bench_account
 from bench.stats import rounds
-from local.assembly.world import CosmosAccount, app_settings, cosmos_account
-from local.standins.cosmos_server import EMULATOR_KEY, ensure_container
+from local.assembly.world import CosmosAccount, app_settings
+from local.standins.cosmos_server import ensure_container
 from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
 from shared.consumer.contract import parse_order
@@ -280,9 +281,7 @@ def _account(given: CosmosAccount | None) -> Iterator[CosmosAccount]:
     if given is not None:
         yield given
         return
-    # As ``python -m bench`` reads it: the real emulator or an account, else a local server.
-    endpoint = os.environ.get("COSMOS_EMULATOR_ENDPOINT") or None
-    with cosmos_account(endpoint, os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY)) as account:
+    with bench_account() as account:
         yield account
 
 

@@ -26,9 +26,9 @@ from typing import Literal
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from bench.transport import SharedCountingTransport
-from local.assembly.world import CosmosAccount, World, app_settings, local_world
+from local.assembly.world import CosmosAccount, World, app_settings, cosmos_account, local_world
 from local.standins.broker import OutgoingMessage, PeekLockQueue, QueueSettings
-from local.standins.cosmos_server import ensure_container
+from local.standins.cosmos_server import EMULATOR_KEY, ensure_container
 from local.standins.host import LocalFunctionsHost
 from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
@@ -38,6 +38,16 @@ FUNCTION_NAMES: dict[Function, str] = {"consumer": "consume_order", "floor": "pl
 APP_DIRECTORY = Path(__file__).resolve().parent
 SCRIPT = "bench_app.py"
 SCRIPT_SETTING = "PYTHON_SCRIPT_FILE_NAME"  # the runtime reads it from the environment
+
+
+@contextlib.contextmanager
+def bench_account() -> Iterator[CosmosAccount]:
+    """The Cosmos DB API every target measures against: ``COSMOS_EMULATOR_ENDPOINT``'s (the real
+    emulator or an account, ``COSMOS_EMULATOR_KEY``), else a local server for the duration."""
+    endpoint = os.environ.get("COSMOS_EMULATOR_ENDPOINT") or None
+    key = os.environ.get("COSMOS_EMULATOR_KEY", EMULATOR_KEY)
+    with cosmos_account(endpoint, key) as account:
+        yield account
 
 
 @dataclass
