@@ -70,6 +70,10 @@ async def platform_floor(
     msg: servicebus.ServiceBusReceivedMessage,
     message_actions: servicebus.ServiceBusMessageActions,
 ) -> None:
-    documents = _expected.pop(str(msg.message_id))
+    # Read, not popped: the documents stay alive until the bench's next ``expect``, outside the
+    # timed round. Freeing them here would hand the floor the collector's credit for objects
+    # the bench built (each free lowers the count that triggers a collection), which the
+    # consumer, freeing only what it built itself, never gets.
+    documents = _expected[str(msg.message_id)]
     await write_documents(_target[0], documents)
     await _settler.settle(message_actions, msg, _COMPLETE)

@@ -46,7 +46,7 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -261,28 +261,32 @@ class Runtime:
         self._exporters_configured = False
         self._wiring: _Wiring | None = None
 
-    async def handle(self, message: Any, actions: MessageActions) -> Decision:
+    # The three bodies and ``_delivered`` hand back ``handle_delivery``'s coroutine rather than
+    # awaiting it in one of their own: a forwarding coroutine per level would be created, and
+    # resumed at every await of the delivery, for every message.
+
+    def handle(self, message: Any, actions: MessageActions) -> Coroutine[Any, Any, Decision]:
         """``consume_order``'s body: one delivery, decided and settled; never raises for it."""
-        return await self._delivered(message, actions, self.consumer, self.telemetry)
+        return self._delivered(message, actions, self.consumer, self.telemetry)
 
-    async def handle_stock(self, message: Any, actions: MessageActions) -> Decision:
+    def handle_stock(self, message: Any, actions: MessageActions) -> Coroutine[Any, Any, Decision]:
         """``reserve_stock``'s body: one delivery, decided and settled; never raises for it."""
-        return await self._delivered(message, actions, self.stock_consumer, self.stock_telemetry)
+        return self._delivered(message, actions, self.stock_consumer, self.stock_telemetry)
 
-    async def handle_payment(self, message: Any, actions: MessageActions) -> Decision:
+    def handle_payment(
+        self, message: Any, actions: MessageActions
+    ) -> Coroutine[Any, Any, Decision]:
         """``capture_payment``'s body: one delivery, decided and settled; never raises for it."""
-        return await self._delivered(
-            message, actions, self.payment_consumer, self.payment_telemetry
-        )
+        return self._delivered(message, actions, self.payment_consumer, self.payment_telemetry)
 
-    async def _delivered(
+    def _delivered(
         self,
         message: Any,
         actions: MessageActions,
         consumer_of_loop: Callable[[], Awaitable[Consumer]],
         observer: Callable[[], ConsumerObserver],
-    ) -> Decision:
-        return await handle_delivery(
+    ) -> Coroutine[Any, Any, Decision]:
+        return handle_delivery(
             message,
             actions,
             settler=self._settler,

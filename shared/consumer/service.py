@@ -4,7 +4,8 @@ the order core (``shared.consumer.core.decide``) over the order store. Wiring on
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from idempotent_consumer import (
     SYSTEM_CLOCK,
@@ -31,8 +32,11 @@ class OrderConsumer(Consumer):
         jitter: Callable[[], float] = random.random,
         marker_ttl_s: int = DEFAULT_MARKER_TTL_S,
     ) -> None:
-        async def decide_order(incoming: IncomingMessage, traceparent: str | None) -> Decision:
-            return await decide(
+        # decide's own coroutine, not one awaiting it: no forwarding level per delivery.
+        def decide_order(
+            incoming: IncomingMessage, traceparent: str | None
+        ) -> Coroutine[Any, Any, Decision]:
+            return decide(
                 incoming,
                 store,
                 outbox_enabled=outbox_enabled,

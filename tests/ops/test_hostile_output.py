@@ -194,6 +194,9 @@ async def test_history_prints_a_hostile_change_as_text(
     """A cancellation's reason and a change's MessageId are the producer's text, stored by the
     consumer as they came: the order's header line and its marker's row print them."""
     queue.send(message(order_body("ord-h1"), message_id="ord-h1"))
+    # Placed first: with both in the queue at once the host may take the cancellation first,
+    # and the OrderPlaced then ends stale with a marker of its own.
+    await host.run_until_idle()
     reason = f"{LINK} {CLIPBOARD} {C1_CSI}"
     cancel_id = f"ord-h1:v2{HOSTILE}"
     queue.send(

@@ -12,8 +12,11 @@ import pytest
 import uamqp
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus._pyamqp._encode import encode_payload
-from azure.servicebus._pyamqp.message import Message, Properties
-from idempotent_consumer.servicebus import BodyKind, read_body, to_incoming
+from azure.servicebus._pyamqp.message import Header, Message, Properties
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from idempotent_consumer import IncomingMessage
+from idempotent_consumer.servicebus import BodyKind, property_text, read_body, to_incoming
 from uamqp.message import MessageProperties
 
 from local.standins.host_binding import decode_host_binding, host_binding_bytes
@@ -90,3 +93,100 @@ def test_an_unreadable_body_is_bounded() -> None:
 
     assert len(body.content.decode()) == 4096
     assert not body.readable
+
+
+# ---- to_incoming reads the AMQP sections once, as the SDK's getters would -------------------
+
+_ID = st.one_of(
+    st.none(),
+    st.text(max_size=20),
+    st.binary(max_size=12),  # an id that is not UTF-8: the SDK hands back the bytes
+    st.uuids(),  # AMQP allows a uuid message-id
+)
+_PROPERTY_VALUES = st.dictionaries(
+    st.text(min_size=1, max_size=8),
+    st.one_of(st.text(max_size=8), st.integers(-(2**31), 2**31 - 1), st.booleans()),
+    max_size=3,
+)
+
+
+def _through_the_sdks_getters(message: ServiceBusReceivedMessage) -> IncomingMessage:
+    """What ``to_incoming`` reads, through the SDK message's own property getters."""
+    return IncomingMessage(
+        message_id=property_text(message.message_id),
+        body=read_body(message.body, message.body_type).content,
+        correlation_id=property_text(message.correlation_id),
+        delivery_count=message.delivery_count,
+        application_properties={
+            property_text(k) or "": property_text(v) if isinstance(v, bytes) else v
+            for k, v in (message.application_properties or {}).items()
+        },
+        locked_until=message.locked_until_utc,
+        subject=property_text(message.subject),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    message_id=_ID,
+    correlation_id=_ID,
+    subject=st.one_of(st.none(), st.text(max_size=20)),
+    application_properties=_PROPERTY_VALUES,
+    sections=st.lists(st.binary(max_size=16), min_size=1, max_size=3),
+    delivery_count=st.integers(0, 20),
+    decoder=st.sampled_from(["extension", "link"]),
+)
+def test_to_incoming_reads_what_the_sdks_getters_read(
+    message_id: Any,
+    correlation_id: Any,
+    subject: str | None,
+    application_properties: dict[str | bytes, Any],
+    sections: list[bytes],
+    delivery_count: int,
+    decoder: str,
+) -> None:
+    """``to_incoming`` reads the message's AMQP sections once (the SDK's getters test a
+    section's truth on every read); it must read exactly what the getters return, on both
+    decoders the app meets, whatever the ids' AMQP types."""
+    if decoder == "extension":
+        amqp = uamqp.Message(
+            body=sections,
+            properties=MessageProperties(
+                message_id=message_id, correlation_id=correlation_id, subject=subject
+            ),
+            application_properties=application_properties or None,
+            header=uamqp.message.MessageHeader(),
+        )
+        amqp.header.delivery_count = delivery_count
+        received = decode_host_binding(host_binding_bytes(uuid.uuid4(), amqp.encode_message()))
+    else:
+        encoded = bytearray()
+        properties = Properties(
+            message_id=message_id, correlation_id=correlation_id, subject=subject
+        )
+        encode_payload(
+            encoded,
+            Message(
+                header=Header(delivery_count=delivery_count),
+                properties=properties,
+                application_properties=dict(application_properties) or None,
+                data=b"".join(sections),  # pyamqp's encoder writes one data section
+            ),
+        )
+        received = ServiceBusReceivedMessage.from_bytes(bytes(encoded))
+
+    assert to_incoming(received) == _through_the_sdks_getters(received)
+
+
+def test_a_message_without_properties_or_header_reads_as_none() -> None:
+    """No properties section, no header: the SDK's getters give ``None``, and so does
+    ``to_incoming``."""
+    encoded = bytearray()
+    encode_payload(encoded, Message(data=ORDER))
+    received = ServiceBusReceivedMessage.from_bytes(bytes(encoded))
+
+    incoming = to_incoming(received)
+
+    assert (incoming.message_id, incoming.correlation_id, incoming.subject) == (None, None, None)
+    assert incoming.delivery_count is None
+    assert incoming == _through_the_sdks_getters(received)

@@ -25,6 +25,7 @@ not JSON, and the tool can show it) and ``problem`` says what it is.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ def read_body(body: Any, body_type: Any = None) -> MessageBody:
         sections = list(body) if isinstance(body, Iterable) else [body]
         return _unreadable(kind, sections, "an AMQP sequence body (a JMS StreamMessage)")
     if kind is BodyKind.VALUE:
-        if isinstance(body, bytes | bytearray | memoryview):
+        if isinstance(body, _BINARY):
             return MessageBody(kind, bytes(body), readable=True)
         if isinstance(body, str):
             return MessageBody(kind, body.encode("utf-8"), readable=True)
@@ -70,21 +71,40 @@ def read_body(body: Any, body_type: Any = None) -> MessageBody:
 def _kind(body_type: Any, body: Any) -> BodyKind:
     if body_type is not None:
         try:
-            return BodyKind(str(getattr(body_type, "value", body_type)).lower())
+            return _KIND_BY_BODY_TYPE[body_type]
+        except (KeyError, TypeError):  # not read yet, or not hashable
+            pass
+        try:
+            kind = BodyKind(str(getattr(body_type, "value", body_type)).lower())
         except ValueError:
             pass
-    if isinstance(body, bytes | bytearray | memoryview | str):
+        else:
+            if len(_KIND_BY_BODY_TYPE) < _KNOWN_BODY_TYPES_MAX:
+                with contextlib.suppress(TypeError):
+                    _KIND_BY_BODY_TYPE[body_type] = kind
+            return kind
+    if isinstance(body, _BINARY_OR_TEXT):
         return BodyKind.VALUE if isinstance(body, str) else BodyKind.DATA
     return BodyKind.DATA
 
 
+# A body type (``AmqpMessageBodyType``'s three members) read once per process, not per message;
+# bounded, whatever a caller passes.
+_KIND_BY_BODY_TYPE: dict[Any, BodyKind] = {}
+_KNOWN_BODY_TYPES_MAX = 8
+_BINARY = (bytes, bytearray, memoryview)
+_BINARY_OR_TEXT = (*_BINARY, str)
+
+
 def _data(body: Any) -> MessageBody:
-    if isinstance(body, bytes | bytearray | memoryview):
+    if isinstance(body, _BINARY):
         return MessageBody(BodyKind.DATA, bytes(body), readable=True)
     if isinstance(body, str):
         return MessageBody(BodyKind.DATA, body.encode("utf-8"), readable=True)
     sections = list(body) if isinstance(body, Iterable) else [body]
-    if all(isinstance(section, bytes | bytearray | memoryview) for section in sections):
+    if len(sections) == 1 and type(sections[0]) is bytes:
+        return MessageBody(BodyKind.DATA, sections[0], readable=True)  # the usual: one section
+    if all(isinstance(section, _BINARY) for section in sections):
         return MessageBody(BodyKind.DATA, b"".join(bytes(s) for s in sections), readable=True)
     return _unreadable(BodyKind.DATA, sections, "data sections that are not binary")
 
