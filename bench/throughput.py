@@ -13,11 +13,13 @@ otherwise the run reports a problem and fails the target.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import statistics
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +38,15 @@ TARGET_CPU_RATIO = 1.1
 FUNCTIONS: tuple[Function, Function] = ("consumer", "floor")
 
 
-async def _round(standin: StandIn, function: Function, messages: int) -> dict[str, float]:
+async def _round(
+    standin: StandIn,
+    function: Function,
+    messages: int,
+    *,
+    timed: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+) -> dict[str, float]:
+    """One round of ``function``; ``timed`` is entered around the timed part only (a profiler:
+    ``bench.path_profile``)."""
     batch = outgoing(f"{function}-{uuid.uuid4().hex[:8]}", messages)
     if function == "floor":
         now, outbox = datetime.now(UTC), standin.settings.outbox_enabled
@@ -65,7 +75,8 @@ async def _round(standin: StandIn, function: Function, messages: int) -> dict[st
     gc.callbacks.append(collector)
     cpu, start = time.process_time(), time.perf_counter()
     try:
-        await standin.run_until_idle(function)
+        with timed():
+            await standin.run_until_idle(function)
     finally:
         elapsed = time.perf_counter() - start
         gc.callbacks.remove(collector)

@@ -6,6 +6,7 @@ the same write for the consumer and the floor); the timing verdicts are the benc
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bench import coldstart, edge, order_path, payments, report, stock
+from bench import coldstart, edge, order_path, path_profile, payments, report, stock
 from bench.__main__ import main
 from bench.request_counts import count_outcomes
 from bench.standin import standin
@@ -87,6 +88,9 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
         measured = throughput["functions"][function]
         assert measured["documents_per_message"]["values"] == [1.0]
         assert measured["completed_share"]["values"] == [1.0]
+        # The collector's share of each side's CPU is measured (zero when nothing collected).
+        assert measured["collector_us_per_message"]["median"] >= 0
+        assert measured["collections_per_message"]["median"] >= 0
     # Where the consumer's CPU goes: every step of its own path timed, beside the pairs' figure.
     path = throughput["order_path"]
     assert list(path["steps_us"]) == list(order_path.STEPS)
@@ -546,3 +550,27 @@ def test_cold_start_reports_each_figure_with_its_own_verdict() -> None:
 
     assert [(row[2], row[3]) for row in rows] == [("≤ +10%", "PASS"), ("≤ 1.25", "FAIL")]
     assert rows[1][1].startswith("1.30 (1,300 vs 1,000 ms; pairs 1.28-1.30")
+
+
+async def test_the_path_profile_times_each_side_and_leaves_the_order_path_as_it_found_it(
+    cosmos_account: CosmosAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m bench.path_profile``: both sides sampled through the worker, the consumer's
+    synchronous steps timed exactly, and the functions it wrapped put back."""
+
+    monkeypatch.setenv("COSMOS_EMULATOR_ENDPOINT", cosmos_account.endpoint)
+    monkeypatch.setenv("COSMOS_EMULATOR_KEY", cosmos_account.key or "")
+    wrapped = [
+        (importlib.import_module(module), attribute)
+        for module, attribute in path_profile.TIMED_CALLS.values()
+    ]
+    originals = [getattr(module, attribute) for module, attribute in wrapped]
+
+    found = await path_profile.profile(rounds=1, messages=40, interval_s=0.0002)
+
+    assert [getattr(module, attribute) for module, attribute in wrapped] == originals
+    assert set(found["step_cpu_us"]) == set(path_profile.TIMED_CALLS)
+    assert all(us > 0 for us in found["step_cpu_us"].values())
+    consumer, floor = found["steps_us"]["consumer"], found["steps_us"]["floor"]
+    assert consumer["the whole delivery (handle_delivery)"] > consumer["store adapter (commit)"]
+    assert floor["the whole delivery (platform_floor)"] > floor["the write (write_documents)"] > 0
