@@ -220,31 +220,33 @@ class ConsumerTelemetry:
             attributes[ATTR_DELIVERY_COUNT] = message.delivery_count
             attributes[self.names.kept_delivery_count] = message.delivery_count
         charge_token = _delivery_charge.set([])
-        # start_span and attach, as start_as_current_span does (opentelemetry-api's
-        # Tracer.start_as_current_span, then trace.use_span with end_on_exit): without its two
-        # generator context managers on every delivery.
-        span = self._tracer.start_span(
-            self.span_name,
-            kind=SpanKind.CONSUMER,
-            attributes=attributes,
-            links=producer_links(message.application_properties),
-            # Decisions are not exceptions; what does escape is handled below.
-            record_exception=False,
-            set_status_on_exception=False,
-        )
-        context_token = otel_context.attach(trace.set_span_in_context(span))
         try:
-            yield traceparent_of(span)
-        except BaseException as error:
-            # Only cancellation (or a bug in the consumer) gets here: nothing was settled, the
-            # lock will lapse and the message come back.
-            set_error_type(span, qualified_name(type(error)), self.names.kept_error_type)
-            span.set_status(Status(StatusCode.ERROR, f"not settled: {error!r}"))
-            span.record_exception(error)
-            raise
+            # start_span and attach, as start_as_current_span does (opentelemetry-api's
+            # Tracer.start_as_current_span, then trace.use_span with end_on_exit): without its
+            # two generator context managers on every delivery.
+            span = self._tracer.start_span(
+                self.span_name,
+                kind=SpanKind.CONSUMER,
+                attributes=attributes,
+                links=producer_links(message.application_properties),
+                # Decisions are not exceptions; what does escape is handled below.
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+            context_token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                yield traceparent_of(span)
+            except BaseException as error:
+                # Only cancellation (or a bug in the consumer) gets here: nothing was settled,
+                # the lock will lapse and the message come back.
+                set_error_type(span, qualified_name(type(error)), self.names.kept_error_type)
+                span.set_status(Status(StatusCode.ERROR, f"not settled: {error!r}"))
+                span.record_exception(error)
+                raise
+            finally:
+                otel_context.detach(context_token)
+                span.end()
         finally:
-            otel_context.detach(context_token)
-            span.end()
             _delivery_charge.reset(charge_token)
 
     def record_request_charge(self, operation: str, request_units: float) -> None:
