@@ -22,8 +22,10 @@ from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
+from shared.adapters.payment_profile import REFUND_EXCEEDS_CAPTURED
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.payments.consumer import payment_capture
+from shared.payments.provider import Operation
 from tests.payments.events import payment_event
 
 CLIENT_TIMEOUT_S = 0.3
@@ -204,6 +206,27 @@ async def test_a_declined_card_is_a_business_outcome_recorded_and_completed(
     assert declined.measures == {"payments.declined": 1}
     assert payments.state("o-1")["lastOutcome"] == "declined"
     assert provider.ledger == ()
+
+
+async def test_a_refused_refund_is_recorded_and_counted_once_and_a_capture_is_not_counted(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The provider refuses the refund as exceeding what it holds (say, refunded out of band):
+    # a business outcome, recorded and counted as refused once; the capture before it moved
+    # money and counts neither a refusal nor a decline.
+    accepted = await payments.handle(payment_event("o-1", 1, 4200))
+    assert (accepted.outcome, accepted.measures) == (Outcome.PROCESSED, {})
+    exceeds = {"type": REFUND_EXCEEDS_CAPTURED, "title": "Refund exceeds captured"}
+    provider.inject(
+        FaultRule(Fault.ERROR_BEFORE_COMMIT, Operation.REFUND, status=422, problem=exceeds)
+    )
+
+    amended = await payments.handle(payment_event("o-1", 2, 1000))
+
+    assert (amended.outcome, amended.measures) == (Outcome.PROCESSED, {"payments.refused": 1})
+    assert payments.state("o-1")["lastOutcome"] == "refused"
+    assert payments.state("o-1")["capturedMinor"] == 4200
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
 async def test_a_change_s_call_is_counted_from_what_the_provider_holds_not_the_last_total(
