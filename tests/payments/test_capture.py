@@ -208,6 +208,24 @@ async def test_a_declined_card_is_a_business_outcome_recorded_and_completed(
     assert provider.ledger == ()
 
 
+async def test_a_completed_call_s_record_keeps_the_provider_s_result_with_its_operation_id(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The record ``call:<key>`` (docs/operations.md) is how an operator finds the provider's own
+    # operation of a call: its id, the amount and what the provider said.
+    await payments.handle(payment_event("o-1", 1, 4200))
+    (entry,) = provider.ledger
+
+    record = payments.store.documents[("o-1", f"call:{entry.idempotency_key}")]
+
+    assert record["result"] == {
+        "status": "succeeded",
+        "providerId": entry.provider_id,
+        "amountMinor": 4200,
+        "detail": f"capture 4200 EUR ({entry.provider_id})",
+    }
+
+
 async def test_a_refused_refund_is_recorded_and_counted_once_and_a_capture_is_not_counted(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
