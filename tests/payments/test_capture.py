@@ -5,6 +5,7 @@ in-memory store. The stand-in's ledger (the money that moved) is the referee of 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from local.standins.payment_provider import Fault, FaultRule, PaymentProviderSta
 from shared.adapters.payment_profile import REFUND_EXCEEDS_CAPTURED
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.payments.consumer import payment_capture
+from shared.payments.contract import parse_event
 from shared.payments.provider import Operation
 from tests.payments.events import payment_event
 
@@ -342,3 +344,90 @@ async def test_a_refusal_the_providers_profile_does_not_name_is_held_systemic_ne
     assert provider.ledger == ()
     assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED  # the fault was once
     assert provider.net_captured("o-1") == 4200
+
+
+# -- the contract (shared.payments.contract) ---------------------------------------------------
+
+
+def reworded(message: IncomingMessage, event_type: str, **payload: object) -> IncomingMessage:
+    """``message`` as another event type, its payload changed (a value None: the field left out)."""
+    body = json.loads(message.body)
+    body["eventType"] = event_type
+    body["payload"].update(payload)
+    body["payload"] = {name: value for name, value in body["payload"].items() if value is not None}
+    return replace(message, body=json.dumps(body).encode(), subject=event_type)
+
+
+@pytest.mark.parametrize(
+    ("event_type", "version", "description"),
+    [
+        (
+            "OrderAmended",
+            1,
+            "OrderAmended cannot be version 1 (OrderAccepted is 1, a change 2 or more)",
+        ),
+        (
+            "OrderAccepted",
+            2,
+            "OrderAccepted cannot be version 2 (OrderAccepted is 1, a change 2 or more)",
+        ),
+        (
+            "OrderCancelled",
+            1,
+            "OrderCancelled cannot be version 1 (OrderAccepted is 1, a change 2 or more)",
+        ),
+    ],
+)
+async def test_an_event_whose_type_and_version_disagree_is_dead_lettered_and_moves_no_money(
+    payments: Payments,
+    provider: PaymentProviderStandIn,
+    event_type: str,
+    version: int,
+    description: str,
+) -> None:
+    message = reworded(payment_event("o-1", version, 4200), event_type)
+
+    refused = await payments.handle(message)
+
+    assert (refused.outcome, refused.deadletter_reason) == (Outcome.INVALID, "InvalidPayload")
+    assert refused.description == description
+    assert provider.ledger == () and payments.store.documents == {}
+
+
+async def test_an_acceptance_without_its_payer_and_total_is_dead_lettered_saying_what_it_lacks(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    lacking = reworded(
+        payment_event("o-1", 1, 4200), "OrderAccepted", customerId=None, totalMinor=None
+    )
+
+    refused = await payments.handle(lacking)
+
+    assert (refused.outcome, refused.deadletter_reason) == (Outcome.INVALID, "InvalidPayload")
+    assert refused.description == "OrderAccepted lacks customerId, totalMinor"
+    assert provider.ledger == () and payments.store.documents == {}
+
+
+async def test_an_acceptance_published_before_order_versions_is_version_1_and_captured(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    old = reworded(payment_event("o-1", 1, 4200), "OrderAccepted", orderVersion=None)
+
+    accepted = await payments.handle(old)
+
+    assert accepted.outcome is Outcome.PROCESSED
+    assert payments.state("o-1")["version"] == 1
+    assert provider.net_captured("o-1") == 4200
+
+
+def test_the_payment_fingerprint_is_pinned() -> None:
+    # Stored in every marker (requestHash): a change of what it covers makes every redelivery
+    # of an event applied before the change a mismatch.
+    amended = parse_event(payment_event("o-1", 2, 5000))
+    cancelled = parse_event(payment_event("o-1", 3, None))
+    assert amended.request_hash == (
+        "830d70748007bd4a2d2fb6d5431a2fcab44c66bf5de70e1ded9487300e64de54"
+    )
+    assert cancelled.request_hash == (
+        "3d5a9ddbe69faafe25e70b223e93ebaea38bf873ec846a693ad1165a734c13bb"
+    )
