@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -158,6 +159,33 @@ async def test_a_timeout_after_the_provider_committed_is_resumed_with_the_same_k
     assert again.outcome is Outcome.PROCESSED
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
     assert {entry.idempotency_key for entry in provider.ledger} == {pending["key"]}
+
+
+async def test_a_lookup_that_cannot_reach_the_provider_is_retried_and_keeps_the_call(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # A lookup performs nothing, so its errors never withdraw the call it looks up: the pending
+    # call stays (its answer was lost: the money moved) and a later delivery finishes it.
+    provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    pending = payments.state("o-1")["pending"]
+    with socket.socket() as closed:  # a port nobody listens on: the connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    async with HttpPaymentProvider(
+        f"http://127.0.0.1:{port}", "key", timeout_s=CLIENT_TIMEOUT_S
+    ) as unreachable:
+        cut_off = Payments(unreachable)
+        cut_off.store, cut_off.clock = payments.store, payments.clock
+        looked_up = await cut_off.handle(replace(accepted, delivery_count=2))
+
+    assert looked_up.outcome is Outcome.TRANSIENT
+    assert payments.state("o-1")["pending"] == pending
+    await asyncio.sleep(HOLD_S)
+    again = await payments.handle(replace(accepted, delivery_count=3))
+    assert again.outcome is Outcome.PROCESSED
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
 async def test_a_stop_between_the_call_and_the_completed_record_is_finished_by_the_redelivery(
