@@ -238,13 +238,14 @@ async def test_a_declined_card_is_a_business_outcome_recorded_and_completed(
     assert provider.ledger == ()
 
 
-async def test_a_completed_call_s_record_keeps_the_provider_s_result_with_its_operation_id(
+async def test_a_capture_moves_the_event_s_currency_and_its_record_keeps_the_provider_s_result(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
     # The record ``call:<key>`` (docs/operations.md) is how an operator finds the provider's own
     # operation of a call: its id, the amount and what the provider said.
-    await payments.handle(payment_event("o-1", 1, 4200))
+    await payments.handle(payment_event("o-1", 1, 4200, currency="JPY"))
     (entry,) = provider.ledger
+    assert (entry.order_id, entry.amount_minor, entry.currency) == ("o-1", 4200, "JPY")
 
     record = payments.store.documents[("o-1", f"call:{entry.idempotency_key}")]
 
@@ -252,7 +253,7 @@ async def test_a_completed_call_s_record_keeps_the_provider_s_result_with_its_op
         "status": "succeeded",
         "providerId": entry.provider_id,
         "amountMinor": 4200,
-        "detail": f"capture 4200 EUR ({entry.provider_id})",
+        "detail": f"capture 4200 JPY ({entry.provider_id})",
     }
 
 
