@@ -108,6 +108,21 @@ async def test_amendments_capture_or_refund_the_difference_and_a_cancellation_re
     assert [entry.amount_minor for entry in provider.ledger] == [4200, 800, 4000, 1000]
 
 
+async def test_a_change_of_one_minor_unit_captures_or_refunds_that_unit(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    await payments.handle(payment_event("o-1", 1, 4200))
+    await payments.handle(payment_event("o-1", 2, 4201))
+    assert provider.net_captured("o-1") == 4201
+    await payments.handle(payment_event("o-1", 3, 4200))
+    assert provider.net_captured("o-1") == 4200
+    assert [(entry.operation, entry.amount_minor) for entry in provider.ledger] == [
+        (Operation.CAPTURE, 4200),
+        (Operation.CAPTURE, 1),
+        (Operation.REFUND, 1),
+    ]
+
+
 async def test_an_acceptance_s_first_delivery_begins_its_call_unread_and_a_redelivery_reads(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
