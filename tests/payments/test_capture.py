@@ -5,6 +5,8 @@ in-memory store. The stand-in's ledger (the money that moved) is the referee of 
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -22,8 +24,11 @@ from idempotent_consumer.testing import InMemoryDocumentStore
 
 from local.standins.broker import ManualClock
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
+from shared.adapters.payment_profile import REFUND_EXCEEDS_CAPTURED
 from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.payments.consumer import payment_capture
+from shared.payments.contract import parse_event
+from shared.payments.provider import Operation
 from tests.payments.events import payment_event
 
 CLIENT_TIMEOUT_S = 0.3
@@ -103,6 +108,21 @@ async def test_amendments_capture_or_refund_the_difference_and_a_cancellation_re
     assert [entry.amount_minor for entry in provider.ledger] == [4200, 800, 4000, 1000]
 
 
+async def test_a_change_of_one_minor_unit_captures_or_refunds_that_unit(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    await payments.handle(payment_event("o-1", 1, 4200))
+    await payments.handle(payment_event("o-1", 2, 4201))
+    assert provider.net_captured("o-1") == 4201
+    await payments.handle(payment_event("o-1", 3, 4200))
+    assert provider.net_captured("o-1") == 4200
+    assert [(entry.operation, entry.amount_minor) for entry in provider.ledger] == [
+        (Operation.CAPTURE, 4200),
+        (Operation.CAPTURE, 1),
+        (Operation.REFUND, 1),
+    ]
+
+
 async def test_an_acceptance_s_first_delivery_begins_its_call_unread_and_a_redelivery_reads(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
@@ -156,6 +176,33 @@ async def test_a_timeout_after_the_provider_committed_is_resumed_with_the_same_k
     assert {entry.idempotency_key for entry in provider.ledger} == {pending["key"]}
 
 
+async def test_a_lookup_that_cannot_reach_the_provider_is_retried_and_keeps_the_call(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # A lookup performs nothing, so its errors never withdraw the call it looks up: the pending
+    # call stays (its answer was lost: the money moved) and a later delivery finishes it.
+    provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    pending = payments.state("o-1")["pending"]
+    with socket.socket() as closed:  # a port nobody listens on: the connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    async with HttpPaymentProvider(
+        f"http://127.0.0.1:{port}", "key", timeout_s=CLIENT_TIMEOUT_S
+    ) as unreachable:
+        cut_off = Payments(unreachable)
+        cut_off.store, cut_off.clock = payments.store, payments.clock
+        looked_up = await cut_off.handle(replace(accepted, delivery_count=2))
+
+    assert looked_up.outcome is Outcome.TRANSIENT
+    assert payments.state("o-1")["pending"] == pending
+    await asyncio.sleep(HOLD_S)
+    again = await payments.handle(replace(accepted, delivery_count=3))
+    assert again.outcome is Outcome.PROCESSED
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
 async def test_a_stop_between_the_call_and_the_completed_record_is_finished_by_the_redelivery(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
@@ -204,6 +251,46 @@ async def test_a_declined_card_is_a_business_outcome_recorded_and_completed(
     assert declined.measures == {"payments.declined": 1}
     assert payments.state("o-1")["lastOutcome"] == "declined"
     assert provider.ledger == ()
+
+
+async def test_a_capture_moves_the_event_s_currency_and_its_record_keeps_the_provider_s_result(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The record ``call:<key>`` (docs/operations.md) is how an operator finds the provider's own
+    # operation of a call: its id, the amount and what the provider said.
+    await payments.handle(payment_event("o-1", 1, 4200, currency="JPY"))
+    (entry,) = provider.ledger
+    assert (entry.order_id, entry.amount_minor, entry.currency) == ("o-1", 4200, "JPY")
+
+    record = payments.store.documents[("o-1", f"call:{entry.idempotency_key}")]
+
+    assert record["result"] == {
+        "status": "succeeded",
+        "providerId": entry.provider_id,
+        "amountMinor": 4200,
+        "detail": f"capture 4200 JPY ({entry.provider_id})",
+    }
+
+
+async def test_a_refused_refund_is_recorded_and_counted_once_and_a_capture_is_not_counted(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The provider refuses the refund as exceeding what it holds (say, refunded out of band):
+    # a business outcome, recorded and counted as refused once; the capture before it moved
+    # money and counts neither a refusal nor a decline.
+    accepted = await payments.handle(payment_event("o-1", 1, 4200))
+    assert (accepted.outcome, accepted.measures) == (Outcome.PROCESSED, {})
+    exceeds = {"type": REFUND_EXCEEDS_CAPTURED, "title": "Refund exceeds captured"}
+    provider.inject(
+        FaultRule(Fault.ERROR_BEFORE_COMMIT, Operation.REFUND, status=422, problem=exceeds)
+    )
+
+    amended = await payments.handle(payment_event("o-1", 2, 1000))
+
+    assert (amended.outcome, amended.measures) == (Outcome.PROCESSED, {"payments.refused": 1})
+    assert payments.state("o-1")["lastOutcome"] == "refused"
+    assert payments.state("o-1")["capturedMinor"] == 4200
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
 async def test_a_change_s_call_is_counted_from_what_the_provider_holds_not_the_last_total(
@@ -301,3 +388,90 @@ async def test_a_refusal_the_providers_profile_does_not_name_is_held_systemic_ne
     assert provider.ledger == ()
     assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED  # the fault was once
     assert provider.net_captured("o-1") == 4200
+
+
+# -- the contract (shared.payments.contract) ---------------------------------------------------
+
+
+def reworded(message: IncomingMessage, event_type: str, **payload: object) -> IncomingMessage:
+    """``message`` as another event type, its payload changed (a value None: the field left out)."""
+    body = json.loads(message.body)
+    body["eventType"] = event_type
+    body["payload"].update(payload)
+    body["payload"] = {name: value for name, value in body["payload"].items() if value is not None}
+    return replace(message, body=json.dumps(body).encode(), subject=event_type)
+
+
+@pytest.mark.parametrize(
+    ("event_type", "version", "description"),
+    [
+        (
+            "OrderAmended",
+            1,
+            "OrderAmended cannot be version 1 (OrderAccepted is 1, a change 2 or more)",
+        ),
+        (
+            "OrderAccepted",
+            2,
+            "OrderAccepted cannot be version 2 (OrderAccepted is 1, a change 2 or more)",
+        ),
+        (
+            "OrderCancelled",
+            1,
+            "OrderCancelled cannot be version 1 (OrderAccepted is 1, a change 2 or more)",
+        ),
+    ],
+)
+async def test_an_event_whose_type_and_version_disagree_is_dead_lettered_and_moves_no_money(
+    payments: Payments,
+    provider: PaymentProviderStandIn,
+    event_type: str,
+    version: int,
+    description: str,
+) -> None:
+    message = reworded(payment_event("o-1", version, 4200), event_type)
+
+    refused = await payments.handle(message)
+
+    assert (refused.outcome, refused.deadletter_reason) == (Outcome.INVALID, "InvalidPayload")
+    assert refused.description == description
+    assert provider.ledger == () and payments.store.documents == {}
+
+
+async def test_an_acceptance_without_its_payer_and_total_is_dead_lettered_saying_what_it_lacks(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    lacking = reworded(
+        payment_event("o-1", 1, 4200), "OrderAccepted", customerId=None, totalMinor=None
+    )
+
+    refused = await payments.handle(lacking)
+
+    assert (refused.outcome, refused.deadletter_reason) == (Outcome.INVALID, "InvalidPayload")
+    assert refused.description == "OrderAccepted lacks customerId, totalMinor"
+    assert provider.ledger == () and payments.store.documents == {}
+
+
+async def test_an_acceptance_published_before_order_versions_is_version_1_and_captured(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    old = reworded(payment_event("o-1", 1, 4200), "OrderAccepted", orderVersion=None)
+
+    accepted = await payments.handle(old)
+
+    assert accepted.outcome is Outcome.PROCESSED
+    assert payments.state("o-1")["version"] == 1
+    assert provider.net_captured("o-1") == 4200
+
+
+def test_the_payment_fingerprint_is_pinned() -> None:
+    # Stored in every marker (requestHash): a change of what it covers makes every redelivery
+    # of an event applied before the change a mismatch.
+    amended = parse_event(payment_event("o-1", 2, 5000))
+    cancelled = parse_event(payment_event("o-1", 3, None))
+    assert amended.request_hash == (
+        "830d70748007bd4a2d2fb6d5431a2fcab44c66bf5de70e1ded9487300e64de54"
+    )
+    assert cancelled.request_hash == (
+        "3d5a9ddbe69faafe25e70b223e93ebaea38bf873ec846a693ad1165a734c13bb"
+    )

@@ -192,12 +192,20 @@ async def test_a_duplicate_of_an_applied_version_is_answered_while_a_later_call_
 
 
 @pytest.mark.parametrize(
-    ("customer", "currency"),
-    [("customer-2", "EUR"), ("customer-1", "JPY")],
-    ids=["another-customer", "another-currency"],
+    ("customer", "currency", "changed"),
+    [
+        ("customer-2", "EUR", "customerId"),
+        ("customer-1", "JPY", "currency"),
+        ("customer-2", "JPY", "customerId and currency"),
+    ],
+    ids=["another-customer", "another-currency", "another-customer-and-currency"],
 )
 async def test_a_version_naming_another_payer_once_money_moved_goes_to_a_person(
-    deliveries: Deliveries, cosmos_payments: CosmosPayments, customer: str, currency: str
+    deliveries: Deliveries,
+    cosmos_payments: CosmosPayments,
+    customer: str,
+    currency: str,
+    changed: str,
 ) -> None:
     assert (await deliveries.deliver(payment_event("o-1", 1, 10_000))).outcome is (
         Outcome.PROCESSED
@@ -210,6 +218,10 @@ async def test_a_version_naming_another_payer_once_money_moved_goes_to_a_person(
         assert (decided.outcome, decided.deadletter_reason) == (Outcome.INVALID, PAYER_CHANGED)
         assert decided.measures == {"payments.payer_changed": 1}
         assert "customer-2" not in (decided.description or "")
+        assert decided.description == (
+            f"OrderAmended version 2 names another {changed} than the payment holding money for "
+            "the order: a person decides (docs/operations.md, A payer changed after money moved)"
+        )
     state = await cosmos_payments.read_state("o-1")
     assert (state["version"], state["capturedMinor"], state["customerId"]) == (
         1,

@@ -189,6 +189,11 @@ class DocumentStoreContract:
             (Condition(at_least={"reserved": 2}), {"reserved": 2}, True),
             (Condition(at_least={"reserved": 3}), {"reserved": 2}, False),
             (Condition(at_least={"reserved": 0}), {}, False),
+            # A stored boolean is no number: Cosmos DB compares across types as undefined, and
+            # undefined is not true (learn.microsoft.com/azure/cosmos-db/nosql/query/
+            # equality-comparison-operators), though Python counts True as 1.
+            (Condition(below={"version": 3}), {"version": True}, False),
+            (Condition(at_least={"reserved": 0}), {"reserved": False}, False),
         ],
         ids=[
             "below-stored",
@@ -206,6 +211,8 @@ class DocumentStoreContract:
             "at-least-equal",
             "at-least-below",
             "at-least-missing",
+            "below-stored-boolean",
+            "at-least-stored-boolean",
         ],
     )
     async def test_a_patch_is_applied_exactly_when_its_condition_holds_for_what_is_stored(
