@@ -862,6 +862,7 @@ async def test_a_status_outside_the_api_is_systemic_and_the_description_says_whi
         raised = await _unexpected_answer(client, call)
 
     detail = body["title"] if body else "no problem details"
+    assert raised.value.description.startswith(f"{call} '")  # which call, and its reference
     assert raised.value.description.endswith(
         f": HTTP {status} is not in the provider's API: {detail}"
     )
