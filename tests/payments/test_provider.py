@@ -989,3 +989,25 @@ async def test_a_lookup_the_provider_cannot_answer_never_claims_money_may_have_m
     assert [(seen.method, seen.path_qs) for seen in received] == [
         ("GET", f"{OPERATIONS_PATH}?reference=order-1:capture:1")
     ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"reference": "order-1:capture:1"},  # no operations
+        {"operations": [{"state": "completed", "amount_minor": 1250}]},  # no outcome
+        {"operations": [{"state": "completed", "outcome": "maybe", "amount_minor": 1}]},
+        {"operations": [{"state": "completed", "outcome": "succeeded", "amount_minor": "x"}]},
+    ],
+)
+async def test_a_lookup_answer_it_cannot_read_is_systemic_and_says_which_lookup(
+    answer: dict[str, Any],
+) -> None:
+    async with (
+        local_host(answering(200, answer)) as (url, _),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        with pytest.raises(UnexpectedProviderAnswer) as raised:
+            await client.lookup("order-1:capture:1")
+
+    assert raised.value.description.startswith("lookup 'order-1:capture:1': unreadable answer (")
