@@ -717,7 +717,7 @@ async def _unexpected_answer(
     return raised
 
 
-@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("status", [300, 301, 302, 303, 307, 308, 399])  # every 3xx
 @pytest.mark.parametrize("call", ["capture", "refund", "lookup"])
 async def test_a_redirect_is_never_followed_and_is_systemic(status: int, call: str) -> None:
     async with local_host(other_host_answer) as (other_url, at_other_host):
@@ -734,7 +734,10 @@ async def test_a_redirect_is_never_followed_and_is_systemic(status: int, call: s
     assert at_other_host == []  # not the body, not the key, not a GET in its place
     assert len(at_provider) == 1
     assert f"HTTP {status}" in raised.value.description
-    assert "redirect" in raised.value.description
+    assert raised.value.description.endswith(
+        f": HTTP {status}, a redirect: not followed, a provider call goes to the configured base "
+        "URL only"
+    )
     assert other_url not in raised.value.description  # the Location steers nothing, not a log
 
 
@@ -1011,3 +1014,38 @@ async def test_a_lookup_answer_it_cannot_read_is_systemic_and_says_which_lookup(
             await client.lookup("order-1:capture:1")
 
     assert raised.value.description.startswith("lookup 'order-1:capture:1': unreadable answer (")
+
+
+@pytest.mark.parametrize(
+    ("status", "refusal", "committed"),
+    [
+        (401, ProviderRejectedCredentials, None),
+        (403, ProviderRejectedCredentials, None),
+        (500, ProviderUnavailable, True),
+        (501, ProviderUnavailable, True),
+    ],
+)
+@pytest.mark.parametrize("oversized", [False, True])
+async def test_a_systemic_status_is_classified_by_its_status_even_with_an_answer_too_large(
+    status: int,
+    refusal: type[ProviderRejectedCredentials | ProviderUnavailable],
+    committed: bool | None,
+    oversized: bool,
+) -> None:
+    # A capture's 5xx may have moved the money (the key's repeat or the lookup will tell); a
+    # refused credential is the operator's to fix. The answer's size changes neither.
+    body = (
+        {"title": "Failed", "padding": " " * MAX_ANSWER_BYTES} if oversized else {"title": "Failed"}
+    )
+    async with (
+        local_host(answering(status, body)) as (url, _),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        with pytest.raises(refusal) as raised:
+            await client.perform(request())
+
+    assert type(raised.value) is refusal
+    detail = "an answer too large to read" if oversized else "Failed"
+    assert f"HTTP {status}: {detail}" in raised.value.description
+    if isinstance(raised.value, ProviderUnavailable):
+        assert raised.value.may_have_committed is committed
