@@ -1049,3 +1049,30 @@ async def test_a_systemic_status_is_classified_by_its_status_even_with_an_answer
     assert f"HTTP {status}: {detail}" in raised.value.description
     if isinstance(raised.value, ProviderUnavailable):
         assert raised.value.may_have_committed is committed
+
+
+async def test_a_lookup_that_lists_no_operation_finds_nothing() -> None:
+    async with (
+        local_host(answering(200, {"reference": "order-1:capture:1", "operations": []})) as (
+            url,
+            _,
+        ),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        found = await client.lookup("order-1:capture:1")
+
+    assert found.status is LookupStatus.NOT_FOUND and found.result is None
+
+
+async def test_an_adapter_closed_and_used_again_opens_a_session_of_its_own(
+    provider: PaymentProviderStandIn,
+) -> None:
+    adapter = HttpPaymentProvider(provider.url, provider.api_key)
+    await adapter.perform(request())
+    await adapter.close()
+    try:
+        await adapter.perform(request())
+    finally:
+        await adapter.close()
+
+    assert len(provider.ledger) == 2
