@@ -1034,6 +1034,7 @@ async def test_a_systemic_status_is_classified_by_its_status_even_with_an_answer
 ) -> None:
     # A capture's 5xx may have moved the money (the key's repeat or the lookup will tell); a
     # refused credential is the operator's to fix. The answer's size changes neither.
+    payment = request()
     body = (
         {"title": "Failed", "padding": " " * MAX_ANSWER_BYTES} if oversized else {"title": "Failed"}
     )
@@ -1042,10 +1043,11 @@ async def test_a_systemic_status_is_classified_by_its_status_even_with_an_answer
         HttpPaymentProvider(url, "key") as client,
     ):
         with pytest.raises(refusal) as raised:
-            await client.perform(request())
+            await client.perform(payment)
 
     assert type(raised.value) is refusal
     detail = "an answer too large to read" if oversized else "Failed"
+    assert raised.value.description.startswith(f"capture {payment.reference!r}: HTTP {status}: ")
     assert f"HTTP {status}: {detail}" in raised.value.description
     if isinstance(raised.value, ProviderUnavailable):
         assert raised.value.may_have_committed is committed
