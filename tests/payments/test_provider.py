@@ -152,6 +152,7 @@ async def test_a_capture_moves_the_money_once_and_the_ledger_says_who_what_and_u
     )
     assert entry.idempotency_key == payment.idempotency_key
     assert entry.provider_id == result.provider_id
+    assert result.detail == f"capture 4200 EUR ({entry.provider_id})"  # what moved, as recorded
     assert entry.at.tzinfo is not None
     assert provider.net_captured(payment.order_id) == 4200
 
@@ -292,6 +293,7 @@ async def test_a_refund_above_what_is_captured_minus_refunded_is_refused_and_mov
     assert partial.status is ResultStatus.SUCCEEDED
     assert refused.status is ResultStatus.REFUSED
     assert refused.provider_id is None
+    assert (refused.reference, refused.amount_minor) == (too_much.reference, 500)
     assert "exceeds the 400 left" in refused.detail
     assert provider.net_captured(order) == 400
     # An error is a completed result too: the repeat gets it again (draft section 2.6).
@@ -599,6 +601,7 @@ REFUND_REFUSAL = {"type": REFUND_EXCEEDS_CAPTURED, "title": "Refund exceeds capt
         (402, None, None, ResultStatus.DECLINED),
         (422, REFUND_REFUSAL, None, ResultStatus.REFUSED),
         (418, None, None, UnrecognisedRefusal),
+        (499, None, None, UnrecognisedRefusal),  # the last 4xx: a refusal still
         (410, {"type": REFUND_EXCEEDS_CAPTURED}, None, UnrecognisedRefusal),
     ],
 )
@@ -714,7 +717,7 @@ async def _unexpected_answer(
     return raised
 
 
-@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("status", [300, 301, 302, 303, 307, 308, 399])  # every 3xx
 @pytest.mark.parametrize("call", ["capture", "refund", "lookup"])
 async def test_a_redirect_is_never_followed_and_is_systemic(status: int, call: str) -> None:
     async with local_host(other_host_answer) as (other_url, at_other_host):
@@ -731,7 +734,10 @@ async def test_a_redirect_is_never_followed_and_is_systemic(status: int, call: s
     assert at_other_host == []  # not the body, not the key, not a GET in its place
     assert len(at_provider) == 1
     assert f"HTTP {status}" in raised.value.description
-    assert "redirect" in raised.value.description
+    assert raised.value.description.endswith(
+        f": HTTP {status}, a redirect: not followed, a provider call goes to the configured base "
+        "URL only"
+    )
     assert other_url not in raised.value.description  # the Location steers nothing, not a log
 
 
@@ -859,6 +865,216 @@ async def test_a_status_outside_the_api_is_systemic_and_the_description_says_whi
         raised = await _unexpected_answer(client, call)
 
     detail = body["title"] if body else "no problem details"
+    assert raised.value.description.startswith(f"{call} '")  # which call, and its reference
     assert raised.value.description.endswith(
         f": HTTP {status} is not in the provider's API: {detail}"
     )
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1.0])
+def test_a_timeout_of_zero_or_less_is_refused_never_an_unbounded_money_call(
+    timeout_s: float,
+) -> None:
+    # aiohttp reads a total of 0 or less as no timeout at all (helpers.py ceil_timeout): a
+    # capture would wait for the provider forever, holding the message's lock.
+    with pytest.raises(ValueError, match=f"^timeout_s must be > 0, not {timeout_s}$"):
+        HttpPaymentProvider("https://api.provider.example", "key", timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize(
+    ("status", "refusal", "committed"),
+    [
+        (429, ProviderUnavailable, False),
+        (503, ProviderUnavailable, True),
+        (409, ProviderBusy, None),
+    ],
+)
+@pytest.mark.parametrize(
+    ("retry_after", "wait_s"),
+    [
+        ("7", 7.0),
+        ("0", 0.0),
+        ("-3", 0.0),  # never a negative wait
+        ("Wed, 21 Oct 2026 07:28:00 GMT", None),  # an HTTP-date is not read
+        (None, None),
+    ],
+)
+async def test_the_providers_retry_after_is_the_wait_it_asks_for_in_seconds_never_negative(
+    status: int,
+    refusal: type[ProviderUnavailable | ProviderBusy],
+    committed: bool | None,
+    retry_after: str | None,
+    wait_s: float | None,
+) -> None:
+    # RFC 9110 section 10.2.3: Retry-After in seconds; the consumer waits that long before the
+    # key's repeat (a 429, a 5xx, the draft's 409 while the first attempt is processed).
+    headers = None if retry_after is None else {"Retry-After": retry_after}
+    async with (
+        local_host(answering(status, {"title": "Wait"}, headers)) as (url, _),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        with pytest.raises(refusal) as raised:
+            await client.perform(request())
+
+    assert type(raised.value) is refusal
+    assert raised.value.retry_after_s == wait_s
+    if isinstance(raised.value, ProviderUnavailable):
+        assert raised.value.may_have_committed is committed
+
+
+async def test_a_declined_card_looked_up_is_the_same_result_with_no_provider_id(
+    provider: PaymentProviderStandIn, client: HttpPaymentProvider
+) -> None:
+    # The stand-in lists every operation with its id; only a success's id is the money's.
+    payment = request(customer_id=DECLINED_CUSTOMER)
+    answered = await client.perform(payment)
+    found = await client.lookup(payment.reference)
+
+    assert found.status is LookupStatus.FOUND and found.result is not None
+    assert found.result.status is ResultStatus.DECLINED is answered.status
+    assert found.result.provider_id is None is answered.provider_id
+    assert found.result.amount_minor == payment.amount_minor == answered.amount_minor
+    assert found.result.reference == payment.reference == answered.reference
+    assert found.result.detail == "the card was declined"  # the provider's words, as listed
+    assert answered.detail == "Card declined: the card was declined"  # its problem's, RFC 9457
+    assert provider.ledger == ()
+
+
+@pytest.mark.parametrize("body", [{"operation": "capture"}, {"id": "op_1"}, ["op_1", 1250]])
+async def test_a_success_without_its_id_and_amount_is_systemic_and_says_so(body: Any) -> None:
+    payment = request()
+    async with (
+        local_host(answering(201, body)) as (url, _),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        with pytest.raises(UnexpectedProviderAnswer) as raised:
+            await client.perform(payment)
+
+    assert raised.value.description == (
+        f"capture {payment.reference!r}: a success without its id and amount"
+    )
+
+
+@pytest.mark.parametrize("status", [200, 201])
+async def test_a_success_answered_200_or_201_is_the_money_moved(status: int) -> None:
+    # The adapter's status table reads either as the operation done (the stand-in answers 201):
+    # a 200 taken for anything else would leave moved money unrecorded.
+    operation = {"id": "op_7", "operation": "capture", "status": "succeeded", "amount_minor": 1250}
+    payment = request()
+    async with (
+        local_host(answering(status, operation)) as (url, _),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        result = await client.perform(payment)
+
+    assert (result.status, result.provider_id, result.amount_minor) == (
+        ResultStatus.SUCCEEDED,
+        "op_7",
+        1250,
+    )
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_a_lookup_the_provider_cannot_answer_never_claims_money_may_have_moved(
+    status: int,
+) -> None:
+    # A GET moves no money: its failure must never read as a capture that may have committed.
+    async with (
+        local_host(answering(status, {"title": "Unavailable"})) as (url, received),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        with pytest.raises(ProviderUnavailable) as raised:
+            await client.lookup("order-1:capture:1")
+
+    assert raised.value.may_have_committed is False
+    assert raised.value.description.startswith("lookup 'order-1:capture:1': ")
+    assert "Unavailable" in raised.value.description
+    assert [(seen.method, seen.path_qs) for seen in received] == [
+        ("GET", f"{OPERATIONS_PATH}?reference=order-1:capture:1")
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"reference": "order-1:capture:1"},  # no operations
+        {"operations": [{"state": "completed", "amount_minor": 1250}]},  # no outcome
+        {"operations": [{"state": "completed", "outcome": "maybe", "amount_minor": 1}]},
+        {"operations": [{"state": "completed", "outcome": "succeeded", "amount_minor": "x"}]},
+    ],
+)
+async def test_a_lookup_answer_it_cannot_read_is_systemic_and_says_which_lookup(
+    answer: dict[str, Any],
+) -> None:
+    async with (
+        local_host(answering(200, answer)) as (url, _),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        with pytest.raises(UnexpectedProviderAnswer) as raised:
+            await client.lookup("order-1:capture:1")
+
+    assert raised.value.description.startswith("lookup 'order-1:capture:1': unreadable answer (")
+
+
+@pytest.mark.parametrize(
+    ("status", "refusal", "committed"),
+    [
+        (401, ProviderRejectedCredentials, None),
+        (403, ProviderRejectedCredentials, None),
+        (500, ProviderUnavailable, True),
+        (501, ProviderUnavailable, True),
+    ],
+)
+@pytest.mark.parametrize("oversized", [False, True])
+async def test_a_systemic_status_is_classified_by_its_status_even_with_an_answer_too_large(
+    status: int,
+    refusal: type[ProviderRejectedCredentials | ProviderUnavailable],
+    committed: bool | None,
+    oversized: bool,
+) -> None:
+    # A capture's 5xx may have moved the money (the key's repeat or the lookup will tell); a
+    # refused credential is the operator's to fix. The answer's size changes neither.
+    payment = request()
+    body = (
+        {"title": "Failed", "padding": " " * MAX_ANSWER_BYTES} if oversized else {"title": "Failed"}
+    )
+    async with (
+        local_host(answering(status, body)) as (url, _),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        with pytest.raises(refusal) as raised:
+            await client.perform(payment)
+
+    assert type(raised.value) is refusal
+    detail = "an answer too large to read" if oversized else "Failed"
+    assert raised.value.description.startswith(f"capture {payment.reference!r}: HTTP {status}: ")
+    assert f"HTTP {status}: {detail}" in raised.value.description
+    if isinstance(raised.value, ProviderUnavailable):
+        assert raised.value.may_have_committed is committed
+
+
+async def test_a_lookup_that_lists_no_operation_finds_nothing() -> None:
+    async with (
+        local_host(answering(200, {"reference": "order-1:capture:1", "operations": []})) as (
+            url,
+            _,
+        ),
+        HttpPaymentProvider(url, "key") as client,
+    ):
+        found = await client.lookup("order-1:capture:1")
+
+    assert found.status is LookupStatus.NOT_FOUND and found.result is None
+
+
+async def test_an_adapter_closed_and_used_again_opens_a_session_of_its_own(
+    provider: PaymentProviderStandIn,
+) -> None:
+    adapter = HttpPaymentProvider(provider.url, provider.api_key)
+    await adapter.perform(request())
+    await adapter.close()
+    try:
+        await adapter.perform(request())
+    finally:
+        await adapter.close()
+
+    assert len(provider.ledger) == 2
