@@ -18,10 +18,11 @@ over messages of its own (a new order each), in the order a delivery meets them:
   silent observer's run.
 
 The floor does none of these: it decodes the same bytes, sends the same request with documents
-built in advance and settles the same way. What the steps do not cover (the composition root's
-calls, the store adapter's deadline and charge hook, a larger heap to collect) is the rest of
-the consumer-minus-floor CPU that target 3 measures through the worker; the report sets both
-side by side. Each step is measured ``passes`` times, interleaved, and the median kept.
+built in advance and settles the same way. These are the steps' hot costs: through the worker
+the same code runs cold between the host's, the worker's and the SDK's, and costs 3-4 x as much
+(``bench.path_profile`` measures it there), which is most of the consumer-minus-floor CPU that
+target 3 reports beside them. Each step is measured ``passes`` times, interleaved, and the median
+kept.
 """
 
 from __future__ import annotations
