@@ -71,7 +71,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from idempotent_consumer import Condition, Create, Patch, document_timestamp, keyed_id, set_field
+from idempotent_consumer import (
+    Condition,
+    Create,
+    Patch,
+    document_timestamp,
+    keyed_id,
+    set_field,
+    uuid5_text,
+)
 
 CONTAINER_NAME = "requests"
 PARTITION_KEY_PATH = "/orderId"
@@ -170,7 +178,7 @@ def order_id_for(client_id: str, key: str) -> str:
     9562, section 5.5) of ``ORDER_ID_NAMESPACE`` and the UTF-8 name ``<client>\\n<key>``. The
     key has no line feed (``is_valid_key``) nor has a client id (``shared.edge.core``), so the
     name is one pair only. 40 characters: within the contract's orderId pattern."""
-    return ORDER_ID_PREFIX + str(uuid.uuid5(ORDER_ID_NAMESPACE, f"{client_id}\n{key}"))
+    return ORDER_ID_PREFIX + uuid5_text(ORDER_ID_NAMESPACE, f"{client_id}\n{key}")
 
 
 def request_id(client_id: str, key: str) -> str:

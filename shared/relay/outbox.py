@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from idempotent_consumer import document_timestamp
+from idempotent_consumer import document_timestamp, uuid5_text
 
 from shared.consumer.contract import (
     ORDER_ACCEPTED_EVENT_TYPE,
@@ -77,14 +77,14 @@ PatchOperation = dict[str, Any]
 def order_event_id(order_id: str, event_type: str = ORDER_ACCEPTED_EVENT_TYPE) -> str:
     """The event's id (its MessageId): UUIDv5 of ``EVENT_ID_NAMESPACE`` and the UTF-8 name
     ``<orderId>/<eventType>``, lower-case, as downstream teams recompute it (docs/events.md)."""
-    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{order_id}/{event_type}"))
+    return uuid5_text(EVENT_ID_NAMESPACE, f"{order_id}/{event_type}")
 
 
 def version_event_id(order_id: str, order_version: int) -> str:
     """The id of the event of a later version (OrderAmended, OrderCancelled): UUIDv5 of
     ``EVENT_ID_NAMESPACE`` and ``<orderId>/v<orderVersion>`` (docs/events.md). One version has
     one event, so the version identifies it; OrderAccepted keeps ``order_event_id``."""
-    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{order_id}/v{order_version}"))
+    return uuid5_text(EVENT_ID_NAMESPACE, f"{order_id}/v{order_version}")
 
 
 def outbox_document_id(order_id: str, order_version: int = 1) -> str:

@@ -26,7 +26,8 @@ What the private modules own:
   with its idempotency key, the completed record (``CallingConsumerDefinition``,
   ``decide_call``);
 - ``_service``: the delivery decided, retried, settled once and reported (``Consumer``);
-- ``_clock``: time for everything that waits or stamps, and the stored form of a time.
+- ``_clock``: time for everything that waits or stamps, and the stored form of a time;
+- ``_ids``: name-based identities (the text of a UUIDv5).
 
 The core (this module and the underscore modules) imports only the standard library and pydantic;
 never Azure, OpenTelemetry or an app built on it.
@@ -102,6 +103,7 @@ from idempotent_consumer._external import (
     decide_call,
     release_call,
 )
+from idempotent_consumer._ids import uuid5_text
 from idempotent_consumer._inbox import (
     HASH_MISMATCH,
     INBOX_TYPE,
@@ -261,4 +263,5 @@ __all__ = [
     "schema_violations",
     "set_field",
     "unsupported_type",
+    "uuid5_text",
 ]

@@ -95,6 +95,7 @@ from idempotent_consumer._errors import (
     WriteRefused,
     bound,
 )
+from idempotent_consumer._ids import uuid5_text
 from idempotent_consumer._inbox import PROCESSED, Handled, Inbox
 from idempotent_consumer._message import HASH_ALGORITHM
 from idempotent_consumer._writes import Condition, Create, Patch, PatchOperation, Write, set_field
@@ -137,7 +138,7 @@ class CallField:
 def call_key(consumer: str, message_id: str, operation: str) -> str:
     """The idempotency key of one operation of one message for one consumer: a UUIDv5 of the
     three (RFC 9562), the same on every attempt, computable by an operator."""
-    return str(uuid.uuid5(_KEY_NAMESPACE, f"{consumer}\n{message_id}\n{operation}"))
+    return uuid5_text(_KEY_NAMESPACE, f"{consumer}\n{message_id}\n{operation}")
 
 
 @dataclass(frozen=True, slots=True)

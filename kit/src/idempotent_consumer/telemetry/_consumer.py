@@ -138,6 +138,12 @@ class ConsumerTelemetry:
         self.span_name = f"{OPERATION_TYPE} {destination}"
         # On every metric point and log record of this consumer.
         self._consumer_attribute: Mapping[str, str] = {names.consumer: consumer}
+        # The metric attributes of each (outcome, settlement, message type): built once, not
+        # per delivery. Bounded: each is one of a small closed set (``_message_type``), and the
+        # SDK only reads what it is given (a frozenset of the items is its key).
+        self._attributes_by_outcome: dict[
+            tuple[str, str, str], tuple[Mapping[str, str], Mapping[str, str]]
+        ] = {}
         self._span_attributes: dict[str, Any] = {
             ATTR_SYSTEM: MESSAGING_SYSTEM,
             ATTR_OPERATION_TYPE: OPERATION_TYPE,
@@ -306,10 +312,8 @@ class ConsumerTelemetry:
                 # settlement_failed() has set error.type to the settlement error.
                 span.set_status(Status(StatusCode.ERROR, f"{decision.settlement.value} failed"))
 
-        by_outcome = {**self._consumer_attribute, "outcome": outcome}
-        self._messages.add(
-            1, {**by_outcome, "settlement": settlement, "message_type": message_type}
-        )
+        by_outcome, by_message = self._outcome_attributes(outcome, settlement, message_type)
+        self._messages.add(1, by_message)
         self._duration.record(duration_s, by_outcome)
         if message.delivery_count is not None:
             self._delivery_count.record(message.delivery_count, by_outcome)
@@ -441,6 +445,18 @@ class ConsumerTelemetry:
                 "setting": error.setting,
             },
         )
+
+    def _outcome_attributes(
+        self, outcome: str, settlement: str, message_type: str
+    ) -> tuple[Mapping[str, str], Mapping[str, str]]:
+        """The attributes by outcome, and with the settlement and the message type."""
+        key = (outcome, settlement, message_type)
+        found = self._attributes_by_outcome.get(key)
+        if found is None:
+            by_outcome = {**self._consumer_attribute, "outcome": outcome}
+            by_message = {**by_outcome, "settlement": settlement, "message_type": message_type}
+            found = self._attributes_by_outcome[key] = (by_outcome, by_message)
+        return found
 
     def _message_type(self, decision: Decision, message: IncomingMessage) -> str:
         """The message type as a bounded attribute: the decision's, or its Subject (neither:
