@@ -118,8 +118,10 @@ OrderId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]
 
 @with_config(ConfigDict(strict=True, extra="ignore"))
 class OrderLine(TypedDict):
-    sku: Sku
+    # Declared in sorted order: a validated line's keys come out in the fingerprint's canonical
+    # order, so the fingerprint serialises the lines as they are, without a sorted copy of each.
     quantity: Annotated[int, Field(ge=1, le=10_000)]
+    sku: Sku
     unitPriceMinor: Annotated[int, Field(ge=0, le=1_000_000_000)]
 
 
@@ -246,21 +248,15 @@ def parse_order(body: bytes, message_id: str | None) -> ValidOrder:
 
 
 def _validated_fingerprint(fields: dict[str, Any]) -> str:
-    """``fingerprint_v1`` of the fields as ``_VALIDATE`` returns them (every contract field;
-    each line exactly its three keys), built in one expression, without ``fingerprint_v1``'s
-    check of each line: every new order pays for it. ``tests/unit/test_contract.py`` holds the
+    """``fingerprint_v1`` of the fields as ``_VALIDATE`` returns them: every contract field, and
+    each line exactly its three keys, already in sorted order (``OrderLine``), so the lines are
+    serialised as they are; no copy of each line, as ``fingerprint_v1`` must make of a line it
+    did not validate. Every new order pays for it. ``tests/unit/test_contract.py`` holds the
     parsed orders' hashes to the ``json.dumps`` definition with hypothesis."""
     canonical = {
         "currency": fields["currency"],
         "customerId": fields["customerId"],
-        "lines": [
-            {
-                "quantity": line["quantity"],
-                "sku": line["sku"],
-                "unitPriceMinor": line["unitPriceMinor"],
-            }
-            for line in fields["lines"]
-        ],
+        "lines": fields["lines"],
         "orderId": fields["orderId"],
         "placedAt": fields["placedAt"],
         "schemaVersion": fields["schemaVersion"],

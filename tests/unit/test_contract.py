@@ -293,8 +293,9 @@ def test_validated_fields_are_plain_dicts_in_canonical_order() -> None:
     assert type(valid.fields) is dict
     assert tuple(valid.fields) == CONTRACT_FIELDS
     assert all(type(line) is dict for line in valid.fields["lines"])
+    # Each line's keys in sorted order, the fingerprint's (OrderLine's declaration).
     assert [list(line) for line in valid.fields["lines"]] == [
-        ["sku", "quantity", "unitPriceMinor"]
+        ["quantity", "sku", "unitPriceMinor"]
     ] * 2
     assert (valid.order_id, valid.total_minor) == ("ord-1001", 3499)
 

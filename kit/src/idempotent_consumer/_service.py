@@ -33,6 +33,9 @@ from idempotent_consumer._retry import HELD_BEFORE_ABANDON, RETRIED_IN_DELIVERY,
 # Settles the delivery as the decision says; raises what the settlement raised.
 Settle = Callable[[Decision], Awaitable[None]]
 
+# The outcomes a delivery waits on (held, or retried within its lock); every other is final.
+_WAITED_ON = HELD_BEFORE_ABANDON | RETRIED_IN_DELIVERY
+
 
 class ConsumerObserver(Protocol):
     """What the consumer reports. ``processing`` wraps one delivery and yields its W3C
@@ -117,11 +120,11 @@ class Consumer:
         attempts = 1
         while True:
             decision = await self._decide(incoming, traceparent)
+            if decision.outcome not in _WAITED_ON:
+                return decision, attempts  # decided: most deliveries end here
             remaining = (deadline - clock.now()).total_seconds()
             if decision.outcome in HELD_BEFORE_ABANDON:
                 await clock.sleep(policy.hold_before_abandon(remaining))
-                return decision, attempts
-            if decision.outcome not in RETRIED_IN_DELIVERY:
                 return decision, attempts
             delay = policy.next_delay(
                 attempts, remaining, self._jitter(), retry_after_s=decision.retry_after_s
