@@ -144,6 +144,7 @@ class ConsumerTelemetry:
         self._attributes_by_outcome: dict[
             tuple[str, str, str], tuple[Mapping[str, str], Mapping[str, str]]
         ] = {}
+        self._charge_attributes: dict[str, Mapping[str, str]] = {}
         self._span_attributes: dict[str, Any] = {
             ATTR_SYSTEM: MESSAGING_SYSTEM,
             ATTR_OPERATION_TYPE: OPERATION_TYPE,
@@ -257,9 +258,11 @@ class ConsumerTelemetry:
 
     def record_request_charge(self, operation: str, request_units: float) -> None:
         """The Cosmos DB store's request charge hook (operation: create, batch or read)."""
-        self._request_charge.record(
-            request_units, {**self._consumer_attribute, "operation": operation}
-        )
+        attributes = self._charge_attributes.get(operation)
+        if attributes is None:  # the store's few operations: create, batch, read
+            attributes = {**self._consumer_attribute, "operation": operation}
+            self._charge_attributes[operation] = attributes
+        self._request_charge.record(request_units, attributes)
         charges = _delivery_charge.get()
         if charges is not None:
             charges.append(request_units)
