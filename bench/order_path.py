@@ -30,8 +30,8 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,9 +53,8 @@ STEPS = ("to_incoming", "contract", "documents", "decision", "kit service", "tel
 class SilentObserver:
     """The ``ConsumerObserver`` that reports nothing: the kit service's cost without telemetry."""
 
-    @contextmanager
-    def processing(self, message: IncomingMessage) -> Iterator[str | None]:
-        yield None
+    def processing(self, message: IncomingMessage) -> AbstractContextManager[str | None]:
+        return nullcontext()  # the cheapest context manager: none of its cost is the kit's
 
     def retrying(self, *args: Any, **kwargs: Any) -> None:
         pass

@@ -255,6 +255,11 @@ def test_an_escaping_cancellation_marks_the_span_and_propagates(captured: Captur
     span = only(captured.consumer_spans())
     assert span.status.status_code is StatusCode.ERROR
     assert attributes(span)["error.type"] == "asyncio.exceptions.CancelledError"
+    assert span.status.description == "not settled: CancelledError()"
+    # What escaped is on the span, for the trace's reader: the delivery was not settled.
+    assert [event["exception.type"] for event in exception_events(span)] == [
+        "asyncio.exceptions.CancelledError"
+    ]
     assert "orders.outcome" not in attributes(span)
 
 

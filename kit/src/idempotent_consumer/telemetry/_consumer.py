@@ -20,14 +20,15 @@ series per message.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
+from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from idempotent_consumer import ConfigurationError, Decision, IncomingMessage, Outcome, Settlement
 from idempotent_consumer.servicebus import HungSettlements
@@ -207,8 +208,7 @@ class ConsumerTelemetry:
             for measure, counter in (business_counters or {}).items()
         }
 
-    @contextmanager
-    def processing(self, message: IncomingMessage) -> Iterator[str | None]:
+    def processing(self, message: IncomingMessage) -> AbstractContextManager[str | None]:
         """The consumer span of one delivery; yields its W3C traceparent (None when tracing is
         off), which the core stores on the outbox event so that the relay's publish span links
         back to it. The span is current while the delivery is handled, so the Cosmos DB SDK's
@@ -216,6 +216,9 @@ class ConsumerTelemetry:
         ``record_outcome`` record on it. It is linked to the producer's span when the message
         carries trace context; its parent is the ambient context (the Functions host's
         invocation when the worker propagates it)."""
+        return _DeliverySpan(self, message)
+
+    def _start_span(self, message: IncomingMessage) -> Span:
         attributes = dict(self._span_attributes)
         if message.message_id is not None:
             attributes[ATTR_MESSAGE_ID] = message.message_id
@@ -226,35 +229,15 @@ class ConsumerTelemetry:
         if message.delivery_count is not None:
             attributes[ATTR_DELIVERY_COUNT] = message.delivery_count
             attributes[self.names.kept_delivery_count] = message.delivery_count
-        charge_token = _delivery_charge.set([])
-        try:
-            # start_span and attach, as start_as_current_span does (opentelemetry-api's
-            # Tracer.start_as_current_span, then trace.use_span with end_on_exit): without its
-            # two generator context managers on every delivery.
-            span = self._tracer.start_span(
-                self.span_name,
-                kind=SpanKind.CONSUMER,
-                attributes=attributes,
-                links=producer_links(message.application_properties),
-                # Decisions are not exceptions; what does escape is handled below.
-                record_exception=False,
-                set_status_on_exception=False,
-            )
-            context_token = otel_context.attach(trace.set_span_in_context(span))
-            try:
-                yield traceparent_of(span)
-            except BaseException as error:
-                # Only cancellation (or a bug in the consumer) gets here: nothing was settled,
-                # the lock will lapse and the message come back.
-                set_error_type(span, qualified_name(type(error)), self.names.kept_error_type)
-                span.set_status(Status(StatusCode.ERROR, f"not settled: {error!r}"))
-                span.record_exception(error)
-                raise
-            finally:
-                otel_context.detach(context_token)
-                span.end()
-        finally:
-            _delivery_charge.reset(charge_token)
+        return self._tracer.start_span(
+            self.span_name,
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+            links=producer_links(message.application_properties),
+            # Decisions are not exceptions; what does escape is recorded by _DeliverySpan.
+            record_exception=False,
+            set_status_on_exception=False,
+        )
 
     def record_request_charge(self, operation: str, request_units: float) -> None:
         """The Cosmos DB store's request charge hook (operation: create, batch or read)."""
@@ -499,3 +482,52 @@ class ConsumerTelemetry:
             else "",
             extra=fields,
         )
+
+
+class _DeliverySpan:
+    """``ConsumerTelemetry.processing``: the delivery's span started and made current, as
+    opentelemetry-api's ``Tracer.start_as_current_span`` does (then ``trace.use_span`` with
+    ``end_on_exit``), and the delivery's request charges collected. A class, not generator
+    context managers: a fifth of their cost, on every delivery."""
+
+    __slots__ = ("_charge_token", "_context_token", "_message", "_span", "_telemetry")
+
+    def __init__(self, telemetry: ConsumerTelemetry, message: IncomingMessage) -> None:
+        self._telemetry = telemetry
+        self._message = message
+
+    def __enter__(self) -> str | None:
+        self._charge_token = _delivery_charge.set([])
+        try:
+            self._span = span = self._telemetry._start_span(self._message)
+            self._context_token = otel_context.attach(trace.set_span_in_context(span))
+        except BaseException:
+            _delivery_charge.reset(self._charge_token)
+            raise
+        try:
+            return traceparent_of(span)
+        except BaseException as error:
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        span = self._span
+        try:
+            if error is not None:
+                # Only cancellation (or a bug in the consumer) gets here: nothing was settled,
+                # the lock will lapse and the message come back.
+                names = self._telemetry.names
+                set_error_type(span, qualified_name(type(error)), names.kept_error_type)
+                span.set_status(Status(StatusCode.ERROR, f"not settled: {error!r}"))
+                span.record_exception(error)
+        finally:
+            try:
+                otel_context.detach(self._context_token)
+                span.end()
+            finally:
+                _delivery_charge.reset(self._charge_token)
