@@ -1241,3 +1241,28 @@ def test_the_printable_ascii_ends_are_sent_as_they_are_and_quotes_escaped() -> N
     # RFC 8941 section 4.1.6: %x20-7E; only DQUOTE and "\" escaped.
     assert sf_string(" ~") == '" ~"'
     assert sf_string('a"b\\c') == '"a\\"b\\\\c"'
+
+
+async def test_a_success_sent_in_pieces_is_read_whole() -> None:
+    # A chunked answer (HTTP/1.1 section 7.1) arrives as the provider writes it: each piece is
+    # its own read, and the operation is all of them.
+    operation = json.dumps({"id": "op_7", "operation": "capture", "amount_minor": 1250}).encode()
+
+    async def in_pieces(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(status=201, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(operation), 16):
+            await response.write(operation[start : start + 16])
+            await asyncio.sleep(0.01)  # sent before the next is written
+        await response.write_eof()
+        return response
+
+    async with local_host(in_pieces) as (url, _), HttpPaymentProvider(url, "key") as client:
+        result = await client.perform(request())
+
+    assert (result.status, result.provider_id, result.amount_minor) == (
+        ResultStatus.SUCCEEDED,
+        "op_7",
+        1250,
+    )
