@@ -1179,6 +1179,12 @@ async def test_a_timeout_and_a_connection_never_made_say_which_call_and_what_hap
     assert not_connected.value.description == (
         f"capture {unreached.reference!r}: no connection to the provider (ClientConnectorError)"
     )
+    # Provably not sent: the one case of a capture's failure the caller may make afresh.
+    assert (timed_out.value.may_have_committed, not_connected.value.may_have_committed) == (
+        True,
+        False,
+    )
+    assert not_connected.value.performed_nothing is True
 
 
 async def test_a_success_whose_body_is_not_json_is_systemic_and_says_so() -> None:
