@@ -1272,3 +1272,18 @@ async def test_a_success_sent_in_pieces_is_read_whole() -> None:
         "op_7",
         1250,
     )
+
+
+async def test_the_calls_go_through_a_session_passed_in_with_its_settings() -> None:
+    # The caller's session is the one used (its headers, connector limits and traces apply),
+    # never one the adapter opens beside it.
+    operation = {"id": "op_7", "operation": "capture", "status": "succeeded", "amount_minor": 1250}
+    async with (
+        local_host(answering(201, operation)) as (url, received),
+        aiohttp.ClientSession(headers={"User-Agent": "caller-app/1"}) as session,
+    ):
+        adapter = HttpPaymentProvider(url, "key", session=session)
+        await adapter.perform(request())
+        await adapter.close()
+
+    assert [seen.headers.get("User-Agent") for seen in received] == ["caller-app/1"]
