@@ -17,7 +17,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -1078,3 +1078,212 @@ async def test_an_adapter_closed_and_used_again_opens_a_session_of_its_own(
         await adapter.close()
 
     assert len(provider.ledger) == 2
+
+
+# -- the transport's own failures, the connection, the key's header --------------------------------
+
+
+@dataclass(slots=True)
+class RawConnection:
+    """One connection the client opened to ``raw_host``: the requests read whole on it, and
+    whether the client closed it."""
+
+    requests: int = 0
+    closed_by_client: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def http_answer(status: int, body: dict[str, Any]) -> bytes:
+    """A whole HTTP/1.1 answer, kept alive (no ``Connection: close``)."""
+    content = json.dumps(body).encode()
+    head = f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+    return f"{head}Content-Length: {len(content)}\r\n\r\n".encode() + content
+
+
+@asynccontextmanager
+async def raw_host(answer: bytes | None) -> AsyncIterator[tuple[str, list[RawConnection]]]:
+    """A bare HTTP/1.1 server on 127.0.0.1 that reads each request whole and writes ``answer``,
+    or, with None, drops the connection once the request is read (no answer at all): its URL and
+    the connections the client opened. Bare, so that a connection is seen as the client uses it
+    (aiohttp's server would hide when the client reuses or closes one)."""
+    connections: list[RawConnection] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = RawConnection()
+        connections.append(connection)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                await reader.readexactly(int(length.group(1)) if length else 0)
+                connection.requests += 1
+                if answer is None:
+                    break
+                writer.write(answer)
+                await writer.drain()
+        except asyncio.IncompleteReadError:  # the client closed the connection
+            connection.closed_by_client.set()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", connections
+    finally:
+        server.close()
+        server.close_clients()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize(("call", "committed"), [("capture", True), ("lookup", False)])
+async def test_a_connection_lost_after_the_request_was_sent_is_unavailable_outcome_unknown(
+    call: str, committed: bool
+) -> None:
+    # The provider read the whole capture: it may have moved the money before the connection
+    # went (aiohttp raises a ClientError, neither a timeout nor a connection never made); a
+    # lookup moves none.
+    payment = request()
+    reference = "order-1:capture:1" if call == "lookup" else payment.reference
+    async with raw_host(None) as (url, connections), HttpPaymentProvider(url, "key") as client:
+        made = client.lookup(reference) if call == "lookup" else client.perform(payment)
+        with pytest.raises(ProviderUnavailable) as raised:
+            await made
+
+    # Sent whole; a GET once more on a new connection (aiohttp retries an idempotent method once
+    # after a lost connection, RFC 9112 section 9.3.1.1, client.py IDEMPOTENT_METHODS), never
+    # a POST: a money call is sent once.
+    sent = [1] if call == "capture" else [1, 1]
+    assert [connection.requests for connection in connections] == sent
+    assert raised.value.may_have_committed is committed
+    assert raised.value.description == (
+        f"{call} {reference!r}: the connection failed (ServerDisconnectedError); the outcome is "
+        "unknown"
+    )
+
+
+async def test_a_timeout_and_a_connection_never_made_say_which_call_and_what_happened(
+    provider: PaymentProviderStandIn, client: HttpPaymentProvider
+) -> None:
+    provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HOLD_S))
+    late = request()
+    with pytest.raises(ProviderUnavailable) as timed_out:
+        await client.perform(late)
+    provider.stop()
+    unreached = request()
+    with pytest.raises(ProviderUnavailable) as not_connected:
+        await client.perform(unreached)
+
+    assert timed_out.value.description == (
+        f"capture {late.reference!r}: no answer within {CLIENT_TIMEOUT_S:g} s; the outcome is "
+        "unknown"
+    )
+    assert not_connected.value.description == (
+        f"capture {unreached.reference!r}: no connection to the provider (ClientConnectorError)"
+    )
+    # Provably not sent: the one case of a capture's failure the caller may make afresh.
+    assert (timed_out.value.may_have_committed, not_connected.value.may_have_committed) == (
+        True,
+        False,
+    )
+    assert not_connected.value.performed_nothing is True
+
+
+async def test_a_success_whose_body_is_not_json_is_systemic_and_says_so() -> None:
+    async def html(request: web.Request) -> web.Response:
+        return web.Response(status=201, text="<html>captured</html>", content_type="text/html")
+
+    payment = request()
+    async with local_host(html) as (url, _), HttpPaymentProvider(url, "key") as client:
+        with pytest.raises(UnexpectedProviderAnswer) as raised:
+            await client.perform(payment)
+
+    assert raised.value.description == (
+        f"capture {payment.reference!r}: HTTP 201 with a body that is not JSON"
+    )
+
+
+async def test_calls_through_one_adapter_share_one_connection_which_closing_the_adapter_ends() -> (
+    None
+):
+    # Keep-alive: a connection (a TLS handshake) per money call otherwise. The session the
+    # adapter opened is its own to close, and with it the connection.
+    operation = {"id": "op_7", "operation": "capture", "status": "succeeded", "amount_minor": 1250}
+    async with raw_host(http_answer(201, operation)) as (url, connections):
+        async with HttpPaymentProvider(url, "key") as client:
+            for _ in range(3):
+                assert (await client.perform(request())).provider_id == "op_7"
+        await asyncio.wait_for(connections[0].closed_by_client.wait(), timeout=2)
+
+    assert [connection.requests for connection in connections] == [3]
+
+
+async def test_a_base_url_with_a_path_and_a_trailing_slash_is_joined_with_the_apis_paths() -> None:
+    operation = {"id": "op_7", "operation": "capture", "status": "succeeded", "amount_minor": 1250}
+    async with (
+        local_host(answering(201, operation)) as (url, received),
+        HttpPaymentProvider(url + "/gateway-X/", "key") as client,
+    ):
+        await client.perform(request())
+
+    assert [seen.path_qs for seen in received] == [f"/gateway-X{CAPTURES_PATH}"]
+
+
+def test_an_adapter_configured_without_saying_honours_idempotency_keys() -> None:
+    # The draft's provider (the default profile) honours them: without a repeat's key, the
+    # capture would look up every lost attempt before repeating it.
+    assert (
+        HttpPaymentProvider("https://api.provider.example", "key").honours_idempotency_keys is True
+    )
+
+
+@pytest.mark.parametrize("key", ["\x1f", "k\x7f", "\x00", "clé"])  # below, at and past the ends
+def test_a_key_outside_printable_ascii_is_refused_before_anything_is_sent(key: str) -> None:
+    with pytest.raises(
+        ValueError, match=r"^an Idempotency-Key must be printable ASCII \(RFC 8941 String\)$"
+    ):
+        sf_string(key)
+
+
+def test_the_printable_ascii_ends_are_sent_as_they_are_and_quotes_escaped() -> None:
+    # RFC 8941 section 4.1.6: %x20-7E; only DQUOTE and "\" escaped.
+    assert sf_string(" ~") == '" ~"'
+    assert sf_string('a"b\\c') == '"a\\"b\\\\c"'
+
+
+async def test_a_success_sent_in_pieces_is_read_whole() -> None:
+    # A chunked answer (HTTP/1.1 section 7.1) arrives as the provider writes it: each piece is
+    # its own read, and the operation is all of them.
+    operation = json.dumps({"id": "op_7", "operation": "capture", "amount_minor": 1250}).encode()
+
+    async def in_pieces(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(status=201, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(operation), 16):
+            await response.write(operation[start : start + 16])
+            await asyncio.sleep(0.01)  # sent before the next is written
+        await response.write_eof()
+        return response
+
+    async with local_host(in_pieces) as (url, _), HttpPaymentProvider(url, "key") as client:
+        result = await client.perform(request())
+
+    assert (result.status, result.provider_id, result.amount_minor) == (
+        ResultStatus.SUCCEEDED,
+        "op_7",
+        1250,
+    )
+
+
+async def test_the_calls_go_through_a_session_passed_in_with_its_settings() -> None:
+    # The caller's session is the one used (its headers, connector limits and traces apply),
+    # never one the adapter opens beside it.
+    operation = {"id": "op_7", "operation": "capture", "status": "succeeded", "amount_minor": 1250}
+    async with (
+        local_host(answering(201, operation)) as (url, received),
+        aiohttp.ClientSession(headers={"User-Agent": "caller-app/1"}) as session,
+    ):
+        adapter = HttpPaymentProvider(url, "key", session=session)
+        await adapter.perform(request())
+        await adapter.close()
+
+    assert [seen.headers.get("User-Agent") for seen in received] == ["caller-app/1"]
