@@ -57,7 +57,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cpu-messages", type=int, default=10_000, help="target 2: decides")
     parser.add_argument("--creates", type=int, default=2_000, help="target 2: create_item calls")
     parser.add_argument("--messages", type=int, default=500, help="target 3: per round")
-    parser.add_argument("--rounds", type=int, default=21, help="target 3: rounds per function")
+    parser.add_argument("--rounds", type=int, default=41, help="target 3: rounds per function")
     parser.add_argument(
         "--path-messages", type=int, default=3_000, help="target 3: orders per step of the path"
     )

@@ -113,7 +113,7 @@ async def measure(
     standin: StandIn,
     *,
     messages: int = 500,
-    rounds_count: int = 21,
+    rounds_count: int = 41,
     path_messages: int = 3_000,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
