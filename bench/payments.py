@@ -167,14 +167,15 @@ def paths(order_id: str) -> dict[str, Path]:
             for name, (o, keys) in resumed.items()
         },
         # The call never reached the provider's processing: the lookup finds nothing. Keys
-        # honoured: the call again with the same key. Ignored: past its deadline, the new
-        # attempt claimed first (one more write), then the call.
+        # honoured: the pending call claimed (one more write: its recorder can no longer
+        # withdraw it as unsent), then the call again with the same key. Ignored: past its
+        # deadline, the new attempt claimed first (one more write), then the call.
         **{
             name: Path(
                 payment_event(o, 1, 4200),
                 "processed",
                 1,
-                1 if keys else 2,
+                2,
                 {"lookup": 1, "capture": 1},
                 keys,
                 "unsent",

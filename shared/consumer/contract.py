@@ -95,12 +95,13 @@ def normalise_timestamp(value: str) -> str:
     except ValueError as error:
         raise ValueError(f"is not a valid date-time: {error}") from None
     if offset not in ("Z", "z"):
-        sign = 1 if offset[0] == "+" else -1
         hours, minutes = int(offset[1:3]), int(offset[4:6])
         if hours > 23 or minutes > 59:
             raise ValueError("has an out-of-range offset")
+        seconds = hours * 3600 + minutes * 60
         try:
-            moment -= sign * timedelta(hours=hours, minutes=minutes)
+            # timedelta(days, seconds), positional: a third of the keyword form's cost.
+            moment -= timedelta(0, seconds if offset[0] == "+" else -seconds)
         except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the first representable day
             raise ValueError("is out of range") from None
     if not _EARLIEST < moment < _LATEST:

@@ -188,6 +188,35 @@ async def deliver_all(
         honour_keys=False,
     )
 )
+# Found by the search on a loaded machine (2026-12-05), pinned: keys honoured, o-1's acceptance
+# records its capture, its answer held 0.5 s; the amendment resumes that call (same key) and the
+# provider holds it 0.3 s; the acceptance hears back past its window and withdrew the call as
+# unsent, though the amendment had sent it: the cancellation then found nothing to refund, and
+# the capture landed after it. A resumed call is claimed first now (the revision moved), so the
+# withdrawal is refused.
+@example(
+    case=Case(
+        orders=[
+            [Version("o-0", 1, 100), Version("o-0", 3, 100), Version("o-0", 4, None)],
+            [Version("o-1", 1, 100), Version("o-1", 4, 100), Version("o-1", 5, None)],
+        ],
+        deliveries=[
+            Version("o-0", 1, 100),
+            Version("o-0", 3, 100),
+            Version("o-0", 4, None),
+            Version("o-1", 1, 100),
+            Version("o-1", 4, 100),
+            Version("o-1", 5, None),
+            Version("o-0", 1, 100),
+            Version("o-0", 1, 100),
+        ],
+        store_stops=[],
+        store_delays={1: 0.5, 2: 0.5},
+        faults=[(Fault.SLOW_BEFORE_COMMIT, 2)],
+        skews=[0.0, 0.0, 0.0],
+        honour_keys=True,
+    )
+)
 async def test_the_ledger_holds_each_orders_highest_total_exactly(
     provider: PaymentProviderStandIn, case: Case
 ) -> None:

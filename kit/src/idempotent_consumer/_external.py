@@ -21,7 +21,9 @@ lock expiry, a concurrent delivery, or the next version's message) finishes it f
 on. Finishing a call that may already have been made starts with the other side's lookup by
 reference: found, its result is recorded as is; not found or still in progress, the call is
 repeated with the same key when the other side honours keys (it answers the first result, or 409
-while the first is still running: retried within the delivery).
+while the first is still running: retried within the delivery), claimed first by a conditional
+write of the state's revision: the delivery that recorded the call may withdraw it as unsent
+(below), which is true only until another delivery sends it.
 
 **Time is a premise, so each side enforces its own.** An attempt carries its window in its
 record: ``startedAt`` (the sender's clock, read just before the record is written, so never
@@ -527,8 +529,13 @@ async def _resume[M](
             )
         return looked.result, state
     if effect.honours_keys:
-        # The same key: the other side answers the first result, or 409 while it runs.
-        return await _perform(store, partition_key, effect, state), state
+        # The same key: the other side answers the first result, or 409 while it runs. Claimed
+        # first: the delivery that recorded the call withdraws it as unsent when its record was
+        # confirmed after its window (``_within_window``), which is only true while no other
+        # delivery has sent it. The claim moves the revision, so that withdrawal (conditional
+        # on the revision it wrote) is refused once this delivery may send.
+        claimed = await _claim(store, partition_key, effect, state, call)
+        return await _perform(store, partition_key, effect, claimed), claimed
     over_here, bound_s = _over_on_our_side(pending, effect)
     if asked_at < over_here:
         # An attempt of ours may still be on its way or running: wait until it is over.
@@ -558,6 +565,27 @@ async def _resume[M](
         f"not have happened: the other side {what}{unknown}",
         pending,
     )
+
+
+async def _claim[M](
+    store: DocumentStore,
+    partition_key: str,
+    effect: ExternalEffect[M],
+    state: Mapping[str, Any],
+    call: Call,
+) -> Mapping[str, Any]:
+    """The state with its pending call claimed by this delivery: the same call, the revision
+    moved (a conditional write), so that no earlier reader withdraws it meanwhile."""
+    revision = _int(state, StateField.REVISION)
+    try:
+        await store.commit(
+            partition_key, [_pending_set(effect, revision, state[StateField.PENDING])]
+        )
+    except WriteRefused:
+        raise TransientStoreError(
+            f"call {call.key}: the state moved while its call was being resumed"
+        ) from None
+    return {**state, StateField.REVISION: revision + 1}
 
 
 async def _perform[M](
