@@ -335,6 +335,39 @@ async def test_without_keys_a_call_that_never_committed_is_made_once_its_deadlin
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
+async def test_without_keys_a_delivery_inside_the_last_attempt_s_window_waits_for_what_remains(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # A redelivery at the same moment as the attempt's start (the test's clock not moved): the
+    # attempt is over on our side at its overBy (start + 2 x 0.3 s) + the skew margin (0.1 s),
+    # so the delivery is transient, asks for the 0.7 s that remain, and says what it found.
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    pending = payments.state("o-1")["pending"]
+    assert isinstance(pending, dict)
+
+    waiting = await decide_call(
+        payments.definition,
+        replace(accepted, delivery_count=2),
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert waiting.outcome is Outcome.TRANSIENT
+    assert waiting.description == (
+        f"TransientStoreError: call {pending['key']}: InProgress at the other side before its "
+        "last attempt can be over there"
+    )
+    assert waiting.retry_after_s == pytest.approx(2 * CLIENT_TIMEOUT_S + CLOCK_SKEW_S)
+    assert payments.state("o-1")["pending"] == pending
+    await asyncio.sleep(HOLD_S)
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
 async def test_without_keys_an_inconclusive_call_is_parked_and_the_order_waits_behind_it(
     client: HttpPaymentProvider, provider: PaymentProviderStandIn
 ) -> None:
