@@ -368,6 +368,44 @@ async def test_without_keys_a_delivery_inside_the_last_attempt_s_window_waits_fo
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
+async def test_without_keys_an_attempt_recorded_without_its_window_is_waited_for_then_unknown(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # A record written before senders enforced their window has no overBy: it is over on our
+    # side twice the deadline after its start, plus the skew margin (0.7 s here), and then,
+    # with no bound applying to it, its outcome is unknown until the provider says.
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    state = payments.state("o-1")
+    pending = state["pending"]
+    assert isinstance(pending, dict)
+    del pending["overBy"]
+
+    waiting = await decide_call(
+        payments.definition,
+        replace(accepted, delivery_count=2),
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+    unknown = await payments.handle(replace(accepted, delivery_count=2))  # 1 s later
+
+    assert (waiting.outcome, unknown.outcome) == (Outcome.TRANSIENT, Outcome.TRANSIENT)
+    assert waiting.retry_after_s == pytest.approx(2 * CLIENT_TIMEOUT_S + CLOCK_SKEW_S)
+    assert unknown.description == (
+        f"Inconclusive: call {pending['key']} (capture of {accepted.message_id!r}) may or may "
+        "not have happened: the other side is still in progress and no processing bound is "
+        "configured"
+    )
+    await asyncio.sleep(HOLD_S)
+    found = await payments.handle(replace(accepted, delivery_count=3))
+    assert found.outcome is Outcome.PROCESSED
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
 async def test_without_keys_an_inconclusive_call_is_parked_and_the_order_waits_behind_it(
     client: HttpPaymentProvider, provider: PaymentProviderStandIn
 ) -> None:
