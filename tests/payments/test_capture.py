@@ -13,12 +13,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from idempotent_consumer import (
+    HASH_ALGORITHM,
     NEEDS_RECONCILIATION,
     Decision,
     IncomingMessage,
     Outcome,
     TransientStoreError,
     decide_call,
+    marker_id,
 )
 from idempotent_consumer.testing import InMemoryDocumentStore
 
@@ -227,6 +229,56 @@ async def test_the_next_version_finishes_a_call_left_in_progress_before_its_own(
     assert late.outcome is Outcome.DUPLICATE  # completed on its behalf
     assert provider.net_captured("o-1") == 5000
     assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
+
+
+async def test_a_call_finished_on_a_message_s_behalf_marks_it_with_its_record_s_algorithm(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The marker written when a call completes is its message's, as its in-progress record
+    # names it: a record of a newer deployment (another fingerprint) leaves that deployment a
+    # marker it can compare; one written before records named theirs is the kit's own.
+    newer = "sha256/canonical-v2"
+    for order_id, algorithm in (("o-1", newer), ("o-2", None)):
+        payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, complete
+        await payments.handle(payment_event(order_id, 1, 4200))  # captured, not recorded
+        pending = payments.state(order_id)["pending"]
+        assert isinstance(pending, dict)
+        if algorithm is None:
+            del pending["hashAlgorithm"]
+        else:
+            pending["hashAlgorithm"] = algorithm
+        amended = await payments.handle(payment_event(order_id, 2, 5000))
+        assert amended.outcome is Outcome.PROCESSED
+
+    def marker(order_id: str) -> dict[str, object]:
+        accepted = payment_event(order_id, 1, 4200)
+        return payments.store.documents[
+            (order_id, marker_id(payments.definition.name, accepted.message_id))
+        ]
+
+    assert marker("o-1")["hashAlgorithm"] == newer
+    assert (marker("o-1")["messageType"], marker("o-1")["orderVersion"]) == ("OrderAccepted", 1)
+    assert marker("o-2")["hashAlgorithm"] == HASH_ALGORITHM
+    late = await payments.handle(payment_event("o-1", 1, 4200))
+    assert late.outcome is Outcome.SYSTEMIC  # left to the deployment that knows its hash
+    assert (await payments.handle(payment_event("o-2", 1, 4200))).outcome is Outcome.DUPLICATE
+    assert provider.net_captured("o-1") == provider.net_captured("o-2") == 5000
+    assert len(provider.ledger) == 4
+
+
+async def test_a_state_whose_version_is_not_an_integer_is_held_and_moves_no_money(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # A boolean is an int to Python, never a version: nothing is decided from it.
+    await payments.handle(payment_event("o-1", 1, 4200))
+    payments.state("o-1")["version"] = True
+
+    amended = await payments.handle(payment_event("o-1", 2, 5000))
+
+    assert amended.outcome is Outcome.UNEXPECTED
+    assert amended.description == "ValueError: state 'payment' has no integer 'version'"
+    assert payments.state("o-1")["pending"] is None
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
 async def test_concurrent_deliveries_of_one_event_capture_once(
