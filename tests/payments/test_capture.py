@@ -31,7 +31,7 @@ from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.payments.consumer import payment_capture
 from shared.payments.contract import parse_event
 from shared.payments.provider import Operation
-from tests.payments.events import payment_event
+from tests.payments.events import event_id, payment_event
 
 CLIENT_TIMEOUT_S = 0.3
 # The provider's stated processing bound and the clock skew margin: short, like the timeout.
@@ -251,9 +251,8 @@ async def test_a_call_finished_on_a_message_s_behalf_marks_it_with_its_record_s_
         assert amended.outcome is Outcome.PROCESSED
 
     def marker(order_id: str) -> dict[str, object]:
-        accepted = payment_event(order_id, 1, 4200)
         return payments.store.documents[
-            (order_id, marker_id(payments.definition.name, accepted.message_id))
+            (order_id, marker_id(payments.definition.name, event_id(order_id, 1)))
         ]
 
     assert marker("o-1")["hashAlgorithm"] == newer
