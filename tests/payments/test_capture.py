@@ -280,6 +280,37 @@ async def test_a_state_whose_version_is_not_an_integer_is_held_and_moves_no_mone
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
+async def test_an_in_progress_record_confirmed_as_its_send_window_ends_is_withdrawn_unsent(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The store answered the in-progress write exactly one call deadline after the start was
+    # read (the sender's monotonic clock): the window is over, so nothing is sent, the record
+    # is withdrawn, and the redelivery makes the call afresh under the same key.
+    readings = iter([0.0, CLIENT_TIMEOUT_S])
+    accepted = payment_event("o-1", 1, 4200)
+
+    late = await decide_call(
+        payments.definition,
+        accepted,
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+        monotonic=lambda: next(readings),
+    )
+
+    assert late.outcome is Outcome.TRANSIENT
+    assert provider.ledger == ()
+    assert payments.state("o-1")["pending"] is None
+    again = await payments.handle(replace(accepted, delivery_count=2))
+    assert again.outcome is Outcome.PROCESSED
+    (entry,) = provider.ledger
+    assert late.description == (
+        f"TransientStoreError: call {entry.idempotency_key}: its in-progress record was "
+        f"confirmed after its send window ({CLIENT_TIMEOUT_S:g} s, the store answered late): "
+        "withdrawn unsent"
+    )
+
+
 async def test_concurrent_deliveries_of_one_event_capture_once(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
