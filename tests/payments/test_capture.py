@@ -299,7 +299,7 @@ async def test_an_in_progress_record_confirmed_as_its_send_window_ends_is_withdr
     )
 
     assert late.outcome is Outcome.TRANSIENT
-    assert provider.ledger == ()
+    assert provider.net_captured("o-1") == 0
     assert payments.state("o-1")["pending"] is None
     again = await payments.handle(replace(accepted, delivery_count=2))
     assert again.outcome is Outcome.PROCESSED
