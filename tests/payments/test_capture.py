@@ -21,6 +21,7 @@ from idempotent_consumer import (
     TransientStoreError,
     decide_call,
     marker_id,
+    release_call,
 )
 from idempotent_consumer.testing import InMemoryDocumentStore
 
@@ -309,6 +310,29 @@ async def test_an_in_progress_record_confirmed_as_its_send_window_ends_is_withdr
         f"confirmed after its send window ({CLIENT_TIMEOUT_S:g} s, the store answered late): "
         "withdrawn unsent"
     )
+
+
+async def test_an_operator_s_release_clears_the_call_read_and_refuses_once_the_state_moved(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # ``release_call``, as the operator's tool calls it (ops/payments.py): True when the
+    # pending call it read is cleared, False when the state moved since its read.
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=503))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    read = dict(payments.state("o-1"))
+    assert read["pending"]
+    effect = payments.definition.effect(parse_event(accepted))
+
+    released = await release_call(payments.store, "o-1", effect, read)
+    stale = await release_call(payments.store, "o-1", effect, read)
+
+    assert (released, stale) == (True, False)
+    assert payments.state("o-1")["pending"] is None
+    revision = read["revision"]
+    assert isinstance(revision, int)
+    assert payments.state("o-1")["revision"] == revision + 1
+    assert provider.net_captured("o-1") == 0
 
 
 async def test_concurrent_deliveries_of_one_event_capture_once(
