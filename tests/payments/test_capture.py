@@ -376,6 +376,19 @@ async def test_a_capture_moves_the_event_s_currency_and_its_record_keeps_the_pro
         "amountMinor": 4200,
         "detail": f"capture 4200 JPY ({entry.provider_id})",
     }
+    # What it was, for whom and when: the handling delivery's clock read 1 s after NOW.
+    accepted = payment_event("o-1", 1, 4200, currency="JPY")
+    assert {name: record[name] for name in ("type", "orderId", "messageId", "version")} == {
+        "type": "call",
+        "orderId": "o-1",
+        "messageId": accepted.message_id,
+        "version": 1,
+    }
+    assert (record["operation"], record["key"]) == ("capture", entry.idempotency_key)
+    assert (record["startedAt"], record["completedAt"]) == (
+        "2026-12-01T10:00:01.000000Z",
+        "2026-12-01T10:00:01.000000Z",
+    )
 
 
 async def test_a_refused_refund_is_recorded_and_counted_once_and_a_capture_is_not_counted(
