@@ -13,12 +13,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from idempotent_consumer import (
+    HASH_ALGORITHM,
     NEEDS_RECONCILIATION,
     Decision,
     IncomingMessage,
     Outcome,
     TransientStoreError,
     decide_call,
+    marker_id,
+    release_call,
 )
 from idempotent_consumer.testing import InMemoryDocumentStore
 
@@ -29,7 +32,7 @@ from shared.adapters.payment_provider import HttpPaymentProvider
 from shared.payments.consumer import payment_capture
 from shared.payments.contract import parse_event
 from shared.payments.provider import Operation
-from tests.payments.events import payment_event
+from tests.payments.events import event_id, payment_event
 
 CLIENT_TIMEOUT_S = 0.3
 # The provider's stated processing bound and the clock skew margin: short, like the timeout.
@@ -229,6 +232,109 @@ async def test_the_next_version_finishes_a_call_left_in_progress_before_its_own(
     assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
 
 
+async def test_a_call_finished_on_a_message_s_behalf_marks_it_with_its_record_s_algorithm(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The marker written when a call completes is its message's, as its in-progress record
+    # names it: a record of a newer deployment (another fingerprint) leaves that deployment a
+    # marker it can compare; one written before records named theirs is the kit's own.
+    newer = "sha256/canonical-v2"
+    for order_id, algorithm in (("o-1", newer), ("o-2", None)):
+        payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, complete
+        await payments.handle(payment_event(order_id, 1, 4200))  # captured, not recorded
+        pending = payments.state(order_id)["pending"]
+        assert isinstance(pending, dict)
+        if algorithm is None:
+            del pending["hashAlgorithm"]
+        else:
+            pending["hashAlgorithm"] = algorithm
+        amended = await payments.handle(payment_event(order_id, 2, 5000))
+        assert amended.outcome is Outcome.PROCESSED
+
+    def marker(order_id: str) -> dict[str, object]:
+        return payments.store.documents[
+            (order_id, marker_id(payments.definition.name, event_id(order_id, 1)))
+        ]
+
+    assert marker("o-1")["hashAlgorithm"] == newer
+    assert (marker("o-1")["messageType"], marker("o-1")["orderVersion"]) == ("OrderAccepted", 1)
+    assert marker("o-2")["hashAlgorithm"] == HASH_ALGORITHM
+    late = await payments.handle(payment_event("o-1", 1, 4200))
+    assert late.outcome is Outcome.SYSTEMIC  # left to the deployment that knows its hash
+    assert (await payments.handle(payment_event("o-2", 1, 4200))).outcome is Outcome.DUPLICATE
+    assert provider.net_captured("o-1") == provider.net_captured("o-2") == 5000
+    assert len(provider.ledger) == 4
+
+
+async def test_a_state_whose_version_is_not_an_integer_is_held_and_moves_no_money(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # A boolean is an int to Python, never a version: nothing is decided from it.
+    await payments.handle(payment_event("o-1", 1, 4200))
+    payments.state("o-1")["version"] = True
+
+    amended = await payments.handle(payment_event("o-1", 2, 5000))
+
+    assert amended.outcome is Outcome.UNEXPECTED
+    assert amended.description == "ValueError: state 'payment' has no integer 'version'"
+    assert payments.state("o-1")["pending"] is None
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_an_in_progress_record_confirmed_as_its_send_window_ends_is_withdrawn_unsent(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The store answered the in-progress write exactly one call deadline after the start was
+    # read (the sender's monotonic clock): the window is over, so nothing is sent, the record
+    # is withdrawn, and the redelivery makes the call afresh under the same key.
+    readings = iter([0.0, CLIENT_TIMEOUT_S])
+    accepted = payment_event("o-1", 1, 4200)
+
+    late = await decide_call(
+        payments.definition,
+        accepted,
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+        monotonic=lambda: next(readings),
+    )
+
+    assert late.outcome is Outcome.TRANSIENT
+    assert provider.net_captured("o-1") == 0
+    assert payments.state("o-1")["pending"] is None
+    again = await payments.handle(replace(accepted, delivery_count=2))
+    assert again.outcome is Outcome.PROCESSED
+    (entry,) = provider.ledger
+    assert late.description == (
+        f"TransientStoreError: call {entry.idempotency_key}: its in-progress record was "
+        f"confirmed after its send window ({CLIENT_TIMEOUT_S:g} s, the store answered late): "
+        "withdrawn unsent"
+    )
+
+
+async def test_an_operator_s_release_clears_the_call_read_and_refuses_once_the_state_moved(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # ``release_call``, as the operator's tool calls it (ops/payments.py): True when the
+    # pending call it read is cleared, False when the state moved since its read.
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=503))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    read = dict(payments.state("o-1"))
+    assert read["pending"]
+    effect = payments.definition.effect(parse_event(accepted))
+
+    released = await release_call(payments.store, "o-1", effect, read)
+    stale = await release_call(payments.store, "o-1", effect, read)
+
+    assert (released, stale) == (True, False)
+    assert payments.state("o-1")["pending"] is None
+    revision = read["revision"]
+    assert isinstance(revision, int)
+    assert payments.state("o-1")["revision"] == revision + 1
+    assert provider.net_captured("o-1") == 0
+
+
 async def test_concurrent_deliveries_of_one_event_capture_once(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
@@ -270,6 +376,19 @@ async def test_a_capture_moves_the_event_s_currency_and_its_record_keeps_the_pro
         "amountMinor": 4200,
         "detail": f"capture 4200 JPY ({entry.provider_id})",
     }
+    # What it was, for whom and when: the handling delivery's clock read 1 s after NOW.
+    accepted = payment_event("o-1", 1, 4200, currency="JPY")
+    assert {name: record[name] for name in ("type", "orderId", "messageId", "version")} == {
+        "type": "call",
+        "orderId": "o-1",
+        "messageId": accepted.message_id,
+        "version": 1,
+    }
+    assert (record["operation"], record["key"]) == ("capture", entry.idempotency_key)
+    assert (record["startedAt"], record["completedAt"]) == (
+        "2026-12-01T10:00:01.000000Z",
+        "2026-12-01T10:00:01.000000Z",
+    )
 
 
 async def test_a_refused_refund_is_recorded_and_counted_once_and_a_capture_is_not_counted(
@@ -332,6 +451,77 @@ async def test_without_keys_a_call_that_never_committed_is_made_once_its_deadlin
     assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
     assert provider.ledger == ()
     assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED  # 1 s later
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_without_keys_a_delivery_inside_the_last_attempt_s_window_waits_for_what_remains(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # A redelivery at the same moment as the attempt's start (the test's clock not moved): the
+    # attempt is over on our side at its overBy (start + 2 x 0.3 s) + the skew margin (0.1 s),
+    # so the delivery is transient, asks for the 0.7 s that remain, and says what it found.
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    pending = payments.state("o-1")["pending"]
+    assert isinstance(pending, dict)
+
+    waiting = await decide_call(
+        payments.definition,
+        replace(accepted, delivery_count=2),
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert waiting.outcome is Outcome.TRANSIENT
+    assert waiting.description == (
+        f"TransientStoreError: call {pending['key']}: InProgress at the other side before its "
+        "last attempt can be over there"
+    )
+    assert waiting.retry_after_s == pytest.approx(2 * CLIENT_TIMEOUT_S + CLOCK_SKEW_S)
+    assert payments.state("o-1")["pending"] == pending
+    await asyncio.sleep(HOLD_S)
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_without_keys_an_attempt_recorded_without_its_window_is_waited_for_then_unknown(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # A record written before senders enforced their window has no overBy: it is over on our
+    # side twice the deadline after its start, plus the skew margin (0.7 s here), and then,
+    # with no bound applying to it, its outcome is unknown until the provider says.
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    state = payments.state("o-1")
+    pending = state["pending"]
+    assert isinstance(pending, dict)
+    del pending["overBy"]
+
+    waiting = await decide_call(
+        payments.definition,
+        replace(accepted, delivery_count=2),
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+    unknown = await payments.handle(replace(accepted, delivery_count=2))  # 1 s later
+
+    assert (waiting.outcome, unknown.outcome) == (Outcome.TRANSIENT, Outcome.TRANSIENT)
+    assert waiting.retry_after_s == pytest.approx(2 * CLIENT_TIMEOUT_S + CLOCK_SKEW_S)
+    assert unknown.description == (
+        f"Inconclusive: call {pending['key']} (capture of {accepted.message_id!r}) may or may "
+        "not have happened: the other side is still in progress and no processing bound is "
+        "configured"
+    )
+    await asyncio.sleep(HOLD_S)
+    found = await payments.handle(replace(accepted, delivery_count=3))
+    assert found.outcome is Outcome.PROCESSED
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
