@@ -534,7 +534,14 @@ async def _resume[M](
         # confirmed after its window (``_within_window``), which is only true while no other
         # delivery has sent it. The claim moves the revision, so that withdrawal (conditional
         # on the revision it wrote) is refused once this delivery may send.
-        claimed = await _claim(store, partition_key, effect, state, call)
+        claimed = await _claim(
+            store,
+            partition_key,
+            effect,
+            state,
+            pending,
+            f"call {call.key}: the state moved while its call was being resumed",
+        )
         return await _perform(store, partition_key, effect, claimed), claimed
     over_here, bound_s = _over_on_our_side(pending, effect)
     if asked_at < over_here:
@@ -546,16 +553,16 @@ async def _resume[M](
         # No attempt of ours can still take effect, and the other side has none. Claim the
         # new attempt (a new window, from the revision read): of two deliveries that both
         # found nothing, only one calls; the other finds a fresh attempt and waits for it.
-        revision = _int(state, StateField.REVISION)
         stamped = monotonic()
         restarted = {**pending, **_window(clock.now(), effect.call_deadline_s)}
-        try:
-            await store.commit(partition_key, [_pending_set(effect, revision, restarted)])
-        except WriteRefused:
-            raise TransientStoreError(
-                f"call {call.key}: another delivery is making it again"
-            ) from None
-        claimed = {**state, StateField.PENDING: restarted, StateField.REVISION: revision + 1}
+        claimed = await _claim(
+            store,
+            partition_key,
+            effect,
+            state,
+            restarted,
+            f"call {call.key}: another delivery is making it again",
+        )
         await _within_window(store, partition_key, effect, claimed, monotonic() - stamped)
         return await _perform(store, partition_key, effect, claimed), claimed
     what = "is still in progress" if isinstance(looked, InProgress) else "has no record of it"
@@ -572,20 +579,18 @@ async def _claim[M](
     partition_key: str,
     effect: ExternalEffect[M],
     state: Mapping[str, Any],
-    call: Call,
+    pending: Mapping[str, Any],
+    refused: str,
 ) -> Mapping[str, Any]:
-    """The state with its pending call claimed by this delivery: the same call, the revision
-    moved (a conditional write), so that no earlier reader withdraws it meanwhile."""
+    """The state with ``pending`` claimed by this delivery: written from the revision read (a
+    conditional write), so that no earlier reader withdraws or claims it meanwhile; transient,
+    saying ``refused``, if the state moved first."""
     revision = _int(state, StateField.REVISION)
     try:
-        await store.commit(
-            partition_key, [_pending_set(effect, revision, state[StateField.PENDING])]
-        )
+        await store.commit(partition_key, [_pending_set(effect, revision, pending)])
     except WriteRefused:
-        raise TransientStoreError(
-            f"call {call.key}: the state moved while its call was being resumed"
-        ) from None
-    return {**state, StateField.REVISION: revision + 1}
+        raise TransientStoreError(refused) from None
+    return {**state, StateField.PENDING: dict(pending), StateField.REVISION: revision + 1}
 
 
 async def _perform[M](
