@@ -71,3 +71,30 @@ async def test_the_api_answers_every_generated_case_as_its_document_says(world: 
     out, err = await asyncio.wait_for(cases.communicate(), timeout=600)
     assert cases.returncode == 0, err.decode(errors="replace")
     assert int(out.split()[-1]) >= 4 * 2 * 5  # every operation, both modes, several cases each
+
+
+async def test_a_path_the_platform_cannot_decode_is_a_400_each_operation_documents(
+    world: World,
+) -> None:
+    """An encoded NUL in the order id: the host's web server answers 400 with no body before the
+    app runs (local/standins/http_host.py, as Kestrel does); a team reading the document finds
+    that answer under each operation that takes an order id, said to carry no problem body."""
+    document = json.loads(document_bytes())
+    calls = {
+        ("/orders/{orderId}", "get"): "orders/a%00b",
+        ("/orders/{orderId}/amendments", "post"): "orders/a%00b/amendments",
+        ("/orders/{orderId}/cancellations", "post"): "orders/a%00b/cancellations",
+    }
+    for (path, method), route in calls.items():
+        answer = await asyncio.to_thread(
+            requests.request,
+            method,
+            world.http.function_url(route),
+            headers={FUNCTIONS_KEY_HEADER: world.function_key, "Idempotency-Key": '"nul"'},
+            timeout=30,
+        )
+        assert (answer.status_code, answer.content) == (400, b""), (path, answer.text)
+        documented = document["paths"][path][method]["responses"]["400"]
+        if "$ref" in documented:
+            documented = document["components"]["responses"][documented["$ref"].split("/")[-1]]
+        assert "`%00`" in documented["description"] and "no body" in documented["description"]
