@@ -9,7 +9,12 @@ read in LSN order: ``local/standins/cosmos_change_feed.js``).
 What is asserted of late messages holds whatever the timing of the concurrent deliveries: the
 mix pins one OrderAccepted the stock reservation receives after its order's change (stale
 there) and one order created by its change (its OrderPlaced stale, no OrderAccepted of it):
-``LifecycleMix.pin_order_of_arrival``, ``local.scenarios.inventory.LateOrderAccepted``."""
+``LifecycleMix.pin_order_of_arrival``, ``local.scenarios.inventory.LateOrderAccepted``. The
+other figures asserted above zero are fixed by the seed or the plan (the crashes and retries
+drawn per MessageId; the fault RNGs, whose first firing draw comes long before the run's last
+request or send; the short SKUs' highest versions wanting more than is on hand), except three
+the timing shares out among the requests: the throttled batches (207), the consumers'
+in-delivery retries and the refunds, each tens in every run seen."""
 
 from __future__ import annotations
 
