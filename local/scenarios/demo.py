@@ -83,6 +83,7 @@ from local.scenarios.orders import (
     orders_rows,
     plan,
     send_a_day_later,
+    send_after_stream,
     send_stream,
 )
 from local.scenarios.partitions import PARTITIONS_CAPTION, partition_rows
@@ -220,7 +221,9 @@ async def _run(
             env=own,
         ) as world:
             downstream = _Downstream(
-                InventoryRun.on(world, options, stock_log)
+                InventoryRun.on(
+                    world, options, stock_log, the_plan.lifecycles.accepted_then_changed
+                )
                 if options.inventory and options.outbox
                 else None,
                 PaymentsRun.on(world, options, payment_log, the_plan.bodies)
@@ -339,6 +342,8 @@ async def _drive(
 
     with progress:
         await accept("phase 1: stream")
+        if send_after_stream(the_plan, world.queue):  # two orders' order of arrival, pinned
+            await accept("phase 1: held back until the stream was consumed")
         progress.update(task, description="phase 1: relay")
         if options.relay_stall:
             # A stall: the topic disabled (systemic) for a run of sends; the batch is retried on

@@ -11,6 +11,11 @@ own.
   its deliveries (a crash after the commit, a lock expiry: the orders' rates, drawn per event
   from the seed), its outcomes counted from the consumer's log and its shortfall from the
   ``orders.stock.shortfall`` counter as the telemetry exports it;
+- ``LateOrderAccepted``: under ``make chaos``, one late OrderAccepted pinned whatever the
+  timing: the OrderAccepted of the order the lifecycle mix accepts before its changes
+  (``LifecycleMix.accepted_then_changed``) stalls in its first delivery until the order's
+  change is applied, then its lock lapses and its redelivery is ``stale``; the figures count
+  it held (``LATE_HELD``) and completed stale by its inbox marker (``LATE_HELD_STALE``);
 - ``inventory_rows``: its table of invariants over the inventory container's documents and the
   orders container's (each order's highest version and what it wants): per SKU what
   ``python -m ops stock audit`` checks (``ops.stock.read_sku``: ``reserved`` is the sum of the
@@ -29,13 +34,18 @@ Never imports the runner (``local.scenarios.demo``); sends nothing (the relay pu
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import enum
 import json
 import random
+import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import INBOX_TYPE, InboxField, Outcome
 from rich.console import Console
 from rich.table import Table
 
@@ -45,13 +55,22 @@ from local.scenarios.invariants import DEMO, STAND_IN, Row
 from local.scenarios.options import DemoOptions
 from local.scenarios.tables import figures_table, invariants_table, print_tool_run
 from local.scenarios.tool_runs import ToolRun
-from local.standins.broker import DeadLetteredMessage
-from ops.audit import Invariant
+from local.standins.broker import (
+    DeadLetteredMessage,
+    Delivery,
+    MessageLockLostError,
+    PeekLockQueue,
+)
+from local.standins.host import InvokeHook
+from ops.audit import Invariant, SeenEvent
 from ops.stock import Inventory, Patched, SkuStock, StockPartition, read_sku
+from shared.consumer.contract import ORDER_ACCEPTED_EVENT_TYPE
 from shared.consumer.order import ORDER_TYPE, is_cancelled, stored_version
 from shared.stock.consumer import CONSUMER_NAME
 from shared.stock.inventory import (
+    ORDER_INDEX_ID,
     ORDER_INDEX_TYPE,
+    PARTITION_FIELD,
     RESERVATION_TYPE,
     STOCK_ITEM_TYPE,
     Field,
@@ -133,25 +152,147 @@ def stock_plan(wanted: Mapping[str, Mapping[str, int]], seed: int) -> StockPlan:
     return StockPlan(on_hand, short, unstocked)
 
 
+# How long the pinned OrderAccepted's deliveries wait, in real time, for its order's change to be
+# applied before they give up (then it is delivered as it comes, and the figures say so).
+LATE_HOLD_S = 120.0
+LATE_HELD = "OrderAccepted held until its order's change was applied (pinned)"
+LATE_HELD_STALE = "of them redelivered and completed stale (its inbox marker)"
+
+
+class _Held(enum.Enum):
+    APPLIED = "the order's change applied"
+    LAPSED = "the lock lapsed first: the broker has the message back"
+    GAVE_UP = f"not applied within {LATE_HOLD_S:g} s"
+
+
+@dataclass
+class LateOrderAccepted:
+    """The pinned late OrderAccepted, on the inventory subscription: a delivery of
+    ``order_id``'s OrderAccepted is received and the instance that holds it stalls before the
+    function runs, its host renewing the lock as it does for a running invocation (host.json's
+    ``maxAutoLockRenewalDuration``: docs/configuration.md), until the order's later version (an
+    amendment or a cancellation the relay published after it) has been applied by other
+    deliveries; then the instance dies, its lock lapses (``PeekLockQueue.expire_lock``), and
+    the broker delivers the message again (a lapsed lock makes it available, its delivery
+    count + 1; without sessions a subscription promises no order among its messages:
+    https://learn.microsoft.com/azure/service-bus-messaging/message-sessions). That delivery
+    finds the order's index at a later version: ``stale``, whatever the timing of the other
+    deliveries. A delivery of it whose lock lapsed during the stall (the run's one clock moved
+    past it: another host waiting for a lock) ends there, and its next delivery stalls in turn.
+    Every other delivery goes to ``then`` (the run's trouble).
+
+    The order is ``LifecycleMix.accepted_then_changed``: its OrderAccepted is published before
+    its changes' events, in one relay phase, so a change is in the subscription to be applied
+    while the OrderAccepted stalls. The stall is bounded (``LATE_HOLD_S``: a change whose
+    delivery needed the clock to move, which the stalled invocation keeps the host from
+    doing, would never come), past which the OrderAccepted is delivered as it comes."""
+
+    order_id: str
+    queue: PeekLockQueue
+    documents: ContainerProxy  # the inventory container, through a client without faults
+    then: InvokeHook
+    held: list[str] = field(default_factory=list)  # MessageIds held past their order's change
+    released: bool = False  # held until its change, or given up: delivered as it comes since
+
+    async def __call__(self, delivery: Delivery, invoke: Callable[[], Awaitable[None]]) -> None:
+        message = delivery.message
+        event = SeenEvent.from_body(message.message_id, message.body)
+        pinned = event.order_id == self.order_id and event.event_type in (
+            None,
+            ORDER_ACCEPTED_EVENT_TYPE,
+        )
+        if self.released or not pinned or event.version is None:
+            await self.then(delivery, invoke)
+            return
+        held = await self._stall(delivery.lock_token, event.version)
+        if held is _Held.LAPSED:
+            return  # the function never ran, nothing settled: the broker delivers it again
+        if not self.released:  # (another delivery of it, stalled at once, may have ended first)
+            self.released = True
+            if held is _Held.APPLIED:
+                self.held.append(str(message.message_id))
+        with contextlib.suppress(MessageLockLostError):  # lapsed meanwhile: back all the same
+            self.queue.expire_lock(delivery.lock_token)
+
+    async def _stall(self, lock_token: uuid.UUID, version: int) -> _Held:
+        """Until the order's index (``reserve_stock``'s gate) is above ``version``, read every
+        50 ms, renewing the lock before each read."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LATE_HOLD_S
+        while loop.time() < deadline:
+            try:
+                self.queue.renew_lock(lock_token)
+            except MessageLockLostError:
+                return _Held.LAPSED
+            found = self._in_partition("c.id = @id", {"@id": ORDER_INDEX_ID})
+            versions = [index.get(Field.ORDER_VERSION) async for index in found]
+            if any(isinstance(v, int) and v > version for v in versions):
+                return _Held.APPLIED
+            await asyncio.sleep(0.05)
+        return _Held.GAVE_UP
+
+    async def stale_markers(self) -> int:
+        """How many of the held MessageIds ``reserve_stock`` completed stale: the outcome its
+        inbox marker records in the order's index partition (the gate's)."""
+        stale = 0
+        for message_id in self.held:
+            found = self._in_partition("c.type = @inbox", {"@inbox": INBOX_TYPE})
+            stale += sum(
+                [
+                    marker.get(InboxField.CONSUMER) == CONSUMER_NAME
+                    and marker.get(InboxField.MESSAGE_ID) == message_id
+                    and marker.get(InboxField.OUTCOME) == Outcome.STALE.value
+                    async for marker in found
+                ]
+            )
+        return stale
+
+    def _in_partition(self, condition: str, values: Mapping[str, str]) -> AsyncIterable[Any]:
+        """The order's index partition's documents on ``condition``: one query targeted at
+        its partition key value, named in the query too (the local server requires it)."""
+        key = order_partition(self.order_id)
+        return self.documents.query_items(
+            f"SELECT * FROM c WHERE c.{PARTITION_FIELD} = @key AND {condition}",
+            parameters=[
+                {"name": name, "value": value} for name, value in {"@key": key, **values}.items()
+            ],
+            partition_key=key,
+        )
+
+
 @dataclass
 class InventoryRun:
-    """``reserve_stock`` on the inventory subscription, run to idle with its own trouble."""
+    """``reserve_stock`` on the inventory subscription, run to idle with its own trouble (and,
+    when the mix pinned one, the late OrderAccepted: ``LateOrderAccepted``)."""
 
     world: World
     trouble: Trouble
     log: OutcomeLog  # the stock consumer's outcome records (``OutcomeLog(CONSUMER_NAME)``)
     counters: ExportedCounters = field(default_factory=ExportedCounters)
+    late: LateOrderAccepted | None = None
 
     @classmethod
-    def on(cls, world: World, options: DemoOptions, log: OutcomeLog) -> InventoryRun:
-        """On ``world``'s inventory subscription, with the orders' trouble rates."""
+    def on(
+        cls,
+        world: World,
+        options: DemoOptions,
+        log: OutcomeLog,
+        late_accepted: str | None = None,
+    ) -> InventoryRun:
+        """On ``world``'s inventory subscription, with the orders' trouble rates; the
+        OrderAccepted of ``late_accepted`` (an order id) held until its change is applied."""
         trouble = Trouble(
             world.inventory,
             world.settlement,
             crash=drawn(options.seed, "inventory-crash", options.crash_rate),
             lock_expiry=drawn(options.seed, "inventory-lock-expiry", options.lock_expiry_rate),
         )
-        return cls(world, trouble, log)
+        late = (
+            LateOrderAccepted(late_accepted, world.inventory, world.inventory_documents, trouble)
+            if late_accepted is not None
+            else None
+        )
+        return cls(world, trouble, log, late=late)
 
     def telemetry(self) -> ConsumerTelemetry:
         """The stock consumer's telemetry, for ``World.compose(stock_telemetry=...)``."""
@@ -168,7 +309,8 @@ class InventoryRun:
             await asyncio.gather(*(self.world.seed_stock({sku: n}) for sku, n in batch))
 
     async def until_idle(self) -> None:
-        await self.world.stock_host.run_until_idle(on_delivery=self.trouble)
+        on_delivery: InvokeHook = self.trouble if self.late is None else self.late
+        await self.world.stock_host.run_until_idle(on_delivery=on_delivery)
 
     async def documents(self) -> list[dict[str, Any]]:
         """The inventory container's stock items, reservations and order indexes (its inbox
@@ -196,6 +338,7 @@ class InventoryRun:
             "settlements lost (crash / lock expiry)": self.log.settlement_failures,
             "in-delivery retries": self.log.retries,
             SHORT_COUNTED: self.counters.total(METRIC_STOCK_SHORTFALL, CONSUMER_NAME),
+            **({LATE_HELD: len(self.late.held)} if self.late is not None else {}),
         }
 
     def stand_in_checks(self) -> list[Invariant]:
@@ -480,6 +623,8 @@ async def inventory_report(
         *([Row(stock_audit_agrees(shown, audited), DEMO)] if audited is not None else []),
         *(Row(check, STAND_IN) for check in run.stand_in_checks()),
     ]
+    if run.late is not None:
+        figures[LATE_HELD_STALE] = await run.late.stale_markers()
     figures["SKUs stocked"] = len(plan.on_hand)
     figures["units backordered (on the reservations)"] = sum(s.backordered for s in stocks)
     runs = {"stock audit": tool(["stock", "audit", *plan.shown])} if tool is not None else {}

@@ -18,7 +18,11 @@ of order and duplicated, converging on each order's highest version.
   (``converged``, ``published_in_order``, the dead letters it meant, each order's ledger net
   its highest version's total: ``local.scenarios.payments``);
 - ``converged`` and ``published_in_order``: checked by ``make chaos`` too, over the histories it
-  mixed into its stream (``local.scenarios.demo``).
+  mixed into its stream (``local.scenarios.demo``);
+- ``LifecycleMix`` and ``mix``: the histories ``make chaos`` mixes into its stream, in random
+  permutations, two orders' order of arrival pinned (``LifecycleMix.pin_order_of_arrival``: one
+  accepted before its changes, whose OrderAccepted the stock reservation then receives late;
+  one created by its change, its OrderPlaced stale).
 
 Never imports ``local.scenarios.demo`` (the runner composes both).
 """
@@ -31,7 +35,7 @@ import logging
 import random
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -195,22 +199,54 @@ class LifecycleMix:
     # MessageIds (stale, or applied when they come first and the original is then stale).
     sends: dict[str, list[OutgoingMessage]] = field(default_factory=dict)
     late: list[OutgoingMessage] = field(default_factory=list)  # copies after the window
+    # Phase 1 too, once the stream is consumed (``pin_order_of_arrival``): what two orders'
+    # order of arrival is pinned by, whatever the timing of the concurrent deliveries.
+    after_stream: list[OutgoingMessage] = field(default_factory=list)
+    # The order whose changes come after its OrderPlaced was applied: its OrderAccepted is
+    # published, then its changes' events (the stock reservation's pinned late OrderAccepted).
+    accepted_then_changed: str | None = None
+    # The order created by a change: its OrderPlaced comes after, stale, and publishes nothing.
+    created_by_change: str | None = None
 
     @property
     def message_ids(self) -> set[str]:
-        return {str(m.message_id) for ms in [*self.sends.values(), self.late] for m in ms} - set(
-            self.histories
-        )
+        sent = [*self.sends.values(), self.late, self.after_stream]
+        return {str(m.message_id) for ms in sent for m in ms} - set(self.histories)
 
     def change_messages(self) -> dict[str, int]:
         """Per order, the distinct MessageIds of its changes sent (its OrderPlaced not counted)."""
         ids: dict[str, set[str]] = {}
         for order_id, messages in self.sends.items():
             ids[order_id] = {str(m.message_id) for m in messages} - {order_id}
-        for message in self.late:  # copies under a MessageId sent before: counted once
+        for message in [*self.after_stream, *self.late]:  # a MessageId sent before: counted once
             order_id = str(json.loads(message.body)["orderId"])
-            ids.setdefault(order_id, set()).add(str(message.message_id))
+            if message.message_id != order_id:
+                ids.setdefault(order_id, set()).add(str(message.message_id))
         return {order_id: len(found) for order_id, found in ids.items()}
+
+    def pin_order_of_arrival(self, excluded: Collection[str]) -> None:
+        """Pins two orders' order of arrival at ``consume_order``, the first two of the mix not
+        in ``excluded`` (orders whose OrderPlaced a producer retries: its copy would come in the
+        stream): the rest of the mix arrives in its random permutation, and concurrent
+        deliveries may overtake one another, so which order is created by what is otherwise
+        left to timing.
+
+        - ``accepted_then_changed``: its changes held back until the stream is consumed, so its
+          OrderPlaced is applied first: its OrderAccepted is published, and its changes' events
+          after it. The stock reservation holds that OrderAccepted back until its changes are
+          applied (``local.scenarios.inventory.LateOrderAccepted``): stale there, always;
+        - ``created_by_change``: its OrderPlaced held back until the stream is consumed, so a
+          change creates the order: the OrderPlaced is stale, always, and no OrderAccepted of
+          it is ever published."""
+        chosen = [order_id for order_id in self.histories if order_id not in excluded][:2]
+        if len(chosen) < 2:
+            return
+        self.accepted_then_changed, self.created_by_change = chosen
+        for order_id, hold_back_placed in zip(chosen, (False, True), strict=True):
+            messages = self.sends[order_id]
+            held = [m for m in messages if (m.message_id == order_id) is hold_back_placed]
+            self.sends[order_id] = [m for m in messages if m not in held]
+            self.after_stream += held
 
     @property
     def highest(self) -> dict[str, Change]:
@@ -220,7 +256,8 @@ class LifecycleMix:
 def mix(bodies: Mapping[str, bytes], rate: float, seed: int) -> LifecycleMix:
     """A ``rate`` of the orders get 1 to 3 amendments and, one in two, a cancellation; each
     change may be copied (at once or after the window) or retried under a new MessageId. An RNG
-    of its own: the rest of the plan is the same with or without lifecycles."""
+    of its own: the rest of the plan is the same with or without lifecycles. The plan then pins
+    two orders' order of arrival (``LifecycleMix.pin_order_of_arrival``)."""
     rng = random.Random(f"{seed}-lifecycle")
     found = LifecycleMix()
     for order_id, body in bodies.items():

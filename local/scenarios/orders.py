@@ -6,7 +6,8 @@ what it left.
   retries, most inside the duplicate-detection window (dropped by the broker), some a day later
   (completed as duplicates); the same order id with another body after the window
   (dead-lettered ``HashMismatch``); poison (no id, not JSON, wrong schema, wrong version, id
-  mismatch, too large); the lifecycles ``make chaos`` mixes in (``local.scenarios.lifecycle``);
+  mismatch, too large); the lifecycles ``make chaos`` mixes in (``local.scenarios.lifecycle``),
+  two of them with their order of arrival pinned (``send_after_stream``);
   and which deliveries get trouble: a crash after the commit, before the settlement reaches
   the broker (the redelivery is a duplicate), or a lock that expires while the delivery is
   still writing (a second delivery runs concurrently; one writes, the other sees a duplicate;
@@ -106,6 +107,8 @@ def plan(options: DemoOptions) -> Plan:
     retried = pick(options.duplicate_rate)
     late = {order_id for order_id in retried if rng.random() < 0.25}
     lifecycles = mix(bodies, options.lifecycle_rate, options.seed)
+    # Two orders' order of arrival pinned, whatever the timing: none whose OrderPlaced is retried.
+    lifecycles.pin_order_of_arrival(set(retried))
     mismatches: dict[str, bytes] = {}
     # Not for an id that also has a late retry: both are sent a day later, and the broker's
     # duplicate detection would (rightly) drop the second one. Nor for an order with a
@@ -207,6 +210,14 @@ def send_stream(the_plan: Plan, queue: PeekLockQueue) -> None:
         queue.send(OutgoingMessage(order_id, the_plan.bodies[order_id], correlation_id="retry"))
     for _, message in the_plan.poison:
         queue.send(message)
+
+
+def send_after_stream(the_plan: Plan, queue: PeekLockQueue) -> bool:
+    """Phase 1, once the stream is consumed: the messages the lifecycles held back to pin two
+    orders' order of arrival (``LifecycleMix.pin_order_of_arrival``). Whether any was sent."""
+    for message in the_plan.lifecycles.after_stream:
+        queue.send(message)
+    return bool(the_plan.lifecycles.after_stream)
 
 
 def send_a_day_later(the_plan: Plan, queue: PeekLockQueue) -> None:

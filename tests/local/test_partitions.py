@@ -122,3 +122,7 @@ def test_an_order_s_change_messages_are_its_distinct_message_ids_sent() -> None:
     v3 = OutgoingMessage("ord-2:v3", b'{"orderId": "ord-2"}')
     mix = LifecycleMix(sends={"ord-2": [v2, placed, retry, v2]}, late=[v2, v3])
     assert mix.change_messages() == {"ord-2": 3}
+    # An OrderPlaced the mix held back until after the stream (``pin_order_of_arrival``) is no
+    # change message.
+    held_back = LifecycleMix(sends={"ord-2": [v2, retry]}, after_stream=[placed, v3])
+    assert held_back.change_messages() == {"ord-2": 3}
