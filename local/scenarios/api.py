@@ -317,11 +317,12 @@ class Client:
         world: World,
         session: aiohttp.ClientSession,
         concurrency: int,
-        retried: Callable[[str], None] = lambda _key: None,
+        found_under_way: Callable[[str], None] = lambda _key: None,
     ) -> None:
         self.world = world
         self.session = session
-        self.retried = retried  # told each key whose retry was answered (or not)
+        # Told each key whose retry heard its first handling under way (a 409 with Retry-After).
+        self.found_under_way = found_under_way
         self.slots = asyncio.Semaphore(concurrency)
         # The client's own timeout for one attempt (aiohttp's ClientTimeout).
         self.attempt_timeout = aiohttp.ClientTimeout(total=ATTEMPT_TIMEOUT_S)
@@ -373,8 +374,8 @@ class Client:
             while len(run.answers) < MAX_ATTEMPTS:
                 answer = await self._attempt(url, data, headers)
                 run.answers.append(answer)
-                if len(run.answers) > 1:
-                    self.retried(intent.key)
+                if answer.status == 409 and answer.retry_after is not None:
+                    self.found_under_way(intent.key)
                 if answer.accepted:
                     return None
                 if answer.status is None or answer.status == 504:
@@ -455,8 +456,12 @@ class StallingTransport(FaultInjectingTransport):
     leaves, until the stall is released (``release``, by the document it writes) or
     ``STALL_BOUND_S`` passed, as a request of an instance stalled (or on a slow path to the
     store) lands late: the sent mark of a request still under way when its client's retry
-    comes. Released by the client once its retry is answered, so the retry always finds the
-    first handling under way, however loaded the machine: the premise is made, not timed."""
+    comes. Released by the client once a retry has heard that handling under way (a 409 with
+    Retry-After), not merely answered: a retry answered otherwise (its own attempt timed out,
+    the first attempt having been slowed before its commit so that the retry made the record
+    and its mark is the one held; a chaos 503) leaves the mark held for the next retry. So a
+    retry always finds the first handling under way, however loaded the machine: the premise is
+    made, not timed."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -888,7 +893,7 @@ async def _run(world: World, options: DemoOptions, container: Any) -> ApiReport:
                 world,
                 session,
                 options.concurrency,
-                retried=lambda key: transport.release(request_id(CLIENT, key)),
+                found_under_way=lambda key: transport.release(request_id(CLIENT, key)),
             )
             runs = await client.run(orders)
             await world.http.until_idle()  # the answers held and the marks slowed, done
