@@ -153,8 +153,18 @@ def stock_plan(wanted: Mapping[str, Mapping[str, int]], seed: int) -> StockPlan:
 
 
 # How long the pinned OrderAccepted's deliveries wait, in real time, for its order's change to be
-# applied before they give up (then it is delivered as it comes, and the figures say so).
+# applied before they give up (then it is delivered as it comes, and the figures say so): the
+# change's event comes after the rest of the stream's, so the wait grows with the run (at 10,000
+# orders it is minutes: a fixed 120 s gave up there).
 LATE_HOLD_S = 120.0
+LATE_HOLD_S_PER_ORDER = 0.06
+
+
+def late_hold_s(orders: int) -> float:
+    """The stall's bound for a run of ``orders`` orders."""
+    return LATE_HOLD_S + LATE_HOLD_S_PER_ORDER * orders
+
+
 LATE_HELD = "OrderAccepted held until its order's change was applied (pinned)"
 LATE_HELD_STALE = "of them redelivered and completed stale (its inbox marker)"
 
@@ -162,7 +172,7 @@ LATE_HELD_STALE = "of them redelivered and completed stale (its inbox marker)"
 class _Held(enum.Enum):
     APPLIED = "the order's change applied"
     LAPSED = "the lock lapsed first: the broker has the message back"
-    GAVE_UP = f"not applied within {LATE_HOLD_S:g} s"
+    GAVE_UP = "not applied within the stall's bound"
 
 
 @dataclass
@@ -183,9 +193,10 @@ class LateOrderAccepted:
 
     The order is ``LifecycleMix.accepted_then_changed``: its OrderAccepted is published before
     its changes' events, in one relay phase, so a change is in the subscription to be applied
-    while the OrderAccepted stalls. The stall is bounded (``LATE_HOLD_S``: a change whose
-    delivery needed the clock to move, which the stalled invocation keeps the host from
-    doing, would never come), past which the OrderAccepted is delivered as it comes."""
+    while the OrderAccepted stalls. The stall is bounded (``hold_s``, ``late_hold_s``: a
+    change whose delivery needed the clock to move, which the stalled invocation keeps the
+    host from doing, would never come), past which the OrderAccepted is delivered as it
+    comes."""
 
     order_id: str
     queue: PeekLockQueue
@@ -193,6 +204,7 @@ class LateOrderAccepted:
     then: InvokeHook
     held: list[str] = field(default_factory=list)  # MessageIds held past their order's change
     released: bool = False  # held until its change, or given up: delivered as it comes since
+    hold_s: float = LATE_HOLD_S  # the stall's bound, real time (``late_hold_s``)
 
     async def __call__(self, delivery: Delivery, invoke: Callable[[], Awaitable[None]]) -> None:
         message = delivery.message
@@ -218,7 +230,7 @@ class LateOrderAccepted:
         """Until the order's index (``reserve_stock``'s gate) is above ``version``, read every
         50 ms, renewing the lock before each read."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + LATE_HOLD_S
+        deadline = loop.time() + self.hold_s
         while loop.time() < deadline:
             try:
                 self.queue.renew_lock(lock_token)
@@ -288,7 +300,13 @@ class InventoryRun:
             lock_expiry=drawn(options.seed, "inventory-lock-expiry", options.lock_expiry_rate),
         )
         late = (
-            LateOrderAccepted(late_accepted, world.inventory, world.inventory_documents, trouble)
+            LateOrderAccepted(
+                late_accepted,
+                world.inventory,
+                world.inventory_documents,
+                trouble,
+                hold_s=late_hold_s(options.orders),
+            )
             if late_accepted is not None
             else None
         )
