@@ -7,18 +7,22 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from idempotent_consumer import (
     HASH_ALGORITHM,
     NEEDS_RECONCILIATION,
     Decision,
+    DocumentStore,
     IncomingMessage,
     Outcome,
     TransientStoreError,
+    Write,
     decide_call,
     marker_id,
     release_call,
@@ -28,7 +32,7 @@ from idempotent_consumer.testing import InMemoryDocumentStore
 from local.standins.broker import ManualClock
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
 from shared.adapters.payment_profile import REFUND_EXCEEDS_CAPTURED
-from shared.adapters.payment_provider import HttpPaymentProvider
+from shared.adapters.payment_provider import CAPTURES_PATH, OPERATIONS_PATH, HttpPaymentProvider
 from shared.payments.consumer import payment_capture
 from shared.payments.contract import parse_event
 from shared.payments.provider import Operation
@@ -177,6 +181,113 @@ async def test_a_timeout_after_the_provider_committed_is_resumed_with_the_same_k
     assert again.outcome is Outcome.PROCESSED
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
     assert {entry.idempotency_key for entry in provider.ledger} == {pending["key"]}
+
+
+class CommitsAfter:
+    """The store, with ``meanwhile`` run once before its first commit: another delivery acting
+    between this one's read and its write."""
+
+    def __init__(self, store: DocumentStore, meanwhile: Callable[[], Awaitable[None]]) -> None:
+        self._store, self._meanwhile = store, meanwhile
+        self._ran = False
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        return await self._store.read(partition_key, document_id)
+
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        if not self._ran:
+            self._ran = True
+            await self._meanwhile()
+        await self._store.commit(partition_key, writes)
+
+
+async def never_sent(payments: Payments, provider: PaymentProviderStandIn) -> IncomingMessage:
+    """An acceptance whose first delivery recorded its call, which the provider answered 503
+    before processing it: the call is left in progress, and no money moved."""
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=503))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    assert payments.state("o-1")["pending"] and provider.ledger == ()
+    return replace(accepted, delivery_count=2)
+
+
+def pending_key(payments: Payments) -> str:
+    pending = payments.state("o-1")["pending"]
+    assert isinstance(pending, dict)
+    return str(pending["key"])
+
+
+async def test_a_call_never_sent_is_resumed_at_one_lookup_one_claim_one_send_one_completion(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Keys honoured: the redelivery reads the call in progress, the provider has none, so it
+    # claims the call (the state's revision moved) and sends it under its key, then completes
+    # from the state it claimed: no second round (bench target 10's 1r+2w+2c).
+    redelivered = await never_sent(payments, provider)
+    payments.store.requests.clear()
+    before = provider.requests_received
+
+    again = await payments.handle(redelivered)
+
+    assert again.outcome is Outcome.PROCESSED
+    assert payments.store.requests == ["read", "batch", "batch"]
+    assert provider.requests_received - before == Counter(
+        {f"GET {OPERATIONS_PATH}": 1, f"POST {CAPTURES_PATH}": 1}
+    )
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
+async def test_a_resumed_call_the_provider_refuses_before_processing_is_withdrawn_at_once(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The resumed send answered 429: the provider performed nothing, so the claimed call is
+    # withdrawn (not left for the next delivery to look up again) and the delivery is retried;
+    # the next one makes it afresh under the same key.
+    redelivered = await never_sent(payments, provider)
+    key = pending_key(payments)
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=429))
+
+    throttled = await payments.handle(redelivered)
+
+    assert throttled.outcome is Outcome.TRANSIENT
+    assert throttled.description is not None
+    assert throttled.description.startswith(f"TransientStoreError: provider, capture {key}: ")
+    assert payments.state("o-1")["pending"] is None
+    assert [entry.amount_minor for entry in provider.ledger] == []
+    assert (await payments.handle(replace(redelivered, delivery_count=3))).outcome is (
+        Outcome.PROCESSED
+    )
+    assert [(entry.amount_minor, entry.idempotency_key) for entry in provider.ledger] == [
+        (4200, key)
+    ]
+
+
+async def test_of_two_deliveries_resuming_one_call_the_later_claim_is_refused_and_says_so(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Both read the call in progress and both find nothing at the provider; the other one
+    # claims, sends and completes it before this one's claim, which the moved revision
+    # refuses: this delivery sends nothing and says why.
+    redelivered = await never_sent(payments, provider)
+    key = pending_key(payments)
+
+    async def the_other_delivery() -> None:
+        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
+
+    refused = await decide_call(
+        payments.definition,
+        redelivered,
+        CommitsAfter(payments.store, the_other_delivery),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert refused.outcome is Outcome.TRANSIENT
+    assert refused.description == (
+        f"TransientStoreError: call {key}: the state moved while its call was being resumed"
+    )
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+    assert (await payments.handle(redelivered)).outcome is Outcome.DUPLICATE
 
 
 async def test_a_lookup_that_cannot_reach_the_provider_is_retried_and_keeps_the_call(
@@ -483,6 +594,38 @@ async def test_without_keys_a_delivery_inside_the_last_attempt_s_window_waits_fo
     )
     assert waiting.retry_after_s == pytest.approx(2 * CLIENT_TIMEOUT_S + CLOCK_SKEW_S)
     assert payments.state("o-1")["pending"] == pending
+    await asyncio.sleep(HOLD_S)
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def test_without_keys_a_delivery_as_the_last_attempt_ends_here_waits_out_the_bound(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # A redelivery exactly when the attempt is over on our side (its overBy + the skew margin):
+    # what remains is the provider's processing bound, so it asks for those 0.1 s, not none.
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    pending = payments.state("o-1")["pending"]
+    assert isinstance(pending, dict)
+    payments.clock.advance(timedelta(seconds=2 * CLIENT_TIMEOUT_S + CLOCK_SKEW_S))
+
+    waiting = await decide_call(
+        payments.definition,
+        replace(accepted, delivery_count=2),
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert waiting.outcome is Outcome.TRANSIENT
+    assert waiting.description == (
+        f"TransientStoreError: call {pending['key']}: InProgress at the other side before its "
+        "last attempt can be over there"
+    )
+    assert waiting.retry_after_s == pytest.approx(PROCESSING_BOUND_S)
     await asyncio.sleep(HOLD_S)
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
