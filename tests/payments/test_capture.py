@@ -630,6 +630,98 @@ async def test_without_keys_a_delivery_as_the_last_attempt_ends_here_waits_out_t
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
+async def never_sent_without_keys(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> tuple[Payments, IncomingMessage]:
+    """Without keys: an acceptance whose call the provider answered 503 before processing it,
+    left in progress; its redelivery one second later (past the attempt's window, its skew
+    margin and the provider's bound) finds nothing at the provider and makes it again."""
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    return payments, await never_sent(payments, provider)
+
+
+async def test_without_keys_of_two_deliveries_making_a_call_again_the_later_is_refused(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # Both find the attempt over and nothing at the provider; the other one claims the new
+    # attempt, sends and completes it before this one's claim, which the moved revision
+    # refuses: this delivery sends nothing and says why.
+    payments, redelivered = await never_sent_without_keys(client, provider)
+    key = pending_key(payments)
+    payments.clock.advance(timedelta(seconds=1))
+
+    async def the_other_delivery() -> None:
+        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
+
+    refused = await decide_call(
+        payments.definition,
+        redelivered,
+        CommitsAfter(payments.store, the_other_delivery),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert refused.outcome is Outcome.TRANSIENT
+    assert refused.description == (
+        f"TransientStoreError: call {key}: another delivery is making it again"
+    )
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
+async def test_without_keys_a_new_attempt_claimed_as_its_send_window_ends_is_withdrawn_unsent(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # The claim of the new attempt was confirmed one call deadline after its start was read
+    # (the sender's monotonic clock): nothing is sent, the claim is withdrawn, and the next
+    # delivery makes the call.
+    payments, redelivered = await never_sent_without_keys(client, provider)
+    key = pending_key(payments)
+    payments.clock.advance(timedelta(seconds=1))
+    readings = iter([0.0, CLIENT_TIMEOUT_S])
+
+    late = await decide_call(
+        payments.definition,
+        redelivered,
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+        monotonic=lambda: next(readings),
+    )
+
+    assert late.outcome is Outcome.TRANSIENT
+    assert late.description == (
+        f"TransientStoreError: call {key}: its in-progress record was confirmed after its send "
+        f"window ({CLIENT_TIMEOUT_S:g} s, the store answered late): withdrawn unsent"
+    )
+    assert payments.state("o-1")["pending"] is None
+    assert [entry.amount_minor for entry in provider.ledger] == []
+    again = await payments.handle(replace(redelivered, delivery_count=3))
+    assert again.outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
+async def test_without_keys_a_new_attempt_the_provider_refuses_before_processing_is_withdrawn(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # The new attempt answered 429: the provider performed nothing, so it is withdrawn at once
+    # rather than waited out, and the next delivery makes the call.
+    payments, redelivered = await never_sent_without_keys(client, provider)
+    key = pending_key(payments)
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=429))
+
+    throttled = await payments.handle(redelivered)
+
+    assert throttled.outcome is Outcome.TRANSIENT
+    assert throttled.description is not None
+    assert throttled.description.startswith(f"TransientStoreError: provider, capture {key}: ")
+    assert payments.state("o-1")["pending"] is None
+    assert [entry.amount_minor for entry in provider.ledger] == []
+    again = await payments.handle(replace(redelivered, delivery_count=3))
+    assert again.outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
 async def test_without_keys_an_attempt_recorded_without_its_window_is_waited_for_then_unknown(
     client: HttpPaymentProvider, provider: PaymentProviderStandIn
 ) -> None:
