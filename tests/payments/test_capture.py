@@ -722,6 +722,31 @@ async def test_without_keys_a_new_attempt_the_provider_refuses_before_processing
     assert [entry.amount_minor for entry in provider.ledger] == [4200]
 
 
+async def test_without_keys_or_a_bound_a_call_the_provider_has_no_record_of_stays_unknown(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # With no processing bound configured, an attempt that may have been sent is never made
+    # again without keys, even once the provider says it has no such operation: the delivery
+    # says so, and the call stays in progress for an operator.
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    payments.definition = payment_capture(
+        client, call_deadline_s=CLIENT_TIMEOUT_S, clock_skew_s=CLOCK_SKEW_S
+    )
+    redelivered = await never_sent(payments, provider)
+    key = pending_key(payments)
+
+    unknown = await payments.handle(redelivered)
+
+    assert unknown.outcome is Outcome.TRANSIENT
+    assert unknown.description == (
+        f"Inconclusive: call {key} (capture of {redelivered.message_id!r}) may or may not have "
+        "happened: the other side has no record of it and no processing bound is configured"
+    )
+    assert pending_key(payments) == key
+    assert [entry.amount_minor for entry in provider.ledger] == []
+
+
 async def test_without_keys_an_attempt_recorded_without_its_window_is_waited_for_then_unknown(
     client: HttpPaymentProvider, provider: PaymentProviderStandIn
 ) -> None:
@@ -768,9 +793,14 @@ async def test_without_keys_an_inconclusive_call_is_parked_and_the_order_waits_b
     provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=3 * HOLD_S))
     accepted = payment_event("o-1", 1, 4200)
     assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
-    # Still processing at the provider: its lookup says so, on every delivery.
-    assert (await payments.handle(replace(accepted, delivery_count=2))).outcome is (
-        Outcome.TRANSIENT
+    key = pending_key(payments)
+    # Still processing at the provider past the attempt's window and its bound: its lookup says
+    # so, on every delivery, and the delivery says that it cannot tell.
+    inconclusive = await payments.handle(replace(accepted, delivery_count=2))
+    assert inconclusive.outcome is Outcome.TRANSIENT
+    assert inconclusive.description == (
+        f"Inconclusive: call {key} (capture of {accepted.message_id!r}) may or may not have "
+        "happened: the other side is still in progress"
     )
     parked = await payments.handle(replace(accepted, delivery_count=3))
     assert (parked.outcome, parked.deadletter_reason) == (Outcome.INVALID, NEEDS_RECONCILIATION)
