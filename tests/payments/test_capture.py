@@ -147,6 +147,17 @@ async def test_an_acceptance_s_first_delivery_begins_its_call_unread_and_a_redel
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
+async def test_an_acceptance_without_a_delivery_count_is_a_first_delivery_begun_unread(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # A message whose AMQP header is absent has no delivery count (``to_incoming``): it is
+    # taken for a first delivery, at the floor's two writes and no read.
+    accepted = replace(payment_event("o-1", 1, 4200), delivery_count=None)
+    assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED
+    assert payments.store.requests == ["create", "batch"]
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
 async def test_a_late_acceptance_s_unread_create_is_refused_and_it_is_stale_without_a_call(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
