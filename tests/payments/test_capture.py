@@ -102,6 +102,19 @@ async def test_an_accepted_order_is_captured_once_whatever_the_redeliveries(
     assert len(provider.ledger) == 1
 
 
+async def test_a_processed_event_s_marker_expires_after_the_configured_retention(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The marker is what makes a redelivery a duplicate; it is kept for the retention the app
+    # configures (``marker_ttl_s``, 600 s here), Cosmos DB's per-item ttl, and not forever.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+    marker = payments.store.documents[
+        ("o-1", marker_id(payments.definition.name, event_id("o-1", 1)))
+    ]
+    assert marker["ttl"] == 600
+    assert provider.net_captured("o-1") == 4200
+
+
 async def test_amendments_capture_or_refund_the_difference_and_a_cancellation_refunds_all(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
