@@ -7,18 +7,22 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from idempotent_consumer import (
     HASH_ALGORITHM,
     NEEDS_RECONCILIATION,
     Decision,
+    DocumentStore,
     IncomingMessage,
     Outcome,
     TransientStoreError,
+    Write,
     decide_call,
     marker_id,
     release_call,
@@ -28,7 +32,7 @@ from idempotent_consumer.testing import InMemoryDocumentStore
 from local.standins.broker import ManualClock
 from local.standins.payment_provider import Fault, FaultRule, PaymentProviderStandIn
 from shared.adapters.payment_profile import REFUND_EXCEEDS_CAPTURED
-from shared.adapters.payment_provider import HttpPaymentProvider
+from shared.adapters.payment_provider import CAPTURES_PATH, OPERATIONS_PATH, HttpPaymentProvider
 from shared.payments.consumer import payment_capture
 from shared.payments.contract import parse_event
 from shared.payments.provider import Operation
@@ -98,6 +102,19 @@ async def test_an_accepted_order_is_captured_once_whatever_the_redeliveries(
     assert len(provider.ledger) == 1
 
 
+async def test_a_processed_event_s_marker_expires_after_the_configured_retention(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The marker is what makes a redelivery a duplicate; it is kept for the retention the app
+    # configures (``marker_ttl_s``, 600 s here), Cosmos DB's per-item ttl, and not forever.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+    marker = payments.store.documents[
+        ("o-1", marker_id(payments.definition.name, event_id("o-1", 1)))
+    ]
+    assert marker["ttl"] == 600
+    assert provider.net_captured("o-1") == 4200
+
+
 async def test_amendments_capture_or_refund_the_difference_and_a_cancellation_refunds_all(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
@@ -143,6 +160,17 @@ async def test_an_acceptance_s_first_delivery_begins_its_call_unread_and_a_redel
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
+async def test_an_acceptance_without_a_delivery_count_is_a_first_delivery_begun_unread(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # A message whose AMQP header is absent has no delivery count (``to_incoming``): it is
+    # taken for a first delivery, at the floor's two writes and no read.
+    accepted = replace(payment_event("o-1", 1, 4200), delivery_count=None)
+    assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED
+    assert payments.store.requests == ["create", "batch"]
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
 async def test_a_late_acceptance_s_unread_create_is_refused_and_it_is_stale_without_a_call(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
@@ -177,6 +205,113 @@ async def test_a_timeout_after_the_provider_committed_is_resumed_with_the_same_k
     assert again.outcome is Outcome.PROCESSED
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
     assert {entry.idempotency_key for entry in provider.ledger} == {pending["key"]}
+
+
+class CommitsAfter:
+    """The store, with ``meanwhile`` run once before its first commit: another delivery acting
+    between this one's read and its write."""
+
+    def __init__(self, store: DocumentStore, meanwhile: Callable[[], Awaitable[None]]) -> None:
+        self._store, self._meanwhile = store, meanwhile
+        self._ran = False
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        return await self._store.read(partition_key, document_id)
+
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        if not self._ran:
+            self._ran = True
+            await self._meanwhile()
+        await self._store.commit(partition_key, writes)
+
+
+async def never_sent(payments: Payments, provider: PaymentProviderStandIn) -> IncomingMessage:
+    """An acceptance whose first delivery recorded its call, which the provider answered 503
+    before processing it: the call is left in progress, and no money moved."""
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=503))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    assert payments.state("o-1")["pending"] and provider.ledger == ()
+    return replace(accepted, delivery_count=2)
+
+
+def pending_key(payments: Payments) -> str:
+    pending = payments.state("o-1")["pending"]
+    assert isinstance(pending, dict)
+    return str(pending["key"])
+
+
+async def test_a_call_never_sent_is_resumed_at_one_lookup_one_claim_one_send_one_completion(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Keys honoured: the redelivery reads the call in progress, the provider has none, so it
+    # claims the call (the state's revision moved) and sends it under its key, then completes
+    # from the state it claimed: no second round (bench target 10's 1r+2w+2c).
+    redelivered = await never_sent(payments, provider)
+    payments.store.requests.clear()
+    before = provider.requests_received
+
+    again = await payments.handle(redelivered)
+
+    assert again.outcome is Outcome.PROCESSED
+    assert payments.store.requests == ["read", "batch", "batch"]
+    assert provider.requests_received - before == Counter(
+        {f"GET {OPERATIONS_PATH}": 1, f"POST {CAPTURES_PATH}": 1}
+    )
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
+async def test_a_resumed_call_the_provider_refuses_before_processing_is_withdrawn_at_once(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The resumed send answered 429: the provider performed nothing, so the claimed call is
+    # withdrawn (not left for the next delivery to look up again) and the delivery is retried;
+    # the next one makes it afresh under the same key.
+    redelivered = await never_sent(payments, provider)
+    key = pending_key(payments)
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=429))
+
+    throttled = await payments.handle(redelivered)
+
+    assert throttled.outcome is Outcome.TRANSIENT
+    assert throttled.description is not None
+    assert throttled.description.startswith(f"TransientStoreError: provider, capture {key}: ")
+    assert payments.state("o-1")["pending"] is None
+    assert [entry.amount_minor for entry in provider.ledger] == []
+    assert (await payments.handle(replace(redelivered, delivery_count=3))).outcome is (
+        Outcome.PROCESSED
+    )
+    assert [(entry.amount_minor, entry.idempotency_key) for entry in provider.ledger] == [
+        (4200, key)
+    ]
+
+
+async def test_of_two_deliveries_resuming_one_call_the_later_claim_is_refused_and_says_so(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Both read the call in progress and both find nothing at the provider; the other one
+    # claims, sends and completes it before this one's claim, which the moved revision
+    # refuses: this delivery sends nothing and says why.
+    redelivered = await never_sent(payments, provider)
+    key = pending_key(payments)
+
+    async def the_other_delivery() -> None:
+        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
+
+    refused = await decide_call(
+        payments.definition,
+        redelivered,
+        CommitsAfter(payments.store, the_other_delivery),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert refused.outcome is Outcome.TRANSIENT
+    assert refused.description == (
+        f"TransientStoreError: call {key}: the state moved while its call was being resumed"
+    )
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+    assert (await payments.handle(redelivered)).outcome is Outcome.DUPLICATE
 
 
 async def test_a_lookup_that_cannot_reach_the_provider_is_retried_and_keeps_the_call(
@@ -487,6 +622,155 @@ async def test_without_keys_a_delivery_inside_the_last_attempt_s_window_waits_fo
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
+async def test_without_keys_a_delivery_as_the_last_attempt_ends_here_waits_out_the_bound(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # A redelivery exactly when the attempt is over on our side (its overBy + the skew margin):
+    # what remains is the provider's processing bound, so it asks for those 0.1 s, not none.
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    pending = payments.state("o-1")["pending"]
+    assert isinstance(pending, dict)
+    payments.clock.advance(timedelta(seconds=2 * CLIENT_TIMEOUT_S + CLOCK_SKEW_S))
+
+    waiting = await decide_call(
+        payments.definition,
+        replace(accepted, delivery_count=2),
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert waiting.outcome is Outcome.TRANSIENT
+    assert waiting.description == (
+        f"TransientStoreError: call {pending['key']}: InProgress at the other side before its "
+        "last attempt can be over there"
+    )
+    assert waiting.retry_after_s == pytest.approx(PROCESSING_BOUND_S)
+    await asyncio.sleep(HOLD_S)
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+async def never_sent_without_keys(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> tuple[Payments, IncomingMessage]:
+    """Without keys: an acceptance whose call the provider answered 503 before processing it,
+    left in progress; its redelivery one second later (past the attempt's window, its skew
+    margin and the provider's bound) finds nothing at the provider and makes it again."""
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    return payments, await never_sent(payments, provider)
+
+
+async def test_without_keys_of_two_deliveries_making_a_call_again_the_later_is_refused(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # Both find the attempt over and nothing at the provider; the other one claims the new
+    # attempt, sends and completes it before this one's claim, which the moved revision
+    # refuses: this delivery sends nothing and says why.
+    payments, redelivered = await never_sent_without_keys(client, provider)
+    key = pending_key(payments)
+    payments.clock.advance(timedelta(seconds=1))
+
+    async def the_other_delivery() -> None:
+        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
+
+    refused = await decide_call(
+        payments.definition,
+        redelivered,
+        CommitsAfter(payments.store, the_other_delivery),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert refused.outcome is Outcome.TRANSIENT
+    assert refused.description == (
+        f"TransientStoreError: call {key}: another delivery is making it again"
+    )
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
+async def test_without_keys_a_new_attempt_claimed_as_its_send_window_ends_is_withdrawn_unsent(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # The claim of the new attempt was confirmed one call deadline after its start was read
+    # (the sender's monotonic clock): nothing is sent, the claim is withdrawn, and the next
+    # delivery makes the call.
+    payments, redelivered = await never_sent_without_keys(client, provider)
+    key = pending_key(payments)
+    payments.clock.advance(timedelta(seconds=1))
+    readings = iter([0.0, CLIENT_TIMEOUT_S])
+
+    late = await decide_call(
+        payments.definition,
+        redelivered,
+        payments.store,
+        marker_ttl_s=600,
+        clock=payments.clock,
+        monotonic=lambda: next(readings),
+    )
+
+    assert late.outcome is Outcome.TRANSIENT
+    assert late.description == (
+        f"TransientStoreError: call {key}: its in-progress record was confirmed after its send "
+        f"window ({CLIENT_TIMEOUT_S:g} s, the store answered late): withdrawn unsent"
+    )
+    assert payments.state("o-1")["pending"] is None
+    assert [entry.amount_minor for entry in provider.ledger] == []
+    again = await payments.handle(replace(redelivered, delivery_count=3))
+    assert again.outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
+async def test_without_keys_a_new_attempt_the_provider_refuses_before_processing_is_withdrawn(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # The new attempt answered 429: the provider performed nothing, so it is withdrawn at once
+    # rather than waited out, and the next delivery makes the call.
+    payments, redelivered = await never_sent_without_keys(client, provider)
+    key = pending_key(payments)
+    provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=429))
+
+    throttled = await payments.handle(redelivered)
+
+    assert throttled.outcome is Outcome.TRANSIENT
+    assert throttled.description is not None
+    assert throttled.description.startswith(f"TransientStoreError: provider, capture {key}: ")
+    assert payments.state("o-1")["pending"] is None
+    assert [entry.amount_minor for entry in provider.ledger] == []
+    again = await payments.handle(replace(redelivered, delivery_count=3))
+    assert again.outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
+async def test_without_keys_or_a_bound_a_call_the_provider_has_no_record_of_stays_unknown(
+    client: HttpPaymentProvider, provider: PaymentProviderStandIn
+) -> None:
+    # With no processing bound configured, an attempt that may have been sent is never made
+    # again without keys, even once the provider says it has no such operation: the delivery
+    # says so, and the call stays in progress for an operator.
+    provider.honour_keys = False
+    payments = Payments(client, honours_keys=False)
+    payments.definition = payment_capture(
+        client, call_deadline_s=CLIENT_TIMEOUT_S, clock_skew_s=CLOCK_SKEW_S
+    )
+    redelivered = await never_sent(payments, provider)
+    key = pending_key(payments)
+
+    unknown = await payments.handle(redelivered)
+
+    assert unknown.outcome is Outcome.TRANSIENT
+    assert unknown.description == (
+        f"Inconclusive: call {key} (capture of {redelivered.message_id!r}) may or may not have "
+        "happened: the other side has no record of it and no processing bound is configured"
+    )
+    assert pending_key(payments) == key
+    assert [entry.amount_minor for entry in provider.ledger] == []
+
+
 async def test_without_keys_an_attempt_recorded_without_its_window_is_waited_for_then_unknown(
     client: HttpPaymentProvider, provider: PaymentProviderStandIn
 ) -> None:
@@ -533,9 +817,14 @@ async def test_without_keys_an_inconclusive_call_is_parked_and_the_order_waits_b
     provider.inject(FaultRule(Fault.SLOW_BEFORE_COMMIT, delay_s=3 * HOLD_S))
     accepted = payment_event("o-1", 1, 4200)
     assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
-    # Still processing at the provider: its lookup says so, on every delivery.
-    assert (await payments.handle(replace(accepted, delivery_count=2))).outcome is (
-        Outcome.TRANSIENT
+    key = pending_key(payments)
+    # Still processing at the provider past the attempt's window and its bound: its lookup says
+    # so, on every delivery, and the delivery says that it cannot tell.
+    inconclusive = await payments.handle(replace(accepted, delivery_count=2))
+    assert inconclusive.outcome is Outcome.TRANSIENT
+    assert inconclusive.description == (
+        f"Inconclusive: call {key} (capture of {accepted.message_id!r}) may or may not have "
+        "happened: the other side is still in progress"
     )
     parked = await payments.handle(replace(accepted, delivery_count=3))
     assert (parked.outcome, parked.deadletter_reason) == (Outcome.INVALID, NEEDS_RECONCILIATION)
