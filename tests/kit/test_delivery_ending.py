@@ -12,8 +12,9 @@ under its MessageId with the setting's error.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -25,9 +26,12 @@ from idempotent_consumer import (
     Outcome,
     RetryPolicy,
     Settlement,
+    TransientStoreError,
+    decide,
     hold_then_abandon,
 )
 from idempotent_consumer.telemetry import NOT_SETTLED, ConsumerTelemetry
+from idempotent_consumer.testing import InMemoryDocumentStore
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -35,7 +39,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from examples.units_sold import units_sold
 from local.standins.broker import ManualClock
+from ops.sample_orders import order_body
 
 POLICY = RetryPolicy()  # lock margin 5 s, budget without a lock 50 s, delays 1, 2, 4, 8 s
 TRANSIENT = Decision(Outcome.TRANSIENT, order_id="ord-1", description="Cosmos DB answered 503")
@@ -252,6 +258,32 @@ async def test_a_retry_waits_at_least_what_the_store_asked_for(delivery: Deliver
 
     started = delivery.decided_at[0]
     assert [(t - started).total_seconds() for t in delivery.decided_at] == [0, 3]
+
+
+async def test_a_throttled_commit_is_retried_after_the_wait_the_store_asked_for(
+    delivery: Delivery,
+) -> None:
+    # A store error that carries the service's retry-after (Cosmos DB's retryAfterMilliseconds
+    # of a throttled batch operation): the retry waits that long, not the 1 s of backoff.
+    store = InMemoryDocumentStore()
+    store.fail_next = [TransientStoreError("429 throttled", retry_after_s=3.0)]
+    payload = {**order_body("ord-7", placedAt="2026-11-30T08:00:00Z")}
+    payload["lines"] = [{"sku": "SKU-1", "quantity": 2, "unitPriceMinor": 100}]
+    body = json.dumps({"eventType": "OrderAccepted", "payload": payload}).encode()
+    incoming = IncomingMessage("evt-7", body, subject="OrderAccepted")
+    incoming = replace(incoming, locked_until=delivery.clock.now() + timedelta(seconds=60))
+    started = delivery.clock.now()
+
+    async def decide_units(message: IncomingMessage, _traceparent: str | None) -> Decision:
+        return await decide(units_sold, message, store, marker_ttl_s=3600, now=delivery.clock.now())
+
+    consumer = Consumer(decide_units, delivery.telemetry, clock=delivery.clock, jitter=lambda: 1.0)
+    decision = await consumer.handle(incoming, delivery.settle)
+
+    assert (decision.outcome, delivery.settled) == (Outcome.PROCESSED, [Settlement.COMPLETE])
+    assert delivery.clock.now() - started == timedelta(seconds=3)
+    counter = await store.read("SKU-1", "units:2026-11-30")
+    assert counter is not None and counter["units"] == 2
 
 
 async def test_an_unexpected_error_holds_the_lock_once_then_abandons(delivery: Delivery) -> None:
