@@ -642,6 +642,42 @@ SERVICEBUS = [
     _ops("servicebus", "receive-one", "RECEIVE_BATCH = 100  #", "RECEIVE_BATCH = 1  #"),
 ]
 
+# The provider adapter's module-level values (mutation run 5, the tenth session). The stand-in
+# provider imports the header name and the problem media type from the adapter, so a test that
+# can tell them must spell them out (tests/unit/test_provider_constants.py).
+PAYMENT_PROVIDER = [
+    _m(
+        "adapters/payment_provider",
+        "answer-limit-raised",
+        "MAX_ANSWER_BYTES = 64 * 1024",
+        "MAX_ANSWER_BYTES = 1024 * 1024",
+    ),
+    _m(
+        "adapters/payment_provider",
+        "answer-limit-off-by-one",
+        "MAX_ANSWER_BYTES = 64 * 1024",
+        "MAX_ANSWER_BYTES = 64 * 1024 - 1",
+    ),
+    _m(
+        "adapters/payment_provider",
+        "default-timeout-raised",
+        "DEFAULT_TIMEOUT_S = 10.0",
+        "DEFAULT_TIMEOUT_S = 100.0",
+    ),
+    _m(
+        "adapters/payment_provider",
+        "idempotency-key-header-renamed",
+        'IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"',
+        'IDEMPOTENCY_KEY_HEADER = "Idempotency-Id"',
+    ),
+    _m(
+        "adapters/payment_provider",
+        "problem-media-type-renamed",
+        'PROBLEM_JSON = "application/problem+json"',
+        'PROBLEM_JSON = "application/json"',
+    ),
+]
+
 MUTANTS: tuple[ConstantMutant, ...] = (
     *CORE,
     *CONTRACT,
@@ -655,4 +691,5 @@ MUTANTS: tuple[ConstantMutant, ...] = (
     *AUDIT,
     *RESUBMIT,
     *SERVICEBUS,
+    *PAYMENT_PROVIDER,
 )
