@@ -225,6 +225,24 @@ class CommitsAfter:
         await self._store.commit(partition_key, writes)
 
 
+async def decided_while_another_delivery_completes(
+    payments: Payments, redelivered: IncomingMessage
+) -> Decision:
+    """``redelivered`` decided while another delivery of it (``payments.handle``) reads after
+    this one's read and completes before this one's first commit."""
+
+    async def the_other_delivery() -> None:
+        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
+
+    return await decide_call(
+        payments.definition,
+        redelivered,
+        CommitsAfter(payments.store, the_other_delivery),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+
 async def never_sent(payments: Payments, provider: PaymentProviderStandIn) -> IncomingMessage:
     """An acceptance whose first delivery recorded its call, which the provider answered 503
     before processing it: the call is left in progress, and no money moved."""
@@ -295,16 +313,7 @@ async def test_of_two_deliveries_resuming_one_call_the_later_claim_is_refused_an
     redelivered = await never_sent(payments, provider)
     key = pending_key(payments)
 
-    async def the_other_delivery() -> None:
-        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
-
-    refused = await decide_call(
-        payments.definition,
-        redelivered,
-        CommitsAfter(payments.store, the_other_delivery),
-        marker_ttl_s=600,
-        clock=payments.clock,
-    )
+    refused = await decided_while_another_delivery_completes(payments, redelivered)
 
     assert refused.outcome is Outcome.TRANSIENT
     assert refused.description == (
@@ -675,16 +684,7 @@ async def test_without_keys_of_two_deliveries_making_a_call_again_the_later_is_r
     key = pending_key(payments)
     payments.clock.advance(timedelta(seconds=1))
 
-    async def the_other_delivery() -> None:
-        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
-
-    refused = await decide_call(
-        payments.definition,
-        redelivered,
-        CommitsAfter(payments.store, the_other_delivery),
-        marker_ttl_s=600,
-        clock=payments.clock,
-    )
+    refused = await decided_while_another_delivery_completes(payments, redelivered)
 
     assert refused.outcome is Outcome.TRANSIENT
     assert refused.description == (
