@@ -212,10 +212,17 @@ async def test_an_app_that_cannot_decide_holds_to_the_lock_margin_and_records_wh
     assert span.status.description == "ORDERS_OUTBOX_ENABLED: 'maybe' is not a boolean"
 
 
-async def test_an_app_that_cannot_decide_a_message_without_its_lock_holds_the_budget(
-    delivery: Delivery,
+@pytest.mark.parametrize(
+    ("lock_s", "held_s"),
+    [
+        (None, POLICY.budget_without_lock_s),  # no lock: the budget
+        (3, 0.0),  # already inside the 5 s margin: abandoned at once
+    ],
+)
+async def test_an_app_that_cannot_decide_holds_what_its_lock_leaves_it(
+    delivery: Delivery, lock_s: float | None, held_s: float
 ) -> None:
-    incoming = delivery.message(lock_s=None)
+    incoming = delivery.message(lock_s=lock_s)
     started = delivery.clock.now()
 
     await hold_then_abandon(
@@ -228,26 +235,7 @@ async def test_an_app_that_cannot_decide_a_message_without_its_lock_holds_the_bu
     )
 
     assert delivery.settled == [Settlement.ABANDON]
-    assert delivery.clock.now() - started == timedelta(seconds=POLICY.budget_without_lock_s)
-
-
-async def test_an_app_that_cannot_decide_inside_the_lock_margin_abandons_at_once(
-    delivery: Delivery,
-) -> None:
-    incoming = delivery.message(lock_s=3)  # already inside the 5 s margin
-    started = delivery.clock.now()
-
-    await hold_then_abandon(
-        incoming,
-        delivery.settle,
-        BROKEN,
-        observer=delivery.telemetry,
-        clock=delivery.clock,
-        retry_policy=POLICY,
-    )
-
-    assert delivery.settled == [Settlement.ABANDON]
-    assert delivery.clock.now() == started
+    assert delivery.clock.now() - started == timedelta(seconds=held_s)
 
 
 async def test_a_retry_waits_at_least_what_the_store_asked_for(delivery: Delivery) -> None:
