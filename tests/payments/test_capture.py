@@ -314,6 +314,60 @@ async def test_of_two_deliveries_resuming_one_call_the_later_claim_is_refused_an
     assert (await payments.handle(redelivered)).outcome is Outcome.DUPLICATE
 
 
+async def test_an_amendment_that_moves_no_money_yields_to_a_later_one_that_moved_the_state(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Version 2 changes nothing the provider holds; between its read and its write version 3
+    # captures 800 more. Its write is conditional on the revision it read, so it is refused,
+    # and read again version 2 is stale: the order stays at version 3 and its 5000.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+    later = payment_event("o-1", 3, 5000)
+
+    async def the_later_amendment() -> None:
+        assert (await payments.handle(later)).outcome is Outcome.PROCESSED
+
+    unchanged = await decide_call(
+        payments.definition,
+        payment_event("o-1", 2, 4200),
+        CommitsAfter(payments.store, the_later_amendment),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert unchanged.outcome is Outcome.STALE
+    assert (payments.state("o-1")["version"], payments.state("o-1")["capturedMinor"]) == (3, 5000)
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
+    assert provider.net_captured("o-1") == 5000
+
+
+async def test_a_delivery_that_read_before_another_completed_its_call_never_begins_it_again(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Two deliveries of version 2 read the state; the other begins, sends and completes the
+    # call first. Its completion moves the revision up, never back to the value read, so this
+    # one's begin, conditional on that value, is refused, and read again version 2 is done: no
+    # call begun again and left pending on the order, and version 3 moves its own money.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+    amended = payment_event("o-1", 2, 5000)
+
+    async def the_other_delivery() -> None:
+        assert (await payments.handle(amended)).outcome is Outcome.PROCESSED
+
+    again = await decide_call(
+        payments.definition,
+        replace(amended, delivery_count=2),
+        CommitsAfter(payments.store, the_other_delivery),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert again.outcome is Outcome.DUPLICATE
+    assert payments.state("o-1")["pending"] is None
+    assert (await payments.handle(payment_event("o-1", 3, 6000))).outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 800, 1000]
+    assert provider.net_captured("o-1") == 6000
+
+
 async def test_a_lookup_that_cannot_reach_the_provider_is_retried_and_keeps_the_call(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
