@@ -524,6 +524,29 @@ async def test_an_operator_s_release_clears_the_call_read_and_refuses_once_the_s
     assert provider.net_captured("o-1") == 0
 
 
+async def test_an_operator_s_release_is_refused_once_a_redelivery_completed_the_call_it_read(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The operator reads a call in progress; before the release, the redelivery finds the call
+    # made and completes it. The completion moves the revision on, so the release, conditional
+    # on the revision read, is refused: the operator is told the state moved, not that a call
+    # which moved money will be made again.
+    provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    read = dict(payments.state("o-1"))
+    assert read["pending"]
+    await asyncio.sleep(HOLD_S)
+    assert (await payments.handle(replace(accepted, delivery_count=2))).outcome is (
+        Outcome.PROCESSED
+    )
+    effect = payments.definition.effect(parse_event(accepted))
+
+    assert await release_call(payments.store, "o-1", effect, read) is False
+    assert payments.state("o-1")["pending"] is None
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
 async def test_concurrent_deliveries_of_one_event_capture_once(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
