@@ -369,6 +369,33 @@ async def test_a_delivery_that_read_before_another_completed_its_call_never_begi
     assert provider.net_captured("o-1") == 6000
 
 
+async def test_of_two_deliveries_finishing_one_call_the_later_completion_is_a_duplicate(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Both find the call made (its answer was lost after the provider committed); the other
+    # completes it first. This one's completing batch is refused (the event's marker exists):
+    # read again, the event is a duplicate, not a second processing of it.
+    provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    await asyncio.sleep(HOLD_S)
+    redelivered = replace(accepted, delivery_count=2)
+
+    async def the_other_delivery() -> None:
+        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
+
+    later = await decide_call(
+        payments.definition,
+        redelivered,
+        CommitsAfter(payments.store, the_other_delivery),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert later.outcome is Outcome.DUPLICATE
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
 async def test_a_lookup_that_cannot_reach_the_provider_is_retried_and_keeps_the_call(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
