@@ -315,6 +315,19 @@ async def test_of_two_deliveries_resuming_one_call_the_later_claim_is_refused_an
     assert (await payments.handle(redelivered)).outcome is Outcome.DUPLICATE
 
 
+async def test_an_amendment_that_moves_no_money_still_takes_its_version(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # No call, but the payment is now at version 2 (what the operator's tool shows, and what
+    # makes an older version stale), with the event's marker.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+    unchanged = payment_event("o-1", 2, 4200)
+    assert (await payments.handle(unchanged)).outcome is Outcome.PROCESSED
+    assert (payments.state("o-1")["version"], payments.state("o-1")["capturedMinor"]) == (2, 4200)
+    assert (await payments.handle(unchanged)).outcome is Outcome.DUPLICATE
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
 async def test_an_amendment_that_moves_no_money_yields_to_a_later_one_that_moved_the_state(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
