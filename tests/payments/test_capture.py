@@ -354,6 +354,34 @@ async def test_an_amendment_that_moves_no_money_yields_to_a_later_one_that_moved
     assert provider.net_captured("o-1") == 5000
 
 
+async def test_an_amendment_read_before_a_later_one_moved_no_money_is_stale_and_moves_none(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Version 2 (5000) reads the payment at version 1; before its write, version 3 (back to
+    # 4200) moves the payment to version 3 without a call. That move takes the revision up, so
+    # version 2's begin, conditional on the revision it read, is refused, and read again it is
+    # stale: no 800 captured for a version the order has left.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+
+    async def the_later_amendment() -> None:
+        later = payment_event("o-1", 3, 4200)
+        assert (await payments.handle(later)).outcome is Outcome.PROCESSED
+
+    earlier = await decide_call(
+        payments.definition,
+        payment_event("o-1", 2, 5000),
+        CommitsAfter(payments.store, the_later_amendment),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert earlier.outcome is Outcome.STALE
+    assert (payments.state("o-1")["version"], payments.state("o-1")["capturedMinor"]) == (3, 4200)
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+    assert (await payments.handle(payment_event("o-1", 4, 5000))).outcome is Outcome.PROCESSED
+    assert provider.net_captured("o-1") == 5000
+
+
 async def test_a_delivery_that_read_before_another_completed_its_call_never_begins_it_again(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
