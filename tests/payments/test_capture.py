@@ -382,6 +382,34 @@ async def test_an_amendment_read_before_a_later_one_moved_no_money_is_stale_and_
     assert provider.net_captured("o-1") == 5000
 
 
+async def test_a_delivery_never_takes_over_a_call_begun_after_its_read(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Version 4 (6000) reads the payment at version 1. Before its write, version 2 moves it
+    # without a call and version 3 (4400) begins its 200, which the provider refuses before
+    # processing (503). Every write takes the revision up, never back to the value version 4
+    # read, so its begin is refused; read again, it finishes version 3's call first: each
+    # version's own call, in order.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+
+    async def two_later_versions() -> None:
+        assert (await payments.handle(payment_event("o-1", 2, 4200))).outcome is (Outcome.PROCESSED)
+        provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=503))
+        assert (await payments.handle(payment_event("o-1", 3, 4400))).outcome is (Outcome.TRANSIENT)
+
+    latest = await decide_call(
+        payments.definition,
+        payment_event("o-1", 4, 6000),
+        CommitsAfter(payments.store, two_later_versions),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert latest.outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 200, 1600]
+    assert provider.net_captured("o-1") == 6000
+
+
 async def test_a_delivery_that_read_before_another_completed_its_call_never_begins_it_again(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
