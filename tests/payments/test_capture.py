@@ -106,12 +106,13 @@ async def test_a_processed_event_s_marker_expires_after_the_configured_retention
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
     # The marker is what makes a redelivery a duplicate; it is kept for the retention the app
-    # configures (``marker_ttl_s``, 600 s here), Cosmos DB's per-item ttl, and not forever.
+    # configures (``marker_ttl_s``, 600 s here), Cosmos DB's per-item ttl, and not forever. It
+    # says how the event was handled, as the operator's history shows it (ops/history.py).
     assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
     marker = payments.store.documents[
         ("o-1", marker_id(payments.definition.name, event_id("o-1", 1)))
     ]
-    assert marker["ttl"] == 600
+    assert (marker["ttl"], marker["outcome"]) == (600, "processed")
     assert provider.net_captured("o-1") == 4200
 
 
@@ -323,6 +324,156 @@ async def test_of_two_deliveries_resuming_one_call_the_later_claim_is_refused_an
     assert (await payments.handle(redelivered)).outcome is Outcome.DUPLICATE
 
 
+async def test_an_amendment_that_moves_no_money_still_takes_its_version(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # No call, but the payment is now at version 2 (what the operator's tool shows, and what
+    # makes an older version stale), with the event's marker.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+    unchanged = payment_event("o-1", 2, 4200)
+    assert (await payments.handle(unchanged)).outcome is Outcome.PROCESSED
+    assert (payments.state("o-1")["version"], payments.state("o-1")["capturedMinor"]) == (2, 4200)
+    assert (await payments.handle(unchanged)).outcome is Outcome.DUPLICATE
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+
+
+async def test_an_amendment_that_moves_no_money_yields_to_a_later_one_that_moved_the_state(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Version 2 changes nothing the provider holds; between its read and its write version 3
+    # captures 800 more. Its write is conditional on the revision it read, so it is refused,
+    # and read again version 2 is stale: the order stays at version 3 and its 5000.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+    later = payment_event("o-1", 3, 5000)
+
+    async def the_later_amendment() -> None:
+        assert (await payments.handle(later)).outcome is Outcome.PROCESSED
+
+    unchanged = await decide_call(
+        payments.definition,
+        payment_event("o-1", 2, 4200),
+        CommitsAfter(payments.store, the_later_amendment),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert unchanged.outcome is Outcome.STALE
+    assert (payments.state("o-1")["version"], payments.state("o-1")["capturedMinor"]) == (3, 5000)
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
+    assert provider.net_captured("o-1") == 5000
+
+
+async def test_an_amendment_read_before_a_later_one_moved_no_money_is_stale_and_moves_none(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Version 2 (5000) reads the payment at version 1; before its write, version 3 (back to
+    # 4200) moves the payment to version 3 without a call. That move takes the revision up, so
+    # version 2's begin, conditional on the revision it read, is refused, and read again it is
+    # stale: no 800 captured for a version the order has left.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+
+    async def the_later_amendment() -> None:
+        later = payment_event("o-1", 3, 4200)
+        assert (await payments.handle(later)).outcome is Outcome.PROCESSED
+
+    earlier = await decide_call(
+        payments.definition,
+        payment_event("o-1", 2, 5000),
+        CommitsAfter(payments.store, the_later_amendment),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert earlier.outcome is Outcome.STALE
+    assert (payments.state("o-1")["version"], payments.state("o-1")["capturedMinor"]) == (3, 4200)
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+    assert (await payments.handle(payment_event("o-1", 4, 5000))).outcome is Outcome.PROCESSED
+    assert provider.net_captured("o-1") == 5000
+
+
+async def test_a_delivery_never_takes_over_a_call_begun_after_its_read(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Version 4 (6000) reads the payment at version 1. Before its write, version 2 moves it
+    # without a call and version 3 (4400) begins its 200, which the provider refuses before
+    # processing (503). Every write takes the revision up, never back to the value version 4
+    # read, so its begin is refused; read again, it finishes version 3's call first: each
+    # version's own call, in order.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+
+    async def two_later_versions() -> None:
+        assert (await payments.handle(payment_event("o-1", 2, 4200))).outcome is (Outcome.PROCESSED)
+        provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=503))
+        assert (await payments.handle(payment_event("o-1", 3, 4400))).outcome is (Outcome.TRANSIENT)
+
+    latest = await decide_call(
+        payments.definition,
+        payment_event("o-1", 4, 6000),
+        CommitsAfter(payments.store, two_later_versions),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert latest.outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 200, 1600]
+    assert provider.net_captured("o-1") == 6000
+
+
+async def test_a_delivery_that_read_before_another_completed_its_call_never_begins_it_again(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Two deliveries of version 2 read the state; the other begins, sends and completes the
+    # call first. Its completion moves the revision up, never back to the value read, so this
+    # one's begin, conditional on that value, is refused, and read again version 2 is done: no
+    # call begun again and left pending on the order, and version 3 moves its own money.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+    amended = payment_event("o-1", 2, 5000)
+
+    async def the_other_delivery() -> None:
+        assert (await payments.handle(amended)).outcome is Outcome.PROCESSED
+
+    again = await decide_call(
+        payments.definition,
+        replace(amended, delivery_count=2),
+        CommitsAfter(payments.store, the_other_delivery),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert again.outcome is Outcome.DUPLICATE
+    assert payments.state("o-1")["pending"] is None
+    assert (await payments.handle(payment_event("o-1", 3, 6000))).outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 800, 1000]
+    assert provider.net_captured("o-1") == 6000
+
+
+async def test_of_two_deliveries_finishing_one_call_the_later_completion_is_a_duplicate(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Both find the call made (its answer was lost after the provider committed); the other
+    # completes it first. This one's completing batch is refused (the event's marker exists):
+    # read again, the event is a duplicate, not a second processing of it.
+    provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    await asyncio.sleep(HOLD_S)
+    redelivered = replace(accepted, delivery_count=2)
+
+    async def the_other_delivery() -> None:
+        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
+
+    later = await decide_call(
+        payments.definition,
+        redelivered,
+        CommitsAfter(payments.store, the_other_delivery),
+        marker_ttl_s=600,
+        clock=payments.clock,
+    )
+
+    assert later.outcome is Outcome.DUPLICATE
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
 async def test_a_lookup_that_cannot_reach_the_provider_is_retried_and_keeps_the_call(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
@@ -477,6 +628,29 @@ async def test_an_operator_s_release_clears_the_call_read_and_refuses_once_the_s
     assert isinstance(revision, int)
     assert payments.state("o-1")["revision"] == revision + 1
     assert provider.net_captured("o-1") == 0
+
+
+async def test_an_operator_s_release_is_refused_once_a_redelivery_completed_the_call_it_read(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The operator reads a call in progress; before the release, the redelivery finds the call
+    # made and completes it. The completion moves the revision on, so the release, conditional
+    # on the revision read, is refused: the operator is told the state moved, not that a call
+    # which moved money will be made again.
+    provider.inject(FaultRule(Fault.TIMEOUT_AFTER_COMMIT, delay_s=HOLD_S))
+    accepted = payment_event("o-1", 1, 4200)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    read = dict(payments.state("o-1"))
+    assert read["pending"]
+    await asyncio.sleep(HOLD_S)
+    assert (await payments.handle(replace(accepted, delivery_count=2))).outcome is (
+        Outcome.PROCESSED
+    )
+    effect = payments.definition.effect(parse_event(accepted))
+
+    assert await release_call(payments.store, "o-1", effect, read) is False
+    assert payments.state("o-1")["pending"] is None
+    assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
 
 
 async def test_concurrent_deliveries_of_one_event_capture_once(
