@@ -77,9 +77,21 @@ class Payments:
         self.clock = ManualClock(NOW)
 
     async def handle(self, message: IncomingMessage) -> Decision:
+        """A delivery one second after the last one."""
         self.clock.advance(timedelta(seconds=1))
+        return await self.decide(message)
+
+    async def decide(
+        self, message: IncomingMessage, store: DocumentStore | None = None, **options: Any
+    ) -> Decision:
+        """A delivery now, on ``store`` (this consumer's by default)."""
         return await decide_call(
-            self.definition, message, self.store, marker_ttl_s=600, clock=self.clock
+            self.definition,
+            message,
+            self.store if store is None else store,
+            marker_ttl_s=600,
+            clock=self.clock,
+            **options,
         )
 
     def state(self, order_id: str) -> dict[str, object]:
@@ -235,13 +247,7 @@ async def decided_while_another_delivery_completes(
     async def the_other_delivery() -> None:
         assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
 
-    return await decide_call(
-        payments.definition,
-        redelivered,
-        CommitsAfter(payments.store, the_other_delivery),
-        marker_ttl_s=600,
-        clock=payments.clock,
-    )
+    return await payments.decide(redelivered, CommitsAfter(payments.store, the_other_delivery))
 
 
 async def never_sent(payments: Payments, provider: PaymentProviderStandIn) -> IncomingMessage:
@@ -349,12 +355,8 @@ async def test_an_amendment_that_moves_no_money_yields_to_a_later_one_that_moved
     async def the_later_amendment() -> None:
         assert (await payments.handle(later)).outcome is Outcome.PROCESSED
 
-    unchanged = await decide_call(
-        payments.definition,
-        payment_event("o-1", 2, 4200),
-        CommitsAfter(payments.store, the_later_amendment),
-        marker_ttl_s=600,
-        clock=payments.clock,
+    unchanged = await payments.decide(
+        payment_event("o-1", 2, 4200), CommitsAfter(payments.store, the_later_amendment)
     )
 
     assert unchanged.outcome is Outcome.STALE
@@ -376,12 +378,8 @@ async def test_an_amendment_read_before_a_later_one_moved_no_money_is_stale_and_
         later = payment_event("o-1", 3, 4200)
         assert (await payments.handle(later)).outcome is Outcome.PROCESSED
 
-    earlier = await decide_call(
-        payments.definition,
-        payment_event("o-1", 2, 5000),
-        CommitsAfter(payments.store, the_later_amendment),
-        marker_ttl_s=600,
-        clock=payments.clock,
+    earlier = await payments.decide(
+        payment_event("o-1", 2, 5000), CommitsAfter(payments.store, the_later_amendment)
     )
 
     assert earlier.outcome is Outcome.STALE
@@ -406,12 +404,8 @@ async def test_a_delivery_never_takes_over_a_call_begun_after_its_read(
         provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=503))
         assert (await payments.handle(payment_event("o-1", 3, 4400))).outcome is (Outcome.TRANSIENT)
 
-    latest = await decide_call(
-        payments.definition,
-        payment_event("o-1", 4, 6000),
-        CommitsAfter(payments.store, two_later_versions),
-        marker_ttl_s=600,
-        clock=payments.clock,
+    latest = await payments.decide(
+        payment_event("o-1", 4, 6000), CommitsAfter(payments.store, two_later_versions)
     )
 
     assert latest.outcome is Outcome.PROCESSED
@@ -432,12 +426,8 @@ async def test_a_delivery_that_read_before_another_completed_its_call_never_begi
     async def the_other_delivery() -> None:
         assert (await payments.handle(amended)).outcome is Outcome.PROCESSED
 
-    again = await decide_call(
-        payments.definition,
-        replace(amended, delivery_count=2),
-        CommitsAfter(payments.store, the_other_delivery),
-        marker_ttl_s=600,
-        clock=payments.clock,
+    again = await payments.decide(
+        replace(amended, delivery_count=2), CommitsAfter(payments.store, the_other_delivery)
     )
 
     assert again.outcome is Outcome.DUPLICATE
@@ -462,13 +452,7 @@ async def test_of_two_deliveries_finishing_one_call_the_later_completion_is_a_du
     async def the_other_delivery() -> None:
         assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
 
-    later = await decide_call(
-        payments.definition,
-        redelivered,
-        CommitsAfter(payments.store, the_other_delivery),
-        marker_ttl_s=600,
-        clock=payments.clock,
-    )
+    later = await payments.decide(redelivered, CommitsAfter(payments.store, the_other_delivery))
 
     assert later.outcome is Outcome.DUPLICATE
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
@@ -585,14 +569,7 @@ async def test_an_in_progress_record_confirmed_as_its_send_window_ends_is_withdr
     readings = iter([0.0, CLIENT_TIMEOUT_S])
     accepted = payment_event("o-1", 1, 4200)
 
-    late = await decide_call(
-        payments.definition,
-        accepted,
-        payments.store,
-        marker_ttl_s=600,
-        clock=payments.clock,
-        monotonic=lambda: next(readings),
-    )
+    late = await payments.decide(accepted, monotonic=lambda: next(readings))
 
     assert late.outcome is Outcome.TRANSIENT
     assert provider.net_captured("o-1") == 0
@@ -786,13 +763,7 @@ async def test_without_keys_a_delivery_inside_the_last_attempt_s_window_waits_fo
     pending = payments.state("o-1")["pending"]
     assert isinstance(pending, dict)
 
-    waiting = await decide_call(
-        payments.definition,
-        replace(accepted, delivery_count=2),
-        payments.store,
-        marker_ttl_s=600,
-        clock=payments.clock,
-    )
+    waiting = await payments.decide(replace(accepted, delivery_count=2))
 
     assert waiting.outcome is Outcome.TRANSIENT
     assert waiting.description == (
@@ -819,13 +790,7 @@ async def test_without_keys_a_delivery_as_the_last_attempt_ends_here_waits_out_t
     assert isinstance(pending, dict)
     payments.clock.advance(timedelta(seconds=2 * CLIENT_TIMEOUT_S + CLOCK_SKEW_S))
 
-    waiting = await decide_call(
-        payments.definition,
-        replace(accepted, delivery_count=2),
-        payments.store,
-        marker_ttl_s=600,
-        clock=payments.clock,
-    )
+    waiting = await payments.decide(replace(accepted, delivery_count=2))
 
     assert waiting.outcome is Outcome.TRANSIENT
     assert waiting.description == (
@@ -878,14 +843,7 @@ async def test_without_keys_a_new_attempt_claimed_as_its_send_window_ends_is_wit
     payments.clock.advance(timedelta(seconds=1))
     readings = iter([0.0, CLIENT_TIMEOUT_S])
 
-    late = await decide_call(
-        payments.definition,
-        redelivered,
-        payments.store,
-        marker_ttl_s=600,
-        clock=payments.clock,
-        monotonic=lambda: next(readings),
-    )
+    late = await payments.decide(redelivered, monotonic=lambda: next(readings))
 
     assert late.outcome is Outcome.TRANSIENT
     assert late.description == (
@@ -961,13 +919,7 @@ async def test_without_keys_an_attempt_recorded_without_its_window_is_waited_for
     assert isinstance(pending, dict)
     del pending["overBy"]
 
-    waiting = await decide_call(
-        payments.definition,
-        replace(accepted, delivery_count=2),
-        payments.store,
-        marker_ttl_s=600,
-        clock=payments.clock,
-    )
+    waiting = await payments.decide(replace(accepted, delivery_count=2))
     unknown = await payments.handle(replace(accepted, delivery_count=2))  # 1 s later
 
     assert (waiting.outcome, unknown.outcome) == (Outcome.TRANSIENT, Outcome.TRANSIENT)
