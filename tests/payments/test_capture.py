@@ -94,6 +94,17 @@ class Payments:
             **options,
         )
 
+    async def decide_while_processed(
+        self, message: IncomingMessage, other: IncomingMessage
+    ) -> Decision:
+        """``message`` decided now while ``other`` is handled, and processed, between this
+        delivery's read and its first commit (another delivery acting meanwhile)."""
+
+        async def the_other_delivery() -> None:
+            assert (await self.handle(other)).outcome is Outcome.PROCESSED
+
+        return await self.decide(message, CommitsAfter(self.store, the_other_delivery))
+
     def state(self, order_id: str) -> dict[str, object]:
         return self.store.documents[(order_id, "payment")]
 
@@ -238,18 +249,6 @@ class CommitsAfter:
         await self._store.commit(partition_key, writes)
 
 
-async def decided_while_another_delivery_completes(
-    payments: Payments, redelivered: IncomingMessage
-) -> Decision:
-    """``redelivered`` decided while another delivery of it (``payments.handle``) reads after
-    this one's read and completes before this one's first commit."""
-
-    async def the_other_delivery() -> None:
-        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
-
-    return await payments.decide(redelivered, CommitsAfter(payments.store, the_other_delivery))
-
-
 async def never_sent(payments: Payments, provider: PaymentProviderStandIn) -> IncomingMessage:
     """An acceptance whose first delivery recorded its call, which the provider answered 503
     before processing it: the call is left in progress, and no money moved."""
@@ -320,7 +319,7 @@ async def test_of_two_deliveries_resuming_one_call_the_later_claim_is_refused_an
     redelivered = await never_sent(payments, provider)
     key = pending_key(payments)
 
-    refused = await decided_while_another_delivery_completes(payments, redelivered)
+    refused = await payments.decide_while_processed(redelivered, redelivered)
 
     assert refused.outcome is Outcome.TRANSIENT
     assert refused.description == (
@@ -350,13 +349,8 @@ async def test_an_amendment_that_moves_no_money_yields_to_a_later_one_that_moved
     # captures 800 more. Its write is conditional on the revision it read, so it is refused,
     # and read again version 2 is stale: the order stays at version 3 and its 5000.
     assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
-    later = payment_event("o-1", 3, 5000)
-
-    async def the_later_amendment() -> None:
-        assert (await payments.handle(later)).outcome is Outcome.PROCESSED
-
-    unchanged = await payments.decide(
-        payment_event("o-1", 2, 4200), CommitsAfter(payments.store, the_later_amendment)
+    unchanged = await payments.decide_while_processed(
+        payment_event("o-1", 2, 4200), payment_event("o-1", 3, 5000)
     )
 
     assert unchanged.outcome is Outcome.STALE
@@ -374,12 +368,8 @@ async def test_an_amendment_read_before_a_later_one_moved_no_money_is_stale_and_
     # stale: no 800 captured for a version the order has left.
     assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
 
-    async def the_later_amendment() -> None:
-        later = payment_event("o-1", 3, 4200)
-        assert (await payments.handle(later)).outcome is Outcome.PROCESSED
-
-    earlier = await payments.decide(
-        payment_event("o-1", 2, 5000), CommitsAfter(payments.store, the_later_amendment)
+    earlier = await payments.decide_while_processed(
+        payment_event("o-1", 2, 5000), payment_event("o-1", 3, 4200)
     )
 
     assert earlier.outcome is Outcome.STALE
@@ -423,12 +413,7 @@ async def test_a_delivery_that_read_before_another_completed_its_call_never_begi
     assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
     amended = payment_event("o-1", 2, 5000)
 
-    async def the_other_delivery() -> None:
-        assert (await payments.handle(amended)).outcome is Outcome.PROCESSED
-
-    again = await payments.decide(
-        replace(amended, delivery_count=2), CommitsAfter(payments.store, the_other_delivery)
-    )
+    again = await payments.decide_while_processed(replace(amended, delivery_count=2), amended)
 
     assert again.outcome is Outcome.DUPLICATE
     assert payments.state("o-1")["pending"] is None
@@ -449,10 +434,7 @@ async def test_of_two_deliveries_finishing_one_call_the_later_completion_is_a_du
     await asyncio.sleep(HOLD_S)
     redelivered = replace(accepted, delivery_count=2)
 
-    async def the_other_delivery() -> None:
-        assert (await payments.handle(redelivered)).outcome is Outcome.PROCESSED
-
-    later = await payments.decide(redelivered, CommitsAfter(payments.store, the_other_delivery))
+    later = await payments.decide_while_processed(redelivered, redelivered)
 
     assert later.outcome is Outcome.DUPLICATE
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
@@ -823,7 +805,7 @@ async def test_without_keys_of_two_deliveries_making_a_call_again_the_later_is_r
     key = pending_key(payments)
     payments.clock.advance(timedelta(seconds=1))
 
-    refused = await decided_while_another_delivery_completes(payments, redelivered)
+    refused = await payments.decide_while_processed(redelivered, redelivered)
 
     assert refused.outcome is Outcome.TRANSIENT
     assert refused.description == (
