@@ -81,6 +81,17 @@ class Delivery:
             raise RuntimeError("the message lock was lost")
         self.settled.append(decision.settlement)
 
+    async def held_for(self, incoming: IncomingMessage, error: ConfigurationError) -> Decision:
+        """``incoming`` delivered to an app that cannot decide it for ``error``."""
+        return await hold_then_abandon(
+            incoming,
+            self.settle,
+            error,
+            observer=self.telemetry,
+            clock=self.clock,
+            retry_policy=POLICY,
+        )
+
     def durations(self) -> list[HistogramDataPoint]:
         data = self.metrics.get_metrics_data()
         assert data is not None
@@ -186,14 +197,7 @@ async def test_an_app_that_cannot_decide_holds_to_the_lock_margin_and_records_wh
     incoming = delivery.message(lock_s=60)
     assert incoming.locked_until is not None
 
-    decision = await hold_then_abandon(
-        incoming,
-        delivery.settle,
-        BROKEN,
-        observer=delivery.telemetry,
-        clock=delivery.clock,
-        retry_policy=POLICY,
-    )
+    decision = await delivery.held_for(incoming, BROKEN)
 
     assert delivery.settled == [Settlement.ABANDON]
     assert delivery.clock.now() == incoming.locked_until - timedelta(seconds=POLICY.lock_margin_s)
@@ -225,14 +229,7 @@ async def test_an_app_that_cannot_decide_holds_what_its_lock_leaves_it(
     incoming = delivery.message(lock_s=lock_s)
     started = delivery.clock.now()
 
-    await hold_then_abandon(
-        incoming,
-        delivery.settle,
-        BROKEN,
-        observer=delivery.telemetry,
-        clock=delivery.clock,
-        retry_policy=POLICY,
-    )
+    await delivery.held_for(incoming, BROKEN)
 
     assert delivery.settled == [Settlement.ABANDON]
     assert delivery.clock.now() - started == timedelta(seconds=held_s)
