@@ -233,20 +233,28 @@ async def test_a_timeout_after_the_provider_committed_is_resumed_with_the_same_k
 
 class CommitsAfter:
     """The store, with ``meanwhile`` run once before its first commit: another delivery acting
-    between this one's read and its write."""
+    between this one's read and its write; with ``then``, right after that commit instead:
+    between this one's first write (a claim) and its next step (the send)."""
 
-    def __init__(self, store: DocumentStore, meanwhile: Callable[[], Awaitable[None]]) -> None:
-        self._store, self._meanwhile = store, meanwhile
+    def __init__(
+        self, store: DocumentStore, meanwhile: Callable[[], Awaitable[None]], *, then: bool = False
+    ) -> None:
+        self._store, self._meanwhile, self._then = store, meanwhile, then
         self._ran = False
 
     async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
         return await self._store.read(partition_key, document_id)
 
     async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
-        if not self._ran:
-            self._ran = True
-            await self._meanwhile()
-        await self._store.commit(partition_key, writes)
+        if self._ran:
+            await self._store.commit(partition_key, writes)
+            return
+        self._ran = True
+        if self._then:
+            await self._store.commit(partition_key, writes)
+        await self._meanwhile()
+        if not self._then:
+            await self._store.commit(partition_key, writes)
 
 
 async def never_sent(payments: Payments, provider: PaymentProviderStandIn) -> IncomingMessage:
@@ -438,6 +446,73 @@ async def test_of_two_deliveries_finishing_one_call_the_later_completion_is_a_du
 
     assert later.outcome is Outcome.DUPLICATE
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
+
+
+class HeldBeforeCommit:
+    """The store, its first commit held until ``gate`` opens; ``reached`` is set once the
+    delivery is there (it has read and decided what to write)."""
+
+    def __init__(self, store: DocumentStore) -> None:
+        self._store = store
+        self.reached, self.gate = asyncio.Event(), asyncio.Event()
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        return await self._store.read(partition_key, document_id)
+
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        if not self.reached.is_set():
+            self.reached.set()
+            await self.gate.wait()
+        await self._store.commit(partition_key, writes)
+
+
+async def test_a_completion_from_a_state_read_before_a_claim_and_a_withdrawal_is_refused(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Completing a call is conditional on the revision read, as every write of the kit's is.
+    # Delivery 2 claims the call left in progress; before its send, delivery 3 claims it too,
+    # delivery 4 reads that claim and finds nothing at the provider, and delivery 3's send is
+    # refused before processing (429), so it withdraws the call. Then delivery 2's send
+    # captures, and its completion, from the revision it claimed, is refused: read again, it
+    # makes the call afresh under its key (the provider replays it) and completes. Delivery 4's
+    # claim comes last and is refused. Unconditional, the completion would have written the
+    # revision back to delivery 3's claim, delivery 4's claim would land on the completed
+    # payment, and the call, pending again and completed already, would hold every later
+    # version of the order.
+    redelivered = await never_sent(payments, provider)
+    key = pending_key(payments)
+    fourth = HeldBeforeCommit(payments.store)
+    reading: list[asyncio.Task[Decision]] = []
+
+    async def fourth_reads_the_third_s_claim() -> None:
+        reading.append(
+            asyncio.create_task(payments.decide(replace(redelivered, delivery_count=4), fourth))
+        )
+        await fourth.reached.wait()
+        provider.inject(FaultRule(Fault.ERROR_BEFORE_COMMIT, status=429))
+
+    async def third_claims_and_withdraws() -> None:
+        third = await payments.decide(
+            replace(redelivered, delivery_count=3),
+            CommitsAfter(payments.store, fourth_reads_the_third_s_claim, then=True),
+        )
+        assert third.outcome is Outcome.TRANSIENT
+
+    second = await payments.decide(
+        redelivered, CommitsAfter(payments.store, third_claims_and_withdraws, then=True)
+    )
+    fourth.gate.set()
+    last = await reading[0]
+
+    assert second.outcome is Outcome.PROCESSED
+    assert last.outcome is Outcome.TRANSIENT
+    assert last.description == (
+        f"TransientStoreError: call {key}: the state moved while its call was being resumed"
+    )
+    assert payments.state("o-1")["pending"] is None
+    assert (await payments.handle(payment_event("o-1", 2, 5000))).outcome is Outcome.PROCESSED
+    assert [entry.amount_minor for entry in provider.ledger] == [4200, 800]
+    assert provider.net_captured("o-1") == 5000
 
 
 async def test_a_lookup_that_cannot_reach_the_provider_is_retried_and_keeps_the_call(
