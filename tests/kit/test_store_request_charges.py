@@ -4,14 +4,23 @@ against the local Cosmos DB server, which answers ``x-ms-request-charge`` as the
 
 Mutation run 5, the tenth session: ``idempotent_consumer.cosmos._store``
 ``CosmosDocumentStore._charge_hook`` ``_1`` (no hook when a sink is given: the charges of the
-requests that succeed, most of them, never counted).
+requests that succeed, most of them, never counted). The twelfth: ``CosmosDocumentStore.read``
+``_17``, ``_18``, ``_21``-``_29``, ``_32``, ``_33`` (a read that finds nothing or is refused:
+its charge dropped or named otherwise, its error not classified).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import pytest
 from azure.cosmos.aio import ContainerProxy
-from idempotent_consumer import Create
+from idempotent_consumer import Create, SystemicStoreError
 from idempotent_consumer.cosmos import CosmosDocumentStore
+
+from local.standins.faults import POINT_READS, FaultInjectingTransport, FaultKind, FaultRule
+from shared.adapters.cosmos_orders import create_client
+from shared.config import Settings
 
 
 async def test_the_charges_of_a_commit_and_a_read_that_succeed_reach_the_sink(
@@ -27,3 +36,56 @@ async def test_the_charges_of_a_commit_and_a_read_that_succeed_reach_the_sink(
 
     assert [operation for operation, _ in charges] == ["create", "read"]
     assert all(charge > 0 for _, charge in charges)
+
+
+async def test_the_charge_of_a_read_that_finds_nothing_reaches_the_sink_as_a_read(
+    container: ContainerProxy,
+) -> None:
+    # A 404 costs request units too (the service charges every request: "x-ms-request-charge",
+    # learn.microsoft.com/rest/api/cosmos-db/common-cosmosdb-rest-response-headers), and the
+    # SDK calls a response hook on success only: the store takes it from the error.
+    charges: list[tuple[str, float]] = []
+    store = CosmosDocumentStore(
+        container, lambda operation, charge: charges.append((operation, charge))
+    )
+
+    assert await store.read("o-1", "nothing-here") is None
+
+    assert [operation for operation, _ in charges] == ["read"]
+    assert charges[0][1] > 0
+
+
+@pytest.fixture
+async def refusing_reads(
+    app_env: dict[str, str], container: ContainerProxy
+) -> AsyncIterator[ContainerProxy]:
+    """The test's container through the real SDK, every point read answered 401 (a key the
+    account no longer accepts; the SDK retries no 401), with a charge header as every answer
+    of the service carries one."""
+    transport = FaultInjectingTransport()
+    transport.add(
+        FaultRule(
+            FaultKind.STATUS,
+            status=401,
+            headers={"x-ms-request-charge": "1.5"},
+            times=None,
+            **POINT_READS,
+        )
+    )
+    async with create_client(Settings.from_env(app_env), transport=transport) as client:
+        database = client.get_database_client(app_env["COSMOS_DATABASE"])
+        yield database.get_container_client(container.id)
+
+
+async def test_a_read_refused_is_classified_and_its_charge_reaches_the_sink_as_a_read(
+    refusing_reads: ContainerProxy,
+) -> None:
+    charges: list[tuple[str, float]] = []
+    store = CosmosDocumentStore(
+        refusing_reads, lambda operation, charge: charges.append((operation, charge))
+    )
+
+    with pytest.raises(SystemicStoreError, match=r"^Cosmos DB answered 401: "):
+        await store.read("o-1", "x")
+
+    assert charges == [("read", 1.5)]
