@@ -376,3 +376,185 @@ async def test_a_redelivery_whose_gate_marker_expires_meanwhile_is_retried_and_w
     )
     assert "conflicted but could not be read" in (redelivered.description or "")
     assert reserved(store, "A") == 2
+
+
+def index_of(store: InMemoryDocumentStore, order_id: str) -> dict[str, Any]:
+    """The order's index as stored, without the store's own ``_ts``."""
+    stored = store.documents[(f"order:{order_id}", ORDER_INDEX_ID)]
+    return {name: value for name, value in stored.items() if name != "_ts"}
+
+
+async def test_the_order_index_holds_the_version_skus_and_lines_each_event_left() -> None:
+    """What the next version assumes its reservations hold is read from here (its lines), and
+    every SKU any version wanted is visited (its skus): an acceptance, an amendment, and an
+    amendment that arrives before its order's acceptance each leave the whole index."""
+    store = stocked(A=10, B=10, C=10)
+    await handle(store, event_message("o-1", 1, {"A": 2, "B": 1}))
+    accepted = index_of(store, "o-1")
+    await handle(store, event_message("o-1", 2, {"A": 3, "C": 1}))
+    await handle(store, event_message("o-2", 2, {"B": 4}))
+
+    assert accepted == {
+        "id": "orderIndex",
+        "sku": "order:o-1",
+        "type": "orderIndex",
+        "orderId": "o-1",
+        "orderVersion": 1,
+        "skus": ["A", "B"],
+        "lines": {"A": 2, "B": 1},
+    }
+    assert index_of(store, "o-1") == {
+        **accepted,
+        "orderVersion": 2,
+        "skus": ["A", "B", "C"],
+        "lines": {"A": 3, "C": 1},
+    }
+    assert index_of(store, "o-2") == {
+        **accepted,
+        "sku": "order:o-2",
+        "orderId": "o-2",
+        "orderVersion": 2,
+        "skus": ["B"],
+        "lines": {"B": 4},
+    }
+
+
+async def test_a_change_that_arrives_before_its_acceptance_reads_no_reservation() -> None:
+    # No index yet: no version passed the gate, so no SKU holds anything for the order and
+    # each SKU's batch is written unread: the index read and its batch, one batch in A.
+    store = stocked(A=10)
+    amended = await handle(store, event_message("o-1", 2, {"A": 3}))
+    assert amended.outcome is Outcome.PROCESSED
+    assert store.requests == ["read", "batch", "batch"]
+    assert reserved(store, "A") == 3
+    assert reservation(store, "A", "o-1") == {
+        "id": "reservation:o-1",
+        "sku": "A",
+        "type": RESERVATION_TYPE,
+        "orderId": "o-1",
+        "orderVersion": 2,
+        "requested": 3,
+        "reserved": 3,
+        "backordered": 0,
+        "ttl": -1,
+    }
+
+
+async def test_the_same_version_under_another_message_id_is_stale_and_changes_nothing() -> None:
+    """A producer's retry under a new MessageId, or another event claiming the version
+    already applied: stale at the gate, the stored version said, the index and the stock
+    as the applied version left them."""
+    store = stocked(A=10)
+    await handle(store, event_message("o-1", 1, {"A": 2}))
+    await handle(store, event_message("o-1", 2, {"A": 3}))
+    index_before = index_of(store, "o-1")
+    subject, body = event_body("o-1", 2, {"A": 5})
+    body["eventId"] = "another-event-id"
+    retried = IncomingMessage("another-event-id", json.dumps(body).encode(), subject=subject)
+
+    stale = await handle(store, retried)
+
+    assert (stale.outcome, stale.settlement) == (Outcome.STALE, Settlement.COMPLETE)
+    assert (stale.order_version, stale.stored_version) == (2, 2)
+    assert stale.description == "OrderAmended version 2 is stale: version 2 is applied"
+    assert index_of(store, "o-1") == index_before
+    assert reserved(store, "A") == 3 == reservations_sum(store, "A")
+
+
+async def test_a_redelivery_after_a_later_version_passed_the_gate_is_a_duplicate() -> None:
+    """Version 2 took over every SKU: the redelivery of version 1 completes as a duplicate
+    and writes nothing (it is not retried as if a replica were behind)."""
+    store = stocked(A=10)
+    accepted = event_message("o-1", 1, {"A": 2})
+    await handle(store, accepted)
+    await handle(store, event_message("o-1", 2, {"A": 3}))
+
+    redelivered = await handle(store, replace(accepted, delivery_count=2))
+
+    assert (redelivered.outcome, redelivered.settlement) == (
+        Outcome.DUPLICATE,
+        Settlement.COMPLETE,
+    )
+    assert reserved(store, "A") == 3 == reservations_sum(store, "A")
+    assert reservation(store, "A", "o-1")["orderVersion"] == 2  # type: ignore[index]
+
+
+async def test_a_redelivery_that_cannot_read_its_index_is_retried_and_says_why() -> None:
+    """The gate's marker says this event passed, but its index reads nothing (a replica
+    behind, or removed by hand): abandoned for a redelivery, nothing written in any SKU."""
+    store = stocked(A=10)
+    accepted = event_message("o-1", 1, {"A": 2})
+    await handle(store, accepted)
+    del store.documents[("order:o-1", ORDER_INDEX_ID)]
+
+    redelivered = await handle(store, replace(accepted, delivery_count=2))
+
+    assert (redelivered.outcome, redelivered.settlement) == (
+        Outcome.TRANSIENT,
+        Settlement.ABANDON,
+    )
+    assert redelivered.description == (
+        "TransientStoreError: the index of order o-1 is not readable yet, though its marker "
+        "is: a replica behind"
+    )
+    assert reserved(store, "A") == 2 == reservations_sum(store, "A")
+
+
+async def test_a_redelivery_whose_index_reads_an_older_version_is_retried_and_says_why() -> None:
+    store = stocked(A=10)
+    await handle(store, event_message("o-1", 1, {"A": 2}))
+    amended = event_message("o-1", 2, {"A": 3})
+    await handle(store, amended)
+    store.documents[("order:o-1", ORDER_INDEX_ID)]["orderVersion"] = 1  # a replica behind
+
+    redelivered = await handle(store, replace(amended, delivery_count=2))
+
+    assert (redelivered.outcome, redelivered.settlement) == (
+        Outcome.TRANSIENT,
+        Settlement.ABANDON,
+    )
+    assert redelivered.description == (
+        "TransientStoreError: the index of order o-1 reads version 1, behind version 2 its "
+        "marker says it applied: a replica behind"
+    )
+    assert reserved(store, "A") == 3 == reservations_sum(store, "A")
+
+
+async def test_a_redelivered_acceptance_reads_its_reservation_before_writing_there() -> None:
+    # A redelivery reads first (shared.kit.consumer.Blind): the gate's refused batch, its
+    # marker read twice (compared, then how it was handled) and its index read, then in A the
+    # read that finds its version: nothing written there, and no proof that the gate is still
+    # at it (that precedes a first write).
+    store = stocked(A=10)
+    accepted = event_message("o-1", 1, {"A": 2})
+    await handle(store, accepted)
+    store.requests.clear()
+
+    redelivered = await handle(store, replace(accepted, delivery_count=2))
+
+    assert redelivered.outcome is Outcome.DUPLICATE
+    assert store.requests == ["batch", "read", "read", "read", "read"]
+    assert reserved(store, "A") == 2
+
+
+async def test_a_change_that_keeps_a_skus_quantity_leaves_its_stock_item_untouched() -> None:
+    """The stock item moves by the difference only: where a change wants what the order
+    already holds, its batch writes the reservation alone, so the stock item is not written
+    (its ``_ts`` stays the first event's), even when its on-hand count was lowered below what
+    is reserved there."""
+    now = [1_000.0]
+    store = InMemoryDocumentStore(clock=lambda: now[0])
+    store.documents[("A", STOCK_ITEM_ID)] = stock_item("A", 10)
+    store.documents[("B", STOCK_ITEM_ID)] = stock_item("B", 10)
+    await handle(store, event_message("o-1", 1, {"A": 2, "B": 1}))
+    store.documents[("A", STOCK_ITEM_ID)]["onHand"] = 1  # counted again: fewer than reserved
+    now[0] = 1_100.0
+
+    amended = await handle(store, event_message("o-1", 2, {"A": 2, "B": 3}))
+
+    assert (amended.outcome, amended.measures) == (Outcome.PROCESSED, {})
+    stock_a = store.documents[("A", STOCK_ITEM_ID)]
+    assert (stock_a["reserved"], stock_a["_ts"]) == (2, 1_000)
+    assert (reserved(store, "B"), store.documents[("B", STOCK_ITEM_ID)]["_ts"]) == (3, 1_100)
+    record = reservation(store, "A", "o-1")
+    assert record is not None and (record["orderVersion"], record["reserved"]) == (2, 2)
