@@ -50,7 +50,7 @@ def stopped_after_the_gate() -> tuple[Any, IncomingMessage]:
     return stocked(A=10), event_message("o-1", 1, {"A": 2})
 
 
-async def test_a_redelivery_after_a_later_version_passed_the_gate_is_a_duplicate() -> None:
+async def test_a_redelivery_overtaken_before_its_index_read_is_decided_at_the_index_alone() -> None:
     store, accepted = stopped_after_the_gate()
     store.fail_next = [None, TransientStoreError("a stop before the SKU's batch")]
     assert (await handle(store, accepted)).outcome is Outcome.TRANSIENT
