@@ -1,0 +1,80 @@
+"""What the kit's Cosmos DB store raises for an answer it classifies, through the real SDK
+against the local Cosmos DB server, the answer made at the azure-core transport: the status,
+the failing operation of a batch and the wait the service asked for, as the consumer's retry
+and its dead-letter description read them.
+
+Mutation run 5, the twelfth session: ``idempotent_consumer.cosmos._store.classify_error``
+``_6`` (a batch's failing operation left out of the description), ``_7``, ``_13`` (its
+``retryAfterMilliseconds`` dropped), ``_16``, ``_17`` (a single request's
+``x-ms-retry-after-ms`` never read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from azure.cosmos.aio import ContainerProxy
+from idempotent_consumer import Create, TransientStoreError
+from idempotent_consumer.cosmos import CosmosDocumentStore
+
+from local.standins.faults import BATCHES, WRITES, FaultInjectingTransport, FaultKind, FaultRule
+from shared.adapters.cosmos_orders import create_client
+from shared.config import Settings
+
+
+@pytest.fixture
+async def through_faults(
+    app_env: dict[str, str], container: ContainerProxy
+) -> AsyncIterator[tuple[CosmosDocumentStore, FaultInjectingTransport]]:
+    transport = FaultInjectingTransport()
+    async with create_client(Settings.from_env(app_env), transport=transport) as client:
+        database = client.get_database_client(app_env["COSMOS_DATABASE"])
+        yield CosmosDocumentStore(database.get_container_client(container.id)), transport
+
+
+async def test_a_batch_whose_operation_is_throttled_names_it_and_keeps_its_wait(
+    through_faults: tuple[CosmosDocumentStore, FaultInjectingTransport],
+) -> None:
+    # A 207: operation 1 answered 429 with its retryAfterMilliseconds, the others 424
+    # (learn.microsoft.com/azure/cosmos-db/nosql/transactional-batch); the SDK raises
+    # CosmosBatchOperationError and retries nothing.
+    store, transport = through_faults
+    transport.add(
+        FaultRule(
+            FaultKind.BATCH_OPERATION, failing_index=1, status=429, retry_after_ms=3000, **BATCHES
+        )
+    )
+
+    with pytest.raises(TransientStoreError) as raised:
+        await store.commit(
+            "o-1", [Create({"id": "a", "orderId": "o-1"}), Create({"id": "b", "orderId": "o-1"})]
+        )
+
+    assert str(raised.value) == "Cosmos DB answered 429: batch operation 1 failed (the others 424)"
+    assert raised.value.retry_after_s == 3.0
+
+
+async def test_a_create_throttled_past_the_sdks_retries_keeps_the_wait_the_service_asked_for(
+    through_faults: tuple[CosmosDocumentStore, FaultInjectingTransport],
+) -> None:
+    # Every attempt answered 429 with x-ms-retry-after-ms 10: the SDK retries as its throttling
+    # policy says (CLIENT_OPTIONS' retry_total), then raises with the last answer's headers,
+    # whose wait the consumer's retry honours (RetryPolicy.next_delay).
+    store, transport = through_faults
+    rule = transport.add(
+        FaultRule(
+            FaultKind.STATUS,
+            status=429,
+            headers={"x-ms-retry-after-ms": "10"},
+            times=None,
+            **WRITES,
+        )
+    )
+
+    with pytest.raises(TransientStoreError) as raised:
+        await store.commit("o-1", [Create({"id": "a", "orderId": "o-1"})])
+
+    assert str(raised.value).startswith("Cosmos DB answered 429: ")
+    assert raised.value.retry_after_s == 0.01
+    assert rule.fired > 1  # the SDK's own retries came first
