@@ -958,6 +958,40 @@ async def test_a_decline_finished_by_the_next_event_is_counted_by_that_event(
     assert provider.ledger == ()
 
 
+async def test_a_decline_finished_by_its_own_redelivery_is_counted_by_it(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The decline was answered, then the delivery stopped before its completed record: the
+    # redelivery finds it at the provider and completes it, counting what it recorded.
+    payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, then complete
+    accepted = payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    again = await payments.handle(replace(accepted, delivery_count=2))
+    assert (again.outcome, again.measures) == (Outcome.PROCESSED, {"payments.declined": 1})
+    assert payments.state("o-1")["lastOutcome"] == "declined"
+    assert provider.ledger == ()
+
+
+async def test_a_decline_finished_by_an_older_event_is_counted_by_it_though_it_is_stale(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Version 2 arrived first: its decline was answered, then its delivery stopped before the
+    # completed record. The acceptance (version 1) finishes version 2's call on its behalf,
+    # counting the decline it recorded, and read again it is stale, the count kept.
+    payments.store.fail_next = [None, None, TransientStoreError("stopped")]  # read, begin, complete
+    amended = payment_event("o-1", 2, 5000, customer_id=DECLINED_CUSTOMER)
+    assert (await payments.handle(amended)).outcome is Outcome.TRANSIENT
+    accepted = await payments.handle(payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER))
+    assert (accepted.outcome, accepted.measures) == (Outcome.STALE, {"payments.declined": 1})
+    assert (payments.state("o-1")["version"], payments.state("o-1")["lastOutcome"]) == (
+        2,
+        "declined",
+    )
+    again = await payments.handle(replace(amended, delivery_count=2))
+    assert (again.outcome, again.measures) == (Outcome.DUPLICATE, {})  # recorded on its behalf
+    assert provider.ledger == ()
+
+
 async def test_a_refusal_the_providers_profile_does_not_name_is_held_systemic_never_completed(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
