@@ -17,6 +17,7 @@ import pytest
 from idempotent_consumer import (
     HASH_ALGORITHM,
     NEEDS_RECONCILIATION,
+    ConditionFailed,
     Decision,
     DocumentStore,
     IncomingMessage,
@@ -257,6 +258,20 @@ class CommitsAfter:
             await self._store.commit(partition_key, writes)
 
 
+class RefusedEveryTime:
+    """The store, with every write refused by its condition: another writer moved the state
+    between each of this delivery's reads and its write."""
+
+    def __init__(self, store: DocumentStore) -> None:
+        self._store = store
+
+    async def read(self, partition_key: str, document_id: str) -> Mapping[str, Any] | None:
+        return await self._store.read(partition_key, document_id)
+
+    async def commit(self, partition_key: str, writes: Sequence[Write]) -> None:
+        raise ConditionFailed(0, "payment")
+
+
 async def never_sent(payments: Payments, provider: PaymentProviderStandIn) -> IncomingMessage:
     """An acceptance whose first delivery recorded its call, which the provider answered 503
     before processing it: the call is left in progress, and no money moved."""
@@ -335,6 +350,27 @@ async def test_of_two_deliveries_resuming_one_call_the_later_claim_is_refused_an
     )
     assert [entry.amount_minor for entry in provider.ledger] == [4200]
     assert (await payments.handle(redelivered)).outcome is Outcome.DUPLICATE
+
+
+async def test_a_delivery_whose_state_moves_under_every_attempt_gives_up_saying_so(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Each round reads the state and plans its call, and each begin is refused: after the
+    # kit's four rounds the delivery is retried later, saying why, and no money moved.
+    assert (await payments.handle(payment_event("o-1", 1, 4200))).outcome is Outcome.PROCESSED
+    amended = payment_event("o-1", 2, 5000)
+    payments.store.requests.clear()
+
+    raced = await payments.decide(amended, RefusedEveryTime(payments.store))
+
+    assert raced.outcome is Outcome.TRANSIENT
+    assert raced.description == (
+        f"TransientStoreError: OrderAmended {amended.message_id!r}: the state of 'o-1' changed "
+        "under 4 attempts"
+    )
+    assert payments.store.requests == ["read"] * 4
+    assert [entry.amount_minor for entry in provider.ledger] == [4200]
+    assert payments.state("o-1")["version"] == 1
 
 
 async def test_an_amendment_that_moves_no_money_still_takes_its_version(
@@ -1029,6 +1065,45 @@ async def test_a_decline_finished_by_the_next_event_is_counted_by_that_event(
     assert cancelled.outcome is Outcome.PROCESSED
     assert cancelled.measures == {"payments.declined": 1}  # counted where it was recorded
     again = await payments.handle(accepted)
+    assert (again.outcome, again.measures) == (Outcome.DUPLICATE, {})  # recorded on its behalf
+    assert provider.ledger == ()
+
+
+async def test_a_decline_finished_by_its_own_redelivery_is_counted_by_it(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # The decline was answered, then the delivery stopped before its completed record: the
+    # redelivery finds it at the provider and completes it, counting what it recorded.
+    payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, then complete
+    accepted = payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER)
+    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    again = await payments.handle(replace(accepted, delivery_count=2))
+    assert (again.outcome, again.measures) == (Outcome.PROCESSED, {"payments.declined": 1})
+    assert payments.state("o-1")["lastOutcome"] == "declined"
+    assert provider.ledger == ()
+
+
+async def test_a_decline_finished_by_an_older_event_is_counted_by_it_though_it_is_stale(
+    payments: Payments, provider: PaymentProviderStandIn
+) -> None:
+    # Version 2 arrived first: its decline was answered, then its delivery stopped before the
+    # completed record. The acceptance (version 1) finishes version 2's call on its behalf,
+    # counting the decline it recorded, and read again it is stale, the count kept.
+    payments.store.fail_next = [None, None, TransientStoreError("stopped")]  # read, begin, complete
+    amended = payment_event("o-1", 2, 5000, customer_id=DECLINED_CUSTOMER)
+    assert (await payments.handle(amended)).outcome is Outcome.TRANSIENT
+    accepted = await payments.handle(payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER))
+    assert (accepted.outcome, accepted.measures) == (Outcome.STALE, {"payments.declined": 1})
+    # What its span and log say: the version the payment is at.
+    assert (accepted.stored_version, accepted.description) == (
+        2,
+        "OrderAccepted version 1 is stale: version 2 is applied",
+    )
+    assert (payments.state("o-1")["version"], payments.state("o-1")["lastOutcome"]) == (
+        2,
+        "declined",
+    )
+    again = await payments.handle(replace(amended, delivery_count=2))
     assert (again.outcome, again.measures) == (Outcome.DUPLICATE, {})  # recorded on its behalf
     assert provider.ledger == ()
 
