@@ -7,13 +7,15 @@ retry waits at least that long (``RetryPolicy.next_delay``), as for every transi
 
 Mutation run 5, the tenth session: ``idempotent_consumer.cosmos._store.classify_status`` ``_12``
 and ``_14`` (the retry-after dropped on that branch), ``_23`` and ``_25`` (on the plain transient
-branch); ``_property`` ``_3`` (the refusal of a field name without its text).
+branch); ``_property`` ``_3`` (the refusal of a field name without its text). The twelfth:
+``filter_predicate`` ``_39``, ``_44`` (its keywords in lower case: the local engine reads them,
+and no Microsoft page found says the service does).
 """
 
 from __future__ import annotations
 
 import pytest
-from idempotent_consumer import Condition, TransientStoreError
+from idempotent_consumer import Condition, Room, TransientStoreError
 from idempotent_consumer.cosmos import classify_status, filter_predicate
 
 
@@ -41,3 +43,24 @@ def test_a_condition_on_a_name_a_filter_predicate_cannot_name_is_refused_saying_
         filter_predicate(Condition(below={name: 3}))
 
     assert str(refused.value) == f"not a field name a filter predicate can name: {name!r}"
+
+
+def test_a_condition_renders_as_the_predicate_the_service_documents() -> None:
+    # Every clause of a condition in the form the service documents for a patch's condition
+    # ("of format \"FROM X where CONDITION\"", learn.microsoft.com/dotnet/api/microsoft.azure.
+    # cosmos.patchitemrequestoptions.filterpredicate): the keywords as written there, clauses
+    # joined by AND, JSON literals, a room as arithmetic, a field whose default satisfies its
+    # limit allowed to be missing.
+    condition = Condition(
+        below={"version": 3, "revision": 7},
+        equals={"state": "open"},
+        defaults={"revision": 0},
+        at_least={"onHand": 1},
+        room=(Room("reserved", -2, "onHand"), Room("reserved", 3, "onHand")),
+    )
+
+    assert filter_predicate(condition) == (
+        "FROM c WHERE c.version < 3 AND (NOT IS_DEFINED(c.revision) OR c.revision < 7) AND "
+        'c.state = "open" AND c.onHand >= 1 AND c.reserved - 2 <= c.onHand AND '
+        "c.reserved + 3 <= c.onHand"
+    )
