@@ -5,8 +5,8 @@ and its dead-letter description read them.
 
 Mutation run 5, the twelfth session: ``idempotent_consumer.cosmos._store.classify_error``
 ``_6`` (a batch's failing operation left out of the description), ``_7``, ``_13`` (its
-``retryAfterMilliseconds`` dropped), ``_16``, ``_17``, ``_22``-``_25``, ``_27`` (a single
-request's ``x-ms-retry-after-ms`` never read).
+``retryAfterMilliseconds`` dropped), ``_16``, ``_17``, ``_22``-``_25``, ``_27``, ``_33``,
+``_39`` (a single request's ``x-ms-retry-after-ms`` never read, or not passed on).
 """
 
 from __future__ import annotations
