@@ -6,7 +6,8 @@ Mutation run 5, the tenth session: ``idempotent_consumer.cosmos._store``
 ``CosmosDocumentStore._charge_hook`` ``_1`` (no hook when a sink is given: the charges of the
 requests that succeed, most of them, never counted). The twelfth: ``CosmosDocumentStore.read``
 ``_17``, ``_18``, ``_21``-``_29``, ``_32``, ``_33`` (a read that finds nothing or is refused:
-its charge dropped or named otherwise, its error not classified).
+its charge dropped or named otherwise, its error not classified) and ``_charge_of_error`` ``_1``,
+``_2``, ``_7``, ``_8`` (an error's headers never read).
 """
 
 from __future__ import annotations
