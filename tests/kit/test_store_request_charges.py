@@ -6,8 +6,9 @@ Mutation run 5, the tenth session: ``idempotent_consumer.cosmos._store``
 ``CosmosDocumentStore._charge_hook`` ``_1`` (no hook when a sink is given: the charges of the
 requests that succeed, most of them, never counted). The twelfth: ``CosmosDocumentStore.read``
 ``_17``, ``_18``, ``_21``-``_29``, ``_32``, ``_33`` (a read that finds nothing or is refused:
-its charge dropped or named otherwise, its error not classified) and ``_charge_of_error`` ``_1``,
-``_2``, ``_7``, ``_8`` (an error's headers never read).
+its charge dropped or named otherwise, its error not classified), ``_charge_of_error`` ``_1``,
+``_2``, ``_7``, ``_8`` (an error's headers never read) and ``commit`` ``_7``, ``_10`` (a
+batch's charge named ``create`` or otherwise).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
 
 
-async def test_the_charges_of_a_commit_and_a_read_that_succeed_reach_the_sink(
+async def test_the_charges_of_commits_and_a_read_that_succeed_reach_the_sink(
     container: ContainerProxy,
 ) -> None:
     charges: list[tuple[str, float]] = []
@@ -33,9 +34,12 @@ async def test_the_charges_of_a_commit_and_a_read_that_succeed_reach_the_sink(
     )
 
     await store.commit("o-1", [Create({"id": "x", "orderId": "o-1"})])
+    await store.commit(
+        "o-1", [Create({"id": "y", "orderId": "o-1"}), Create({"id": "z", "orderId": "o-1"})]
+    )
     assert await store.read("o-1", "x") is not None
 
-    assert [operation for operation, _ in charges] == ["create", "read"]
+    assert [operation for operation, _ in charges] == ["create", "batch", "read"]
     assert all(charge > 0 for _, charge in charges)
 
 
