@@ -7,8 +7,9 @@ Mutation run 5, the tenth session: ``idempotent_consumer.cosmos._store``
 requests that succeed, most of them, never counted). The twelfth: ``CosmosDocumentStore.read``
 ``_17``, ``_18``, ``_21``-``_29``, ``_32``, ``_33`` (a read that finds nothing or is refused:
 its charge dropped or named otherwise, its error not classified), ``_charge_of_error`` ``_1``,
-``_2``, ``_7``, ``_8`` (an error's headers never read) and ``commit`` ``_7``, ``_10`` (a
-batch's charge named ``create`` or otherwise).
+``_2``, ``_7``, ``_8``, ``_10`` (an error's headers never read, its charge named ``None``) and
+``commit`` ``_7``, ``_10`` (a batch's charge named ``create`` or otherwise), ``_57``, ``_58`` (a
+conflict's charge named ``None`` or never read).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from azure.cosmos.aio import ContainerProxy
-from idempotent_consumer import Create, SystemicStoreError
+from idempotent_consumer import Create, DocumentExists, SystemicStoreError
 from idempotent_consumer.cosmos import CosmosDocumentStore
 
 from local.standins.faults import POINT_READS, FaultInjectingTransport, FaultKind, FaultRule
@@ -58,6 +59,24 @@ async def test_the_charge_of_a_read_that_finds_nothing_reaches_the_sink_as_a_rea
 
     assert [operation for operation, _ in charges] == ["read"]
     assert charges[0][1] > 0
+
+
+async def test_the_charge_of_a_create_refused_as_existing_reaches_the_sink_as_a_create(
+    container: ContainerProxy,
+) -> None:
+    # A conflict costs request units too ("a conflict costs RU too": the store's own comment):
+    # the create a redelivery repeats is refused 409, and its charge is counted.
+    charges: list[tuple[str, float]] = []
+    store = CosmosDocumentStore(
+        container, lambda operation, charge: charges.append((operation, charge))
+    )
+    await store.commit("o-1", [Create({"id": "x", "orderId": "o-1"})])
+
+    with pytest.raises(DocumentExists):
+        await store.commit("o-1", [Create({"id": "x", "orderId": "o-1"})])
+
+    assert [operation for operation, _ in charges] == ["create", "create"]
+    assert charges[1][1] > 0
 
 
 @pytest.fixture
