@@ -6,7 +6,8 @@ and its dead-letter description read them.
 Mutation run 5, the twelfth session: ``idempotent_consumer.cosmos._store.classify_error``
 ``_6`` (a batch's failing operation left out of the description), ``_7``, ``_13`` (its
 ``retryAfterMilliseconds`` dropped), ``_16``, ``_17``, ``_22``-``_25``, ``_27``, ``_33``,
-``_39`` (a single request's ``x-ms-retry-after-ms`` never read, or not passed on);
+``_39``, ``_45``, ``_47``, ``_48`` (a single request's ``x-ms-retry-after-ms`` never read, not
+passed on, or scaled wrong);
 ``CosmosDocumentStore.commit`` ``_12``, ``_25`` (a create's or a batch's deadline dropped),
 ``_39``, ``_40`` (a refused batch's charge named ``None`` or never read).
 """
