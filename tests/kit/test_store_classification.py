@@ -115,4 +115,4 @@ async def test_a_commit_whose_answer_is_slow_ends_at_the_store_s_deadline_as_tra
     with pytest.raises(TransientStoreError, match="deadline"):
         await store.commit("o-1", writes)
 
-    assert time.monotonic() - started < DEADLINE_S + 0.5
+    assert time.monotonic() - started < SLOW_ANSWER_S - 0.5  # at the deadline, not the answer
