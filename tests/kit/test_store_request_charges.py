@@ -9,7 +9,7 @@ requests that succeed, most of them, never counted). The twelfth: ``CosmosDocume
 its charge dropped or named otherwise, its error not classified), ``_charge_of_error`` ``_1``,
 ``_2``, ``_7``, ``_8``, ``_10`` (an error's headers never read, its charge named ``None``) and
 ``commit`` ``_7``, ``_10`` (a batch's charge named ``create`` or otherwise), ``_57``, ``_58`` (a
-conflict's charge named ``None`` or never read).
+conflict's charge named ``None`` or never read), ``_67``, ``_68`` (a refused write's).
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ from azure.cosmos.aio import ContainerProxy
 from idempotent_consumer import Create, DocumentExists, SystemicStoreError
 from idempotent_consumer.cosmos import CosmosDocumentStore
 
-from local.standins.faults import POINT_READS, FaultInjectingTransport, FaultKind, FaultRule
+from local.standins.faults import (
+    POINT_READS,
+    WRITES,
+    FaultInjectingTransport,
+    FaultKind,
+    FaultRule,
+)
 from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
 
@@ -80,36 +86,51 @@ async def test_the_charge_of_a_create_refused_as_existing_reaches_the_sink_as_a_
 
 
 @pytest.fixture
-async def refusing_reads(
+async def refusing_requests(
     app_env: dict[str, str], container: ContainerProxy
 ) -> AsyncIterator[ContainerProxy]:
-    """The test's container through the real SDK, every point read answered 401 (a key the
-    account no longer accepts; the SDK retries no 401), with a charge header as every answer
-    of the service carries one."""
+    """The test's container through the real SDK, every point read and every write answered
+    401 (a key the account no longer accepts; the SDK retries no 401), with a charge header as
+    every answer of the service carries one."""
     transport = FaultInjectingTransport()
-    transport.add(
-        FaultRule(
-            FaultKind.STATUS,
-            status=401,
-            headers={"x-ms-request-charge": "1.5"},
-            times=None,
-            **POINT_READS,
+    for requests in (POINT_READS, WRITES):
+        transport.add(
+            FaultRule(
+                FaultKind.STATUS,
+                status=401,
+                headers={"x-ms-request-charge": "1.5"},
+                times=None,
+                **requests,
+            )
         )
-    )
     async with create_client(Settings.from_env(app_env), transport=transport) as client:
         database = client.get_database_client(app_env["COSMOS_DATABASE"])
         yield database.get_container_client(container.id)
 
 
 async def test_a_read_refused_is_classified_and_its_charge_reaches_the_sink_as_a_read(
-    refusing_reads: ContainerProxy,
+    refusing_requests: ContainerProxy,
 ) -> None:
     charges: list[tuple[str, float]] = []
     store = CosmosDocumentStore(
-        refusing_reads, lambda operation, charge: charges.append((operation, charge))
+        refusing_requests, lambda operation, charge: charges.append((operation, charge))
     )
 
     with pytest.raises(SystemicStoreError, match=r"^Cosmos DB answered 401: "):
         await store.read("o-1", "x")
 
     assert charges == [("read", 1.5)]
+
+
+async def test_a_create_refused_is_classified_and_its_charge_reaches_the_sink_as_a_create(
+    refusing_requests: ContainerProxy,
+) -> None:
+    charges: list[tuple[str, float]] = []
+    store = CosmosDocumentStore(
+        refusing_requests, lambda operation, charge: charges.append((operation, charge))
+    )
+
+    with pytest.raises(SystemicStoreError, match=r"^Cosmos DB answered 401: "):
+        await store.commit("o-1", [Create({"id": "x", "orderId": "o-1"})])
+
+    assert charges == [("create", 1.5)]
