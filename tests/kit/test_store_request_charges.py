@@ -32,13 +32,19 @@ from shared.adapters.cosmos_orders import create_client
 from shared.config import Settings
 
 
-async def test_the_charges_of_commits_and_a_read_that_succeed_reach_the_sink(
-    container: ContainerProxy,
-) -> None:
+def charged(container: ContainerProxy) -> tuple[CosmosDocumentStore, list[tuple[str, float]]]:
+    """The kit's store on ``container``, and the (operation, charge) pairs its sink receives."""
     charges: list[tuple[str, float]] = []
     store = CosmosDocumentStore(
         container, lambda operation, charge: charges.append((operation, charge))
     )
+    return store, charges
+
+
+async def test_the_charges_of_commits_and_a_read_that_succeed_reach_the_sink(
+    container: ContainerProxy,
+) -> None:
+    store, charges = charged(container)
 
     await store.commit("o-1", [Create({"id": "x", "orderId": "o-1"})])
     await store.commit(
@@ -56,10 +62,7 @@ async def test_the_charge_of_a_read_that_finds_nothing_reaches_the_sink_as_a_rea
     # A 404 costs request units too (the service charges every request: "x-ms-request-charge",
     # learn.microsoft.com/rest/api/cosmos-db/common-cosmosdb-rest-response-headers), and the
     # SDK calls a response hook on success only: the store takes it from the error.
-    charges: list[tuple[str, float]] = []
-    store = CosmosDocumentStore(
-        container, lambda operation, charge: charges.append((operation, charge))
-    )
+    store, charges = charged(container)
 
     assert await store.read("o-1", "nothing-here") is None
 
@@ -72,10 +75,7 @@ async def test_the_charge_of_a_create_refused_as_existing_reaches_the_sink_as_a_
 ) -> None:
     # A conflict costs request units too ("a conflict costs RU too": the store's own comment):
     # the create a redelivery repeats is refused 409, and its charge is counted.
-    charges: list[tuple[str, float]] = []
-    store = CosmosDocumentStore(
-        container, lambda operation, charge: charges.append((operation, charge))
-    )
+    store, charges = charged(container)
     await store.commit("o-1", [Create({"id": "x", "orderId": "o-1"})])
 
     with pytest.raises(DocumentExists):
@@ -111,10 +111,7 @@ async def refusing_requests(
 async def test_a_read_refused_is_classified_and_its_charge_reaches_the_sink_as_a_read(
     refusing_requests: ContainerProxy,
 ) -> None:
-    charges: list[tuple[str, float]] = []
-    store = CosmosDocumentStore(
-        refusing_requests, lambda operation, charge: charges.append((operation, charge))
-    )
+    store, charges = charged(refusing_requests)
 
     with pytest.raises(SystemicStoreError, match=r"^Cosmos DB answered 401: "):
         await store.read("o-1", "x")
@@ -125,10 +122,7 @@ async def test_a_read_refused_is_classified_and_its_charge_reaches_the_sink_as_a
 async def test_a_create_refused_is_classified_and_its_charge_reaches_the_sink_as_a_create(
     refusing_requests: ContainerProxy,
 ) -> None:
-    charges: list[tuple[str, float]] = []
-    store = CosmosDocumentStore(
-        refusing_requests, lambda operation, charge: charges.append((operation, charge))
-    )
+    store, charges = charged(refusing_requests)
 
     with pytest.raises(SystemicStoreError, match=r"^Cosmos DB answered 401: "):
         await store.commit("o-1", [Create({"id": "x", "orderId": "o-1"})])
