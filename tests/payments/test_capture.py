@@ -106,6 +106,12 @@ class Payments:
 
         return await self.decide(message, CommitsAfter(self.store, the_other_delivery))
 
+    async def stopped_after_the_call(self, message: IncomingMessage) -> Decision:
+        """``message`` delivered a second after the last: its call begun and made, then the
+        delivery stopped before its completed record (the completing batch fails)."""
+        self.store.fail_next = [None, TransientStoreError("stopped")]  # begin, then complete
+        return await self.handle(message)
+
     def state(self, order_id: str) -> dict[str, object]:
         return self.store.documents[(order_id, "payment")]
 
@@ -583,9 +589,8 @@ async def test_a_stop_between_the_call_and_the_completed_record_is_finished_by_t
 ) -> None:
     # begin (a first delivery of version 1 creates it unread), (call), then the completing
     # batch fails: a crash after the call.
-    payments.store.fail_next = [None, TransientStoreError("stopped")]
     accepted = payment_event("o-1", 1, 4200)
-    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    assert (await payments.stopped_after_the_call(accepted)).outcome is Outcome.TRANSIENT
     assert (await payments.handle(accepted)).outcome is Outcome.PROCESSED
     assert (await payments.handle(accepted)).outcome is Outcome.DUPLICATE
     assert provider.net_captured("o-1") == 4200 and len(provider.ledger) == 1
@@ -594,8 +599,7 @@ async def test_a_stop_between_the_call_and_the_completed_record_is_finished_by_t
 async def test_the_next_version_finishes_a_call_left_in_progress_before_its_own(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
-    payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, then complete
-    await payments.handle(payment_event("o-1", 1, 4200))  # captured, not recorded
+    await payments.stopped_after_the_call(payment_event("o-1", 1, 4200))  # not recorded
     amended = await payments.handle(payment_event("o-1", 2, 5000))
     assert amended.outcome is Outcome.PROCESSED
     late = await payments.handle(payment_event("o-1", 1, 4200))
@@ -612,8 +616,7 @@ async def test_a_call_finished_on_a_message_s_behalf_marks_it_with_its_record_s_
     # marker it can compare; one written before records named theirs is the kit's own.
     newer = "sha256/canonical-v2"
     for order_id, algorithm in (("o-1", newer), ("o-2", None)):
-        payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, complete
-        await payments.handle(payment_event(order_id, 1, 4200))  # captured, not recorded
+        await payments.stopped_after_the_call(payment_event(order_id, 1, 4200))
         pending = payments.state(order_id)["pending"]
         assert isinstance(pending, dict)
         if algorithm is None:
@@ -1058,9 +1061,8 @@ async def test_a_decline_finished_by_the_next_event_is_counted_by_that_event(
     payments: Payments, provider: PaymentProviderStandIn
 ) -> None:
     # The decline was answered, then the delivery stopped before its completed record.
-    payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, then complete
     accepted = payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER)
-    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    assert (await payments.stopped_after_the_call(accepted)).outcome is Outcome.TRANSIENT
     cancelled = await payments.handle(payment_event("o-1", 2, None))
     assert cancelled.outcome is Outcome.PROCESSED
     assert cancelled.measures == {"payments.declined": 1}  # counted where it was recorded
@@ -1074,9 +1076,8 @@ async def test_a_decline_finished_by_its_own_redelivery_is_counted_by_it(
 ) -> None:
     # The decline was answered, then the delivery stopped before its completed record: the
     # redelivery finds it at the provider and completes it, counting what it recorded.
-    payments.store.fail_next = [None, TransientStoreError("stopped")]  # begin, then complete
     accepted = payment_event("o-1", 1, 4200, customer_id=DECLINED_CUSTOMER)
-    assert (await payments.handle(accepted)).outcome is Outcome.TRANSIENT
+    assert (await payments.stopped_after_the_call(accepted)).outcome is Outcome.TRANSIENT
     again = await payments.handle(replace(accepted, delivery_count=2))
     assert (again.outcome, again.measures) == (Outcome.PROCESSED, {"payments.declined": 1})
     assert payments.state("o-1")["lastOutcome"] == "declined"
