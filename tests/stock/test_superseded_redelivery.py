@@ -20,6 +20,7 @@ from idempotent_consumer import (
     Write,
     decide,
 )
+from idempotent_consumer.testing import InMemoryDocumentStore
 
 from shared.stock.consumer import stock_reservation
 from tests.stock.events import event_message
@@ -45,15 +46,17 @@ class BeforeSecondCommit:
         await self._store.commit(partition_key, writes)
 
 
-def stopped_after_the_gate() -> tuple[Any, IncomingMessage]:
-    """A store where version 1 of o-1 (2 of A) passed the gate and stopped before A's batch."""
-    return stocked(A=10), event_message("o-1", 1, {"A": 2})
+async def stopped_after_the_gate() -> tuple[InMemoryDocumentStore, IncomingMessage]:
+    """A store where version 1 of o-1 (2 of A) passed the gate and stopped before A's batch,
+    and that version's acceptance."""
+    store, accepted = stocked(A=10), event_message("o-1", 1, {"A": 2})
+    store.fail_next = [None, TransientStoreError("a stop before the SKU's batch")]
+    assert (await handle(store, accepted)).outcome is Outcome.TRANSIENT
+    return store, accepted
 
 
 async def test_a_redelivery_overtaken_before_its_index_read_is_decided_at_the_index_alone() -> None:
-    store, accepted = stopped_after_the_gate()
-    store.fail_next = [None, TransientStoreError("a stop before the SKU's batch")]
-    assert (await handle(store, accepted)).outcome is Outcome.TRANSIENT
+    store, accepted = await stopped_after_the_gate()
     assert (await handle(store, event_message("o-1", 2, {"A": 3}))).outcome is Outcome.PROCESSED
     store.requests.clear()
 
@@ -70,9 +73,7 @@ async def test_a_redelivery_overtaken_before_its_index_read_is_decided_at_the_in
 
 
 async def test_a_redelivery_overtaken_between_its_read_and_its_first_write_is_a_duplicate() -> None:
-    store, accepted = stopped_after_the_gate()
-    store.fail_next = [None, TransientStoreError("a stop before the SKU's batch")]
-    assert (await handle(store, accepted)).outcome is Outcome.TRANSIENT
+    store, accepted = await stopped_after_the_gate()
 
     async def version_2_passes_the_gate() -> None:
         amended = await handle(store, event_message("o-1", 2, {"A": 3}))
