@@ -28,7 +28,7 @@ from idempotent_consumer import IncomingMessage
 from bench import floor_app, order_path
 from bench.orders import outgoing
 from bench.standin import Function, StandIn
-from bench.stats import rounds
+from bench.stats import median_standard_error, rounds
 from shared.consumer.contract import parse_order
 from shared.consumer.core import build_documents
 
@@ -149,6 +149,9 @@ async def measure(
         for consumer, floor in zip(found["consumer"], found["floor"], strict=True)
     ]
     summary["ratio_per_round"] = rounds(ratios)
+    # How far the figure moves from run to run by the rounds' noise alone (docs/benchmarks.md,
+    # "Eighth pass": the machine's speed changes in phases of seconds, on both sides alike).
+    summary["ratio_standard_error"] = median_standard_error(ratios)
     # The issue's second figure for this path: the consumer's CPU per message against the
     # floor's, per pair of rounds (this process: host, worker and SDK included on both sides).
     summary["cpu_ratio"] = statistics.median(

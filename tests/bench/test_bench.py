@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bench import coldstart, edge, order_path, path_profile, payments, report, stock
+from bench import coldstart, edge, order_path, path_profile, payments, report, stats, stock
 from bench.__main__ import main
 from bench.request_counts import count_outcomes
 from bench.standin import standin
@@ -83,6 +85,7 @@ def test_smallest_run_measures_every_target_and_keeps_the_prose(
     }
     throughput = results["throughput"]
     assert throughput["problems"] == []
+    assert throughput["ratio_standard_error"] >= 0  # one round: no spread to resample
     assert throughput["concurrency"] == 16  # host.json's maxConcurrentCalls
     for function in ("consumer", "floor"):  # the same write, every message completed
         measured = throughput["functions"][function]
@@ -576,3 +579,19 @@ async def test_the_path_profile_times_each_side_and_leaves_the_order_path_as_it_
     consumer, floor = found["steps_us"]["consumer"], found["steps_us"]["floor"]
     assert consumer["the whole delivery (handle_delivery)"] > consumer["store adapter (commit)"]
     assert floor["the whole delivery (platform_floor)"] > floor["the write (write_documents)"] > 0
+
+
+def test_the_median_s_standard_error_is_the_spread_of_resampled_medians() -> None:
+    """Target 3 reports its figure with this error: none for rounds that all agree, and for
+    rounds drawn from a normal distribution the textbook value of a median's standard error,
+    about 1.2533 sigma / sqrt(n), from the same rounds every time (a fixed seed)."""
+    assert stats.median_standard_error([0.93] * 41) == 0.0
+    assert stats.median_standard_error([0.93]) == 0.0
+    draw = random.Random(7)
+    rounds = [draw.gauss(0.93, 0.1) for _ in range(401)]
+    expected = 1.2533 * 0.1 / math.sqrt(len(rounds))
+    error = stats.median_standard_error(rounds)
+    assert error == pytest.approx(expected, rel=0.25)
+    assert stats.median_standard_error(rounds) == error
+    # A quarter of the rounds gives twice the error: the figure's error falls as 1 / sqrt(n).
+    assert stats.median_standard_error(rounds[:100]) == pytest.approx(2 * error, rel=0.35)

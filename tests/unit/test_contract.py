@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -67,6 +68,37 @@ def test_valid_order_is_normalised_and_hashed() -> None:
 )
 def test_placed_at_is_normalised_to_utc(written: str, normalised: str) -> None:
     assert normalise_timestamp(written) == normalised
+
+
+@settings(max_examples=400)
+@given(
+    instant=st.datetimes(min_value=datetime(1, 1, 3), max_value=datetime(9999, 12, 29)),
+    offset_minutes=st.integers(-(23 * 60 + 59), 23 * 60 + 59),
+    fraction=st.text("0123456789", max_size=9),
+    utc_as=st.sampled_from(["Z", "z", "+00:00", "-00:00", None]),
+    separator=st.sampled_from("Tt"),
+)
+def test_placed_at_is_the_same_instant_in_utc_with_its_fraction_as_written(
+    instant: datetime,
+    offset_minutes: int,
+    fraction: str,
+    utc_as: str | None,
+    separator: str,
+) -> None:
+    """Any instant written at any offset (or in UTC, however spelled) reads as that instant in
+    UTC, to the second by ``datetime``'s own arithmetic, the fraction kept as written without
+    its trailing zeros."""
+    instant = instant.replace(microsecond=0)
+    offset = timedelta(minutes=0 if utc_as else offset_minutes)
+    local = (instant + offset).isoformat()
+    if utc_as:
+        suffix = utc_as
+    else:
+        sign, minutes = ("-", -offset_minutes) if offset_minutes < 0 else ("+", offset_minutes)
+        suffix = f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    written = local[:10] + separator + local[11:] + (f".{fraction}" if fraction else "") + suffix
+    digits = fraction.rstrip("0")
+    assert normalise_timestamp(written) == instant.isoformat() + (f".{digits}Z" if digits else "Z")
 
 
 @pytest.mark.parametrize(

@@ -678,6 +678,21 @@ PAYMENT_PROVIDER = [
     ),
 ]
 
+# The rounds a kit consumer's decision may take against writers that overtake it, and the stock
+# reservation's business measure (mutation run 5, the thirteenth session).
+ROUNDS_AND_MEASURES = [
+    _m("kit/apply", "rounds-three", "MAX_ROUNDS = 4", "MAX_ROUNDS = 3"),
+    _m("kit/apply", "rounds-five", "MAX_ROUNDS = 4", "MAX_ROUNDS = 5"),
+    _m("kit/external", "rounds-three", "MAX_ROUNDS = 4", "MAX_ROUNDS = 3"),
+    _m("kit/external", "rounds-five", "MAX_ROUNDS = 4", "MAX_ROUNDS = 5"),
+    _m(
+        "stock/effects",
+        "shortfall-measure-renamed",
+        'SHORTFALL = "stock.shortfall"',
+        'SHORTFALL = "stock.short"',
+    ),
+]
+
 MUTANTS: tuple[ConstantMutant, ...] = (
     *CORE,
     *CONTRACT,
@@ -692,4 +707,5 @@ MUTANTS: tuple[ConstantMutant, ...] = (
     *RESUBMIT,
     *SERVICEBUS,
     *PAYMENT_PROVIDER,
+    *ROUNDS_AND_MEASURES,
 )
