@@ -681,10 +681,11 @@ PAYMENT_PROVIDER = [
 # The rounds a kit consumer's decision may take against writers that overtake it, and the stock
 # reservation's business measure (mutation run 5, the thirteenth session).
 ROUNDS_AND_MEASURES = [
-    _m("kit/apply", "rounds-three", "MAX_ROUNDS = 4", "MAX_ROUNDS = 3"),
-    _m("kit/apply", "rounds-five", "MAX_ROUNDS = 4", "MAX_ROUNDS = 5"),
-    _m("kit/external", "rounds-three", "MAX_ROUNDS = 4", "MAX_ROUNDS = 3"),
-    _m("kit/external", "rounds-five", "MAX_ROUNDS = 4", "MAX_ROUNDS = 5"),
+    *(
+        _m(module, f"rounds-{name}", "MAX_ROUNDS = 4", f"MAX_ROUNDS = {rounds}")
+        for module in ("kit/apply", "kit/external")
+        for name, rounds in (("three", 3), ("five", 5))
+    ),
     _m(
         "stock/effects",
         "shortfall-measure-renamed",
