@@ -66,9 +66,14 @@ TIMED_CALLS = {
 
 
 @contextmanager
-def timed_calls(cpu_ns: dict[str, int], calls: dict[str, int]) -> Iterator[None]:
+def timed_calls(
+    cpu_ns: dict[str, int], calls: dict[str, int], repeated_ns: dict[str, int] | None = None
+) -> Iterator[None]:
     """Wrap each of ``TIMED_CALLS`` where it is looked up; their thread CPU time (exact: no
-    sampling, and each is synchronous) and calls are added to ``cpu_ns`` and ``calls``."""
+    sampling, and each is synchronous) and calls are added to ``cpu_ns`` and ``calls``. With
+    ``repeated_ns``, each call that returned is made once more at once, with the same arguments
+    (the three are pure), and that second call's CPU is added there: the step warm, right after
+    itself, where the first figure is the step as the delivery meets it."""
     originals: list[tuple[Any, str, Any]] = []
     for step, (module_name, attribute) in TIMED_CALLS.items():
         module = importlib.import_module(module_name)
@@ -77,10 +82,15 @@ def timed_calls(cpu_ns: dict[str, int], calls: dict[str, int]) -> Iterator[None]
         def timed(*args: Any, _step: str = step, _call: Any = original, **kwargs: Any) -> Any:
             started = time.thread_time_ns()
             try:
-                return _call(*args, **kwargs)
+                result = _call(*args, **kwargs)
             finally:
                 cpu_ns[_step] += time.thread_time_ns() - started
                 calls[_step] += 1
+            if repeated_ns is not None:
+                again = time.thread_time_ns()
+                _call(*args, **kwargs)
+                repeated_ns[_step] += time.thread_time_ns() - again
+            return result
 
         originals.append((module, attribute, original))
         setattr(module, attribute, timed)
@@ -203,6 +213,34 @@ async def profile(
     }
 
 
+async def first_and_repeated(rounds: int = 4, messages: int = 500) -> dict[str, Any]:
+    """The consumer's timed steps through the worker, thread CPU per call, each as the delivery
+    meets it and made again at once (``timed_calls``' ``repeated_ns``): consumer rounds only,
+    unsampled. The gap between the two is what the step pays for running cold, its code and data
+    evicted by the platform's code since the previous delivery; the repeat is near the step's
+    cost alone (``bench.order_path``)."""
+    cpu_ns: collections.Counter[str] = collections.Counter()
+    repeated_ns: collections.Counter[str] = collections.Counter()
+    calls: collections.Counter[str] = collections.Counter()
+    with bench_account() as account:
+        async with standin(account) as world:
+            await throughput._round(world, "consumer", 50)  # warm-up, untimed
+            with timed_calls(cpu_ns, calls, repeated_ns):
+                for _ in range(rounds):
+                    await throughput._round(world, "consumer", messages)
+    return {
+        "rounds": rounds,
+        "messages_per_round": messages,
+        "steps_us": {
+            step: {
+                "first": cpu_ns[step] / 1000 / max(calls[step], 1),
+                "repeated": repeated_ns[step] / 1000 / max(calls[step], 1),
+            }
+            for step in TIMED_CALLS
+        },
+    }
+
+
 async def _sampled_round(
     world: StandIn, sampler: Sampler, function: Function, messages: int
 ) -> None:
@@ -221,7 +259,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.path_profile", description=__doc__)
     parser.add_argument("--rounds", type=int, default=6, help="rounds per function")
     parser.add_argument("--messages", type=int, default=500, help="per round")
+    parser.add_argument(
+        "--repeat",
+        action="store_true",
+        help="instead: each timed step's CPU as the delivery meets it and made again at once",
+    )
     arguments = parser.parse_args(argv)
+    if arguments.repeat:
+        repeated = asyncio.run(first_and_repeated(arguments.rounds, arguments.messages))
+        print(f"{'thread CPU µs per call through the worker':44s} {'first':>8s} {'again':>8s}")
+        for step, us in repeated["steps_us"].items():
+            print(f"  {step:42s} {us['first']:8.1f} {us['repeated']:8.1f}")
+        return 0
     found = asyncio.run(profile(arguments.rounds, arguments.messages))
     consumer, floor = found["steps_us"]["consumer"], found["steps_us"]["floor"]
     whole_c = consumer["the whole delivery (handle_delivery)"]

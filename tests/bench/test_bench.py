@@ -581,6 +581,26 @@ async def test_the_path_profile_times_each_side_and_leaves_the_order_path_as_it_
     assert floor["the whole delivery (platform_floor)"] > floor["the write (write_documents)"] > 0
 
 
+async def test_the_path_profile_repeats_each_timed_step_and_puts_the_order_path_back(
+    cosmos_account: CosmosAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m bench.path_profile --repeat``: each of the consumer's timed steps through the
+    worker, as the delivery meets it and made again at once, every message of every round."""
+    monkeypatch.setenv("COSMOS_EMULATOR_ENDPOINT", cosmos_account.endpoint)
+    monkeypatch.setenv("COSMOS_EMULATOR_KEY", cosmos_account.key or "")
+    wrapped = [
+        (importlib.import_module(module), attribute)
+        for module, attribute in path_profile.TIMED_CALLS.values()
+    ]
+    originals = [getattr(module, attribute) for module, attribute in wrapped]
+
+    found = await path_profile.first_and_repeated(rounds=1, messages=40)
+
+    assert [getattr(module, attribute) for module, attribute in wrapped] == originals
+    assert set(found["steps_us"]) == set(path_profile.TIMED_CALLS)
+    assert all(us["first"] > 0 and us["repeated"] > 0 for us in found["steps_us"].values())
+
+
 def test_the_median_s_standard_error_is_the_spread_of_resampled_medians() -> None:
     """Target 3 reports its figure with this error: none for rounds that all agree, and for
     rounds drawn from a normal distribution the textbook value of a median's standard error,
