@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -557,23 +558,31 @@ def test_cold_start_reports_each_figure_with_its_own_verdict() -> None:
     assert rows[1][1].startswith("1.30 (1,300 vs 1,000 ms; pairs 1.28-1.30")
 
 
-async def test_the_path_profile_times_each_side_and_leaves_the_order_path_as_it_found_it(
+@pytest.fixture
+def timed_calls_now(
     cosmos_account: CosmosAccount, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``python -m bench.path_profile``: both sides sampled through the worker, the consumer's
-    synchronous steps timed exactly, and the functions it wrapped put back."""
-
+) -> Callable[[], list[Any]]:
+    """The path profile's world on the local Cosmos DB server, and what the order path looks up
+    now for each of the calls the profile wraps while it runs (it must put them back)."""
     monkeypatch.setenv("COSMOS_EMULATOR_ENDPOINT", cosmos_account.endpoint)
     monkeypatch.setenv("COSMOS_EMULATOR_KEY", cosmos_account.key or "")
     wrapped = [
         (importlib.import_module(module), attribute)
         for module, attribute in path_profile.TIMED_CALLS.values()
     ]
-    originals = [getattr(module, attribute) for module, attribute in wrapped]
+    return lambda: [getattr(module, attribute) for module, attribute in wrapped]
+
+
+async def test_the_path_profile_times_each_side_and_leaves_the_order_path_as_it_found_it(
+    timed_calls_now: Callable[[], list[Any]],
+) -> None:
+    """``python -m bench.path_profile``: both sides sampled through the worker, the consumer's
+    synchronous steps timed exactly, and the functions it wrapped put back."""
+    originals = timed_calls_now()
 
     found = await path_profile.profile(rounds=1, messages=40, interval_s=0.0002)
 
-    assert [getattr(module, attribute) for module, attribute in wrapped] == originals
+    assert timed_calls_now() == originals
     assert set(found["step_cpu_us"]) == set(path_profile.TIMED_CALLS)
     assert all(us > 0 for us in found["step_cpu_us"].values())
     consumer, floor = found["steps_us"]["consumer"], found["steps_us"]["floor"]
@@ -582,21 +591,15 @@ async def test_the_path_profile_times_each_side_and_leaves_the_order_path_as_it_
 
 
 async def test_the_path_profile_repeats_each_timed_step_and_puts_the_order_path_back(
-    cosmos_account: CosmosAccount, monkeypatch: pytest.MonkeyPatch
+    timed_calls_now: Callable[[], list[Any]],
 ) -> None:
     """``python -m bench.path_profile --repeat``: each of the consumer's timed steps through the
     worker, as the delivery meets it and made again at once, every message of every round."""
-    monkeypatch.setenv("COSMOS_EMULATOR_ENDPOINT", cosmos_account.endpoint)
-    monkeypatch.setenv("COSMOS_EMULATOR_KEY", cosmos_account.key or "")
-    wrapped = [
-        (importlib.import_module(module), attribute)
-        for module, attribute in path_profile.TIMED_CALLS.values()
-    ]
-    originals = [getattr(module, attribute) for module, attribute in wrapped]
+    originals = timed_calls_now()
 
     found = await path_profile.first_and_repeated(rounds=1, messages=40)
 
-    assert [getattr(module, attribute) for module, attribute in wrapped] == originals
+    assert timed_calls_now() == originals
     assert set(found["steps_us"]) == set(path_profile.TIMED_CALLS)
     assert all(us["first"] > 0 and us["repeated"] > 0 for us in found["steps_us"].values())
 
