@@ -18,6 +18,9 @@ hashlib, the SSL socket) is charged to the Python function that made it. The set
 threads are not sampled (the same code on both sides). Sampling slows both sides alike
 (``sys.setswitchinterval`` is lowered while it runs): compare the sides, not these figures with
 target 3's.
+
+``--repeat`` measures instead why the consumer's steps cost more there: each timed step as the
+delivery meets it and made again at once (``first_and_repeated``).
 """
 
 from __future__ import annotations
@@ -213,7 +216,7 @@ async def profile(
     }
 
 
-async def first_and_repeated(rounds: int = 4, messages: int = 500) -> dict[str, Any]:
+async def first_and_repeated(rounds: int = 6, messages: int = 500) -> dict[str, Any]:
     """The consumer's timed steps through the worker, thread CPU per call, each as the delivery
     meets it and made again at once (``timed_calls``' ``repeated_ns``): consumer rounds only,
     unsampled. The gap between the two is what the step pays for running cold, its code and data
